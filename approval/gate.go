@@ -1,0 +1,353 @@
+package approval
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// ClockSkew is how far in the future a record's issue time may lie.
+const ClockSkew = 5 * time.Minute
+
+// Input is everything the gate judges. It is pure data: the gate reads no
+// clock, file or network, so run, status and replay reach the same verdict
+// from the same input.
+type Input struct {
+	Plan     *Envelope
+	Evidence []*Envelope
+	Policy   *Policy
+	Op       *operations.Operation
+	Now      time.Time
+	// Used counts how often each record (by ID) was already consumed.
+	Used map[string]int
+}
+
+// Assessed is one piece of evidence as the gate saw it.
+type Assessed struct {
+	ID       string        `json:"id"`
+	Kind     string        `json:"kind"` // gera, smith, trinity, withdraw
+	By       string        `json:"by,omitempty"`
+	Signer   string        `json:"signer,omitempty"`
+	Path     string        `json:"path,omitempty"`
+	Verdict  string        `json:"verdict"` // go, no-go, approve, deny, record, withdraw
+	Record   string        `json:"record,omitempty"`
+	Issued   time.Time     `json:"issued"`
+	Expires  time.Time     `json:"expires,omitzero"`
+	Uses     int           `json:"uses,omitempty"`
+	Used     int           `json:"used"`
+	Valid    bool          `json:"valid"`
+	Problem  *refusal.Code `json:"problem,omitempty"`
+	Why      string        `json:"why,omitempty"`
+	Channel  *Channel      `json:"channel,omitempty"`
+	Signed   *Signed       `json:"-"`
+	relevant bool
+}
+
+// Decision is the gate's verdict.
+type Decision struct {
+	Plan    *operations.Plan `json:"-"`
+	Planner string           `json:"planner"`
+	// Path is "gera", "smith+trinity", or "none" for a non-mutating
+	// operation. Empty when refused.
+	Path string `json:"path,omitempty"`
+	// Anchor is the record whose consumption spends this approval; empty
+	// for a non-mutating operation.
+	Anchor string `json:"anchor,omitempty"`
+	// AnchorUses is how many times the anchor may be consumed.
+	AnchorUses int `json:"anchor_uses,omitempty"`
+	// Relied lists the evidence the approval rests on, anchor first.
+	Relied   []*Signed   `json:"-"`
+	Evidence []*Assessed `json:"evidence"`
+}
+
+// Evaluate is the gate of SPEC §3. It returns the decision and, when the
+// plan may not run, a *refusal.Error. The decision is returned either way
+// (nil only when the plan itself cannot be opened), so status can show
+// every piece of evidence and why it does or does not count.
+//
+// It checks rules 1, 3, 4, 5 and 6; rule 2 (the fingerprint recomputed from
+// reality) is the caller's, since it needs the file system, and rule 7
+// (atomic consumption) is the store's.
+func Evaluate(in Input) (*Decision, error) {
+	plan, _, err := in.Policy.DecodePlan(in.Plan)
+	if err != nil {
+		return nil, err
+	}
+	fp := plan.Fingerprint
+	refuse := func(code refusal.Code, format string, args ...any) *refusal.Error {
+		return refusal.New(code, format, args...).For(plan.Operation, fp)
+	}
+	if in.Op == nil || in.Op.Name != plan.Operation {
+		return nil, refuse(refusal.OperationAbsent, "operation %q is not in the registry", plan.Operation)
+	}
+	if plan.OperationDigest != in.Op.Digest {
+		return nil, refuse(refusal.FingerprintMismatch, "operation %s changed since it was planned (digest %s, now %s)", plan.Operation, short(plan.OperationDigest), short(in.Op.Digest)).Needs("a new plan")
+	}
+	if plan.Mutating != in.Op.IsMutating() {
+		return nil, refuse(refusal.FingerprintMismatch, "the plan's mutating flag does not match operation %s", plan.Operation)
+	}
+	d := &Decision{Plan: plan, Planner: plan.Planner}
+	records, filers := map[string]*Assessed{}, map[string]string{}
+	for _, env := range in.Evidence {
+		a := assess(in, plan, env)
+		d.Evidence = append(d.Evidence, a)
+		if a.Kind == "smith" && a.Signed != nil {
+			filers[a.ID] = a.By
+			if a.Valid {
+				records[a.ID] = a
+			}
+		}
+	}
+	for _, a := range d.Evidence {
+		if a.Kind != "trinity" || !a.Valid || a.Record == "" {
+			continue
+		}
+		// No principal answers the record it filed (SPEC §3 rule 6).
+		if filers[a.Record] == a.By {
+			c := refusal.SelfApproval
+			a.Valid, a.Problem, a.Why = false, &c, fmt.Sprintf("%s filed the certainty record and cannot also answer it", a.By)
+			continue
+		}
+		// An approval counts only for a valid record of this plan.
+		if _, ok := records[a.Record]; !ok && a.Verdict == Approve {
+			a.Valid, a.Why = false, "answers no valid certainty record of this plan"
+		}
+	}
+	sort.SliceStable(d.Evidence, func(i, j int) bool { return d.Evidence[i].Issued.Before(d.Evidence[j].Issued) })
+
+	for _, a := range d.Evidence {
+		if a.Valid && a.Kind == "withdraw" {
+			return d, refuse(refusal.Withdrawn, "%s withdrew this plan; a withdrawn plan never runs", a.By)
+		}
+	}
+	if !plan.Mutating {
+		d.Path = "none"
+		return d, nil
+	}
+	for _, a := range d.Evidence {
+		if a.Valid && (a.Verdict == NoGo || a.Verdict == Deny) {
+			return d, refuse(refusal.Vetoed, "%s answered %s: a veto wins over any approval", a.By, a.Verdict)
+		}
+	}
+
+	var missing []string
+	if in.Op.Accepts(operations.PathSmithTrinity) {
+		best, bestCount := "", -1
+		var bestApprovals []*Assessed
+		for _, rec := range d.Evidence {
+			if !rec.Valid || rec.Kind != "smith" || rec.Used > 0 {
+				continue
+			}
+			seen := map[string]bool{}
+			var approvals []*Assessed
+			for _, a := range d.Evidence {
+				if a.Valid && a.Kind == "trinity" && a.Verdict == Approve && a.Record == rec.ID && !seen[a.By] {
+					seen[a.By] = true
+					approvals = append(approvals, a)
+				}
+			}
+			if len(approvals) > bestCount {
+				best, bestCount, bestApprovals = rec.ID, len(approvals), approvals
+			}
+		}
+		if bestCount >= in.Op.Approval.Approvers {
+			d.Path, d.Anchor, d.AnchorUses = operations.PathSmithTrinity, best, 1
+			d.Relied = append(d.Relied, records[best].Signed)
+			for _, a := range bestApprovals[:in.Op.Approval.Approvers] {
+				d.Relied = append(d.Relied, a.Signed)
+			}
+			return d, nil
+		}
+		if bestCount < 0 {
+			missing = append(missing, "a smith certainty record")
+			bestCount = 0
+		}
+		missing = append(missing, fmt.Sprintf("%d of %d trinity approvals", in.Op.Approval.Approvers-bestCount, in.Op.Approval.Approvers))
+	}
+	if in.Op.Accepts(operations.PathGera) {
+		for _, a := range d.Evidence {
+			if a.Valid && a.Verdict == Go && a.Used < a.Uses {
+				d.Path, d.Anchor, d.AnchorUses = operations.PathGera, a.ID, a.Uses
+				d.Relied = []*Signed{a.Signed}
+				return d, nil
+			}
+		}
+		missing = append(missing, "a gera go")
+	}
+
+	// Not allowed: name the most telling reason among the evidence that
+	// was relevant but did not count.
+	code := refusal.NoApproval
+	why := fmt.Sprintf("no valid approval for this plan (accepted paths: %v)", in.Op.Approval.Paths)
+	for _, c := range []refusal.Code{refusal.SelfApproval, refusal.EvidenceConsumed, refusal.EvidenceExpired, refusal.SignatureInvalid, refusal.PrincipalUnknown, refusal.RoleMissing} {
+		if a := firstProblem(d.Evidence, c); a != nil {
+			code, why = c, fmt.Sprintf("%s record %.12s… does not count: %s", a.Kind, a.ID, a.Why)
+			break
+		}
+	}
+	return d, refuse(code, "%s", why).Needs(missing...)
+}
+
+func firstProblem(ev []*Assessed, c refusal.Code) *Assessed {
+	for _, a := range ev {
+		if a.Problem != nil && *a.Problem == c && a.relevant {
+			return a
+		}
+	}
+	return nil
+}
+
+func short(digest string) string {
+	if len(digest) > 19 {
+		return digest[:19] + "…"
+	}
+	return digest
+}
+
+// assess judges one piece of evidence on its own: signature, kind, binding
+// to this plan, the signer's role, separation of duties, expiry, use.
+func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
+	a := &Assessed{relevant: true}
+	fail := func(code refusal.Code, format string, args ...any) *Assessed {
+		c := code
+		a.Problem, a.Why, a.Valid = &c, fmt.Sprintf(format, args...), false
+		return a
+	}
+	s, err := in.Policy.Open(env)
+	if err != nil {
+		if id, e := ID(env); e == nil {
+			a.ID = id
+		}
+		r, _ := refusal.As(err)
+		a.Kind = kindOf(env.PayloadType)
+		return fail(r.Code, "%s", r.Reason)
+	}
+	a.ID, a.Signed, a.Signer = s.ID, s, s.Signer.ID
+	a.Kind = kindOf(s.Type)
+	actor := s.Signer
+	var fingerprint string
+	var issued, expires time.Time
+	var role string
+
+	switch s.Type {
+	case TypeGera:
+		var g GeraDecision
+		if err := s.Decode(&g); err != nil {
+			return fail(refusal.SignatureInvalid, "%v", err)
+		}
+		fingerprint, issued, expires, role = g.Fingerprint, g.Issued, g.Expires, RoleGera
+		a.By, a.Verdict, a.Path, a.Uses = g.Decider, g.Decision, operations.PathGera, g.Uses
+		if g.Decision != Go && g.Decision != NoGo {
+			return fail(refusal.SignatureInvalid, "gera decision %q is neither go nor no-go", g.Decision)
+		}
+		if g.Decision == Go && g.Uses < 1 {
+			return fail(refusal.SignatureInvalid, "gera go with %d uses", g.Uses)
+		}
+	case TypeSmith:
+		var c CertaintyRecord
+		if err := s.Decode(&c); err != nil {
+			return fail(refusal.SignatureInvalid, "%v", err)
+		}
+		fingerprint, issued, expires, role = c.Fingerprint, c.Issued, c.Expires, RoleOperator
+		a.By, a.Verdict, a.Path, a.Uses = c.Filer, "record", operations.PathSmithTrinity, 1
+	case TypeTrinity:
+		var t Answer
+		if err := s.Decode(&t); err != nil {
+			return fail(refusal.SignatureInvalid, "%v", err)
+		}
+		fingerprint, issued, expires, role = t.Fingerprint, t.Issued, t.Expires, RoleApprover
+		a.By, a.Verdict, a.Path, a.Record, a.Channel = t.Approver, t.Answer, operations.PathSmithTrinity, t.Record, t.Channel
+		if t.Answer != Approve && t.Answer != Deny {
+			return fail(refusal.SignatureInvalid, "answer %q is neither approve nor deny", t.Answer)
+		}
+		if t.Answer == Approve && t.Record == "" {
+			return fail(refusal.NoApproval, "an approval must answer a certainty record")
+		}
+		if t.Channel != nil {
+			// A bridge attests an approver's answer it authenticated.
+			if !s.Signer.Has(RoleBridge) {
+				return fail(refusal.RoleMissing, "%s signed a channel answer without the bridge role", s.Signer.ID)
+			}
+			pr, ok := in.Policy.ByID(t.Approver)
+			if !ok {
+				return fail(refusal.PrincipalUnknown, "bridge names approver %q, who is not in the trust policy", t.Approver)
+			}
+			var mapped *Principal
+			switch t.Channel.Kind {
+			case "slack":
+				mapped, ok = in.Policy.BySlack(t.Channel.SlackUser)
+			case "github":
+				mapped, ok = in.Policy.ByGitHub(t.Channel.GitHubLogin)
+			default:
+				ok = false
+			}
+			if !ok || mapped != pr {
+				return fail(refusal.PrincipalUnknown, "channel identity does not map to %s", t.Approver)
+			}
+			actor = pr
+		}
+	case TypeWithdraw:
+		var w Withdrawal
+		if err := s.Decode(&w); err != nil {
+			return fail(refusal.SignatureInvalid, "%v", err)
+		}
+		fingerprint, issued, role = w.Fingerprint, w.Issued, ""
+		a.By, a.Verdict = w.Planner, "withdraw"
+	default:
+		return fail(refusal.SignatureInvalid, "unknown record type %q", s.Type)
+	}
+	a.Issued, a.Expires = issued, expires
+
+	if fingerprint != plan.Fingerprint {
+		a.relevant = false
+		return fail(refusal.NoApproval, "bound to another fingerprint")
+	}
+	if a.By != actor.ID {
+		return fail(refusal.SignatureInvalid, "record names %q but was signed for %s", a.By, actor.ID)
+	}
+	if s.Type == TypeWithdraw {
+		// The one self-targeted action: only the planner, only its own plan.
+		if actor.ID != plan.Planner {
+			return fail(refusal.RoleMissing, "only the planner may withdraw a plan")
+		}
+		a.Valid = true
+		return a
+	}
+	if !actor.Has(role) {
+		return fail(refusal.RoleMissing, "%s lacks the %s role", actor.ID, role)
+	}
+	if actor.ID == plan.Planner {
+		return fail(refusal.SelfApproval, "%s planned this and cannot also vouch for, answer or decide it", actor.ID)
+	}
+	if issued.After(in.Now.Add(ClockSkew)) {
+		return fail(refusal.EvidenceExpired, "issued in the future (%s)", issued.Format(time.RFC3339))
+	}
+	if !in.Now.Before(expires) {
+		return fail(refusal.EvidenceExpired, "expired at %s", expires.Format(time.RFC3339))
+	}
+	a.Used = in.Used[a.ID]
+	if a.Uses > 0 && a.Used >= a.Uses {
+		return fail(refusal.EvidenceConsumed, "already consumed %d of %d uses", a.Used, a.Uses)
+	}
+	a.Valid = true
+	return a
+}
+
+func kindOf(payloadType string) string {
+	switch payloadType {
+	case TypeGera:
+		return "gera"
+	case TypeSmith:
+		return "smith"
+	case TypeTrinity:
+		return "trinity"
+	case TypeWithdraw:
+		return "withdraw"
+	case TypePlan:
+		return "plan"
+	}
+	return "unknown"
+}

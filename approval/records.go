@@ -1,0 +1,225 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// DSSE payload types, one per kind of record (SPEC §5).
+const (
+	TypePlan     = "application/vnd.prod-write.plan+json"
+	TypeGera     = "application/vnd.prod-write.gera+json"
+	TypeSmith    = "application/vnd.prod-write.smith+json"
+	TypeTrinity  = "application/vnd.prod-write.trinity+json"
+	TypeWithdraw = "application/vnd.prod-write.withdraw+json"
+)
+
+// Envelope is a DSSE envelope.
+type Envelope = dsse.Envelope
+
+// Gera decisions.
+const (
+	Go   = "go"
+	NoGo = "no-go"
+)
+
+// GeraDecision is a standing go / no-go for a fingerprint.
+type GeraDecision struct {
+	Fingerprint string    `json:"fingerprint"`
+	Decision    string    `json:"decision"`
+	Uses        int       `json:"uses"`
+	Decider     string    `json:"decider"`
+	Reason      string    `json:"reason,omitempty"`
+	Issued      time.Time `json:"issued"`
+	Expires     time.Time `json:"expires"`
+}
+
+// Certainty levels of a Smith record.
+var CertaintyLevels = []string{"high", "medium", "low"}
+
+// CertaintyRecord is an operator's account of a plan (Smith).
+type CertaintyRecord struct {
+	Fingerprint string    `json:"fingerprint"`
+	Summary     string    `json:"summary"`
+	Effect      string    `json:"effect"`
+	BlastRadius string    `json:"blast_radius"`
+	Rollback    string    `json:"rollback"`
+	Certainty   string    `json:"certainty"`
+	Filer       string    `json:"filer"`
+	Issued      time.Time `json:"issued"`
+	Expires     time.Time `json:"expires"`
+}
+
+// Answers to a decision.
+const (
+	Approve = "approve"
+	Deny    = "deny"
+)
+
+// Answer is a human's answer (Trinity), given on the CLI or attested by a
+// bridge.
+type Answer struct {
+	Fingerprint string `json:"fingerprint"`
+	// Record is the ID of the certainty record this answers; a deny may
+	// leave it empty, since it vetoes the fingerprint outright.
+	Record   string    `json:"record,omitempty"`
+	Answer   string    `json:"answer"`
+	Reason   string    `json:"reason,omitempty"`
+	Approver string    `json:"approver"`
+	Channel  *Channel  `json:"channel,omitempty"`
+	Issued   time.Time `json:"issued"`
+	Expires  time.Time `json:"expires"`
+}
+
+// Channel is the evidence a bridge saw: who clicked or commented, where.
+type Channel struct {
+	Kind          string `json:"kind"` // "slack" or "github"
+	SlackUser     string `json:"slack_user,omitempty"`
+	SlackTeam     string `json:"slack_team,omitempty"`
+	SlackActionTS string `json:"slack_action_ts,omitempty"`
+	GitHubLogin   string `json:"github_login,omitempty"`
+	GitHubComment int64  `json:"github_comment_id,omitempty"`
+	GitHubRepo    string `json:"github_repo,omitempty"`
+}
+
+// Withdrawal is the planner's terminal withdrawal of its own plan.
+type Withdrawal struct {
+	Fingerprint string    `json:"fingerprint"`
+	Planner     string    `json:"planner"`
+	Issued      time.Time `json:"issued"`
+}
+
+// Sign encodes v as JSON and signs it as a DSSE envelope of payloadType.
+func Sign(k *keys.Private, payloadType string, v any) (*Envelope, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	s, err := dsse.NewEnvelopeSigner(k)
+	if err != nil {
+		return nil, err
+	}
+	return s.SignPayload(context.Background(), payloadType, body)
+}
+
+// ID identifies a record by what was signed: the sha256 of its DSSE
+// pre-authentication encoding. Re-encoding the base64 payload or adding
+// signatures does not change it, so consumption cannot be dodged that way.
+func ID(env *Envelope) (string, error) {
+	body, err := decodePayload(env)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(dsse.PAE(env.PayloadType, body))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// decodePayload accepts only standard base64, so one record has one
+// encoding.
+func decodePayload(env *Envelope) ([]byte, error) {
+	b, err := base64.StdEncoding.Strict().DecodeString(env.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("envelope payload: %w", err)
+	}
+	return b, nil
+}
+
+// Signed is a record whose signature verified against the policy.
+type Signed struct {
+	Env     *Envelope
+	ID      string
+	Type    string
+	Payload []byte
+	Signer  *Principal
+}
+
+// Open verifies env: exactly one signature, by a key of the policy, valid
+// over the payload. It returns refusals signature_invalid or
+// principal_unknown; it does not check roles (the caller knows which role
+// the signer acts in).
+func (p *Policy) Open(env *Envelope) (*Signed, error) {
+	if env == nil {
+		return nil, refusal.New(refusal.SignatureInvalid, "no envelope")
+	}
+	body, err := decodePayload(env)
+	if err != nil {
+		return nil, refusal.New(refusal.SignatureInvalid, "%v", err)
+	}
+	if len(env.Signatures) != 1 {
+		return nil, refusal.New(refusal.SignatureInvalid, "record carries %d signatures, want exactly 1", len(env.Signatures))
+	}
+	pr, ok := p.ByKey(env.Signatures[0].KeyID)
+	if !ok {
+		return nil, refusal.New(refusal.PrincipalUnknown, "record is signed by key %.16s…, which is in no principal of the trust policy", env.Signatures[0].KeyID)
+	}
+	if err := VerifyWith(pr.pub, env); err != nil {
+		return nil, refusal.New(refusal.SignatureInvalid, "signature of %s's record does not verify", pr.ID)
+	}
+	sum := sha256.Sum256(dsse.PAE(env.PayloadType, body))
+	return &Signed{Env: env, ID: hex.EncodeToString(sum[:]), Type: env.PayloadType, Payload: body, Signer: pr}, nil
+}
+
+// VerifyWith checks env's single signature against pub.
+func VerifyWith(pub keys.Public, env *Envelope) error {
+	body, err := decodePayload(env)
+	if err != nil {
+		return err
+	}
+	if len(env.Signatures) != 1 {
+		return fmt.Errorf("%d signatures, want exactly 1", len(env.Signatures))
+	}
+	sig, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
+	if err != nil {
+		return fmt.Errorf("signature encoding: %w", err)
+	}
+	return keys.Verifier{Key: pub}.Verify(context.Background(), dsse.PAE(env.PayloadType, body), sig)
+}
+
+// Decode unmarshals the payload of s into v, refusing unknown fields.
+func (s *Signed) Decode(v any) error {
+	dec := json.NewDecoder(bytes.NewReader(s.Payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return refusal.New(refusal.SignatureInvalid, "record %.12s… does not decode as %s: %v", s.ID, s.Type, err)
+	}
+	return nil
+}
+
+// DecodePlan opens and decodes a signed plan, checking that its fingerprint
+// is the one its recorded inputs give and that its signer is its planner
+// and holds the agent role.
+func (p *Policy) DecodePlan(env *Envelope) (*operations.Plan, *Signed, error) {
+	s, err := p.Open(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.Type != TypePlan {
+		return nil, nil, refusal.New(refusal.SignatureInvalid, "record is a %s, not a plan", s.Type)
+	}
+	var plan operations.Plan
+	if err := s.Decode(&plan); err != nil {
+		return nil, nil, err
+	}
+	if err := plan.Check(); err != nil {
+		return nil, nil, err
+	}
+	if !s.Signer.Has(RoleAgent) {
+		return nil, nil, refusal.New(refusal.RoleMissing, "plan is signed by %s, who lacks the agent role", s.Signer.ID).For(plan.Operation, plan.Fingerprint)
+	}
+	if plan.Planner != s.Signer.ID {
+		return nil, nil, refusal.New(refusal.SignatureInvalid, "plan names planner %q but is signed by %s", plan.Planner, s.Signer.ID).For(plan.Operation, plan.Fingerprint)
+	}
+	return &plan, s, nil
+}

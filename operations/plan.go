@@ -1,0 +1,355 @@
+package operations
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// Bound is everything the fingerprint binds (SPEC §4).
+type Bound struct {
+	Operation       string            `json:"operation"`
+	OperationDigest string            `json:"operation_digest"`
+	Target          string            `json:"target"`
+	Params          map[string]string `json:"params"`
+	// Argv is the program's argv with argv[0] the resolved absolute path. A
+	// file parameter stands as "{file.NAME}": at run time it becomes the path
+	// of the private snapshot.
+	Argv          []string `json:"argv"`
+	ProgramSHA256 string   `json:"program_sha256"`
+	Cwd           string   `json:"cwd"`
+	Env           []EnvVar `json:"env"`
+	Files         []File   `json:"files"`
+}
+
+// EnvVar is one variable of the program's environment as bound.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	Value string `json:"value,omitempty"`
+}
+
+// File is one file parameter as bound. Path is where it was read from; the
+// fingerprint binds its name, size and digest.
+type File struct {
+	Name   string `json:"name"`
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// PlanVersion is the version of the plan payload.
+const PlanVersion = 1
+
+// Plan is one resolved invocation of an operation: the payload of a signed
+// plan record.
+type Plan struct {
+	Version     int    `json:"version"`
+	Fingerprint string `json:"fingerprint"`
+	Bound
+	Mutating bool      `json:"mutating"`
+	Planner  string    `json:"planner,omitempty"`
+	Created  time.Time `json:"created"`
+}
+
+// Check reports whether the plan's fingerprint is the one its bound inputs
+// give.
+func (p *Plan) Check() error {
+	if p.Version != PlanVersion {
+		return fmt.Errorf("plan version %d: want %d", p.Version, PlanVersion)
+	}
+	if got := Fingerprint(&p.Bound); got != p.Fingerprint {
+		return refusal.New(refusal.FingerprintMismatch, "the plan's recorded inputs give %s, not the fingerprint it claims", got).For(p.Operation, p.Fingerprint)
+	}
+	return nil
+}
+
+// Request is what a caller asks to plan.
+type Request struct {
+	Operation string
+	Target    string
+	Params    map[string]string
+	Files     map[string]string // file param name → path, relative to Cwd
+	Cwd       string            // the caller's working directory
+	Getenv    func(string) (string, bool)
+}
+
+// Digester reads a file's bytes once and reports their size and sha256.
+// max < 0 means no limit. Plan hashes files in place; run hashes the
+// snapshots it will hand to the program.
+type Digester interface {
+	Digest(kind, name, path string, max int64) (size int64, sha256 string, err error)
+}
+
+// TooLargeError reports a file over its declared max_size.
+type TooLargeError struct {
+	Path string
+	Max  int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is larger than its max_size of %d bytes", e.Path, e.Max)
+}
+
+// Resolve validates req against the registry and binds it: program and
+// file bytes through d, cwd resolved, environment built from the
+// operation's env. Validation failures are refusals.
+func (r *Registry) Resolve(req Request, d Digester) (*Plan, error) {
+	op, ok := r.Get(req.Operation)
+	if !ok {
+		return nil, refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", req.Operation).For(req.Operation, "")
+	}
+	return op.Resolve(req, d)
+}
+
+// Resolve is [Registry.Resolve] for one operation.
+func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
+	refuse := func(code refusal.Code, format string, args ...any) *refusal.Error {
+		return refusal.New(code, format, args...).For(op.Name, "")
+	}
+	if !containsStr(op.Targets, req.Target) {
+		return nil, refuse(refusal.TargetNotAllowed, "operation %s does not allow target %q (allowed: %v)", op.Name, req.Target, op.Targets).Needs("target")
+	}
+	for _, name := range sortedKeys(req.Params) {
+		p, ok := op.Params[name]
+		if !ok {
+			return nil, refuse(refusal.ParamInvalid, "operation %s declares no param %q", op.Name, name)
+		}
+		if err := p.Validate(req.Params[name]); err != nil {
+			return nil, refuse(refusal.ParamInvalid, "param %s: %v", name, err)
+		}
+	}
+	for _, name := range sortedKeys(op.Params) {
+		if _, ok := req.Params[name]; !ok {
+			return nil, refuse(refusal.ParamInvalid, "param %s is required", name).Needs("param " + name)
+		}
+	}
+	for _, name := range sortedKeys(req.Files) {
+		if _, ok := op.Files[name]; !ok {
+			return nil, refuse(refusal.ParamInvalid, "operation %s declares no file %q", op.Name, name)
+		}
+	}
+	for _, name := range sortedKeys(op.Files) {
+		if _, ok := req.Files[name]; !ok {
+			return nil, refuse(refusal.ParamInvalid, "file %s is required", name).Needs("file " + name)
+		}
+	}
+
+	b := Bound{
+		Operation:       op.Name,
+		OperationDigest: op.Digest,
+		Target:          req.Target,
+		Params:          map[string]string{},
+		Env:             []EnvVar{},
+		Files:           []File{},
+	}
+	for k, v := range req.Params {
+		b.Params[k] = v
+	}
+
+	cwd := op.Cwd
+	if cwd == "" {
+		cwd = req.Cwd
+	}
+	var err error
+	if b.Cwd, err = ResolveDir(cwd); err != nil {
+		return nil, &InputError{Err: fmt.Errorf("working directory: %w", err)}
+	}
+
+	_, sum, err := d.Digest("program", op.Name, op.ProgramPath, -1)
+	if err != nil {
+		return nil, fmt.Errorf("hashing program %s: %w", op.ProgramPath, err)
+	}
+	b.ProgramSHA256 = sum
+
+	for _, name := range sortedKeys(op.Files) {
+		path := req.Files[name]
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(req.Cwd, path)
+		}
+		path = filepath.Clean(path)
+		size, sum, err := d.Digest("file", name, path, int64(op.Files[name].MaxSize))
+		if err != nil {
+			var tl *TooLargeError
+			if errors.As(err, &tl) {
+				return nil, refuse(refusal.ParamInvalid, "file %s: %v", name, err)
+			}
+			return nil, &InputError{Err: fmt.Errorf("file %s: %w", name, err)}
+		}
+		b.Files = append(b.Files, File{Name: name, Path: path, Size: size, SHA256: sum})
+	}
+
+	b.Argv = append(b.Argv, op.ProgramPath)
+	for _, a := range op.Args {
+		b.Argv = append(b.Argv, expand(a, req.Target, req.Params, func(n string) string { return "{file." + n + "}" }))
+	}
+
+	getenv := req.Getenv
+	if getenv == nil {
+		getenv = func(string) (string, bool) { return "", false }
+	}
+	for _, n := range op.Env.Pass {
+		if v, ok := getenv(n); ok {
+			b.Env = append(b.Env, EnvVar{Name: n, Kind: EnvValue, Value: v})
+		} else {
+			b.Env = append(b.Env, EnvVar{Name: n, Kind: EnvUnset})
+		}
+	}
+	for _, n := range op.Env.Secret {
+		b.Env = append(b.Env, EnvVar{Name: n, Kind: EnvSecret})
+	}
+	for _, n := range sortedKeys(op.Env.Set) {
+		b.Env = append(b.Env, EnvVar{Name: n, Kind: EnvValue, Value: expand(op.Env.Set[n], req.Target, req.Params, nil)})
+	}
+	sort.Slice(b.Env, func(i, j int) bool { return b.Env[i].Name < b.Env[j].Name })
+
+	return &Plan{
+		Version:     PlanVersion,
+		Fingerprint: Fingerprint(&b),
+		Bound:       b,
+		Mutating:    op.IsMutating(),
+	}, nil
+}
+
+// Request returns the request that resolves to p again, reading the
+// environment through getenv. Run uses it to recompute the fingerprint
+// from reality.
+func (p *Plan) Request(getenv func(string) (string, bool)) Request {
+	files := map[string]string{}
+	for _, f := range p.Files {
+		files[f.Name] = f.Path
+	}
+	return Request{Operation: p.Operation, Target: p.Target, Params: p.Params, Files: files, Cwd: p.Cwd, Getenv: getenv}
+}
+
+// InputError is bad input data from the caller (exit 65), as opposed to a
+// refusal or a broken configuration.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// ResolveDir returns dir as an absolute, cleaned, symlink-resolved path of
+// an existing directory.
+func ResolveDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%s is not a directory", real)
+	}
+	return real, nil
+}
+
+// HashDigester hashes files where they are: what plan uses.
+type HashDigester struct {
+	// Progress, when set, is called as bytes are hashed.
+	Progress func(name string, done, total int64)
+}
+
+// Digest implements [Digester].
+func (h HashDigester) Digest(kind, name, path string, max int64) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, "", fmt.Errorf("%s is not a regular file", path)
+	}
+	if max >= 0 && fi.Size() > max {
+		return 0, "", &TooLargeError{Path: path, Max: max}
+	}
+	var w io.Writer = io.Discard
+	if h.Progress != nil && kind == "file" {
+		w = &progressWriter{name: name, total: fi.Size(), fn: h.Progress}
+	}
+	return HashReader(f, max, path, w)
+}
+
+// HashReader streams r into sha256 (and w), enforcing max when max >= 0.
+func HashReader(r io.Reader, max int64, path string, w io.Writer) (int64, string, error) {
+	sum := sha256.New()
+	if max >= 0 {
+		r = io.LimitReader(r, max+1)
+	}
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		if k > 0 {
+			sum.Write(buf[:k])
+			if w != io.Discard {
+				if _, werr := w.Write(buf[:k]); werr != nil {
+					return 0, "", werr
+				}
+			}
+			n += int64(k)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, "", err
+		}
+	}
+	if max >= 0 && n > max {
+		return 0, "", &TooLargeError{Path: path, Max: max}
+	}
+	return n, "sha256:" + hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+type progressWriter struct {
+	name       string
+	done, last int64
+	total      int64
+	fn         func(string, int64, int64)
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	p.done += int64(len(b))
+	if p.done-p.last >= 64<<20 || p.done == p.total {
+		p.last = p.done
+		p.fn(p.name, p.done, p.total)
+	}
+	return len(b), nil
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

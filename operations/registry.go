@@ -1,0 +1,524 @@
+// Package operations holds the operation registry (SPEC §9), the plan a
+// caller resolves from it, and the fingerprint that binds a plan to reality
+// (SPEC §4).
+//
+// # Registry
+//
+// Operations are declared in TOML files. [Load] decodes them strictly: an
+// unknown key, a wrong type, a duplicate name, a placeholder that names no
+// declared param or file, or a program that does not resolve on the secure
+// path is a [*DefinitionError] naming the file and line. Every surface (CLI,
+// MCP, bridges) reads this one registry.
+package operations
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultSecurePath is where programs resolve when prod-write.toml names no
+// secure_path. It never comes from the caller's PATH.
+var DefaultSecurePath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+
+// Approval paths an operation may accept (SPEC §3 rule 4).
+const (
+	PathGera         = "gera"
+	PathSmithTrinity = "smith+trinity"
+)
+
+// DefaultApprovalTTL is how long evidence lives when neither the operation
+// nor the command line says otherwise (SPEC §5).
+const DefaultApprovalTTL = time.Hour
+
+// Operation is one declared production write.
+type Operation struct {
+	Name        string            `toml:"name" json:"name"`
+	Description string            `toml:"description" json:"description"`
+	Mutating    *bool             `toml:"mutating" json:"mutating"`
+	Program     string            `toml:"program" json:"program"`
+	Args        []string          `toml:"args" json:"args"`
+	Targets     []string          `toml:"targets" json:"targets"`
+	Timeout     *Duration         `toml:"timeout" json:"timeout,omitempty"`
+	Cwd         string            `toml:"cwd" json:"cwd,omitempty"`
+	Params      map[string]Param  `toml:"params" json:"params,omitempty"`
+	Files       map[string]FileIn `toml:"files" json:"files,omitempty"`
+	Env         Env               `toml:"env" json:"env"`
+	Approval    Approval          `toml:"approval" json:"approval"`
+
+	// Set by Load, not by the TOML file.
+	ProgramPath string `toml:"-" json:"program_path"`
+	Digest      string `toml:"-" json:"digest"`
+	Source      string `toml:"-" json:"source"`
+}
+
+// Param is a typed parameter. A param with min or max, or type "integer",
+// takes a base-10 integer; otherwise a string. Pattern must match the whole
+// value.
+type Param struct {
+	Type        string   `toml:"type" json:"type"`
+	Description string   `toml:"description" json:"description,omitempty"`
+	Pattern     string   `toml:"pattern" json:"pattern,omitempty"`
+	Enum        []string `toml:"enum" json:"enum,omitempty"`
+	Min         *int64   `toml:"min" json:"min,omitempty"`
+	Max         *int64   `toml:"max" json:"max,omitempty"`
+
+	re *regexp.Regexp
+}
+
+// FileIn is a file parameter: its bytes are bound by the fingerprint and
+// reach the program as a private read-only snapshot.
+type FileIn struct {
+	Description string `toml:"description" json:"description,omitempty"`
+	MaxSize     Size   `toml:"max_size" json:"max_size"`
+}
+
+// Env declares the program's whole environment; nothing else is inherited.
+type Env struct {
+	Pass   []string          `toml:"pass" json:"pass,omitempty"`
+	Secret []string          `toml:"secret" json:"secret,omitempty"`
+	Set    map[string]string `toml:"set" json:"set,omitempty"`
+}
+
+// Approval says which approval paths an operation accepts.
+type Approval struct {
+	Paths     []string  `toml:"paths" json:"paths"`
+	Approvers int       `toml:"approvers" json:"approvers"`
+	TTL       *Duration `toml:"ttl" json:"ttl,omitempty"`
+}
+
+// IsMutating reports whether the operation writes. The flag decides, never
+// the name; an operation that does not say is mutating.
+func (op *Operation) IsMutating() bool { return op.Mutating == nil || *op.Mutating }
+
+// ApprovalTTL is the default lifetime of evidence for this operation.
+func (op *Operation) ApprovalTTL() time.Duration {
+	if op.Approval.TTL != nil {
+		return op.Approval.TTL.Duration
+	}
+	return DefaultApprovalTTL
+}
+
+// Accepts reports whether the operation accepts an approval path.
+func (op *Operation) Accepts(path string) bool { return slices.Contains(op.Approval.Paths, path) }
+
+// DefinitionError is a problem in an operation file, with where it is.
+type DefinitionError struct {
+	File string
+	Line int // 0 when unknown
+	Msg  string
+}
+
+func (e *DefinitionError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Registry is the set of declared operations.
+type Registry struct {
+	ops    map[string]*Operation
+	names  []string
+	Digest string // sha256 over every operation's digest, in name order
+}
+
+// Get returns the named operation.
+func (r *Registry) Get(name string) (*Operation, bool) {
+	op, ok := r.ops[name]
+	return op, ok
+}
+
+// All returns the operations in name order.
+func (r *Registry) All() []*Operation {
+	out := make([]*Operation, len(r.names))
+	for i, n := range r.names {
+		out[i] = r.ops[n]
+	}
+	return out
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Load reads every *.toml file in dir (sorted by name) and resolves each
+// operation's program against securePath.
+func Load(dir string, securePath []string) (*Registry, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.toml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("reading registry: %w", err)
+		}
+	}
+	sort.Strings(files)
+	reg := &Registry{ops: map[string]*Operation{}}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading registry: %w", err)
+		}
+		ops, err := Parse(file, data)
+		if err != nil {
+			return nil, err
+		}
+		for _, op := range ops {
+			if prev, dup := reg.ops[op.Name]; dup {
+				return nil, &DefinitionError{File: file, Line: lineOf(op.Source),
+					Msg: fmt.Sprintf("operation %q is already declared at %s", op.Name, prev.Source)}
+			}
+			path, err := ResolveProgram(op.Program, securePath)
+			if err != nil {
+				return nil, &DefinitionError{File: file, Line: lineOf(op.Source),
+					Msg: fmt.Sprintf("operation %q: %v", op.Name, err)}
+			}
+			op.ProgramPath = path
+			reg.ops[op.Name] = op
+			reg.names = append(reg.names, op.Name)
+		}
+	}
+	sort.Strings(reg.names)
+	h := sha256.New()
+	for _, n := range reg.names {
+		fmt.Fprintf(h, "%s %s\n", n, reg.ops[n].Digest)
+	}
+	reg.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return reg, nil
+}
+
+func lineOf(source string) int {
+	i := strings.LastIndexByte(source, ':')
+	n, _ := strconv.Atoi(source[i+1:])
+	return n
+}
+
+// ResolveProgram finds program on securePath (or checks it, when absolute)
+// and returns its cleaned absolute path. The caller's PATH is never used.
+func ResolveProgram(program string, securePath []string) (string, error) {
+	if program == "" {
+		return "", errors.New("program is empty")
+	}
+	var candidates []string
+	if strings.ContainsRune(program, '/') {
+		if !filepath.IsAbs(program) {
+			return "", fmt.Errorf("program %q: a path must be absolute", program)
+		}
+		candidates = []string{filepath.Clean(program)}
+	} else {
+		for _, dir := range securePath {
+			if filepath.IsAbs(dir) {
+				candidates = append(candidates, filepath.Join(dir, program))
+			}
+		}
+	}
+	for _, c := range candidates {
+		fi, err := os.Stat(c)
+		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("program %q does not resolve to an executable file on the secure path %s", program, strings.Join(securePath, ":"))
+}
+
+type opFile struct {
+	Operation []*Operation `toml:"operation"`
+}
+
+// Parse decodes one operation file. It checks everything that does not
+// need the file system; [Load] also resolves programs.
+func Parse(file string, data []byte) ([]*Operation, error) {
+	var f opFile
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &DefinitionError{File: file, Line: pe.Position.Line, Msg: pe.Message}
+		}
+		msg := strings.TrimPrefix(err.Error(), "toml: ")
+		line := 0
+		if m := tomlLineRE.FindStringSubmatch(msg); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			msg = strings.TrimPrefix(msg, m[0])
+		}
+		return nil, &DefinitionError{File: file, Line: line, Msg: msg}
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		k := und[0]
+		return nil, &DefinitionError{File: file, Line: keyLine(data, md.Keys(), k),
+			Msg: fmt.Sprintf("unknown key %q", k.String())}
+	}
+	starts := tableLines(data, "[[operation]]")
+	if len(f.Operation) == 0 {
+		return nil, &DefinitionError{File: file, Msg: "declares no [[operation]]"}
+	}
+	for i, op := range f.Operation {
+		line := 0
+		if i < len(starts) {
+			line = starts[i]
+		}
+		op.Source = fmt.Sprintf("%s:%d", file, line)
+		if err := op.check(); err != nil {
+			return nil, &DefinitionError{File: file, Line: line, Msg: fmt.Sprintf("operation %q: %v", op.Name, err)}
+		}
+	}
+	return f.Operation, nil
+}
+
+var tomlLineRE = regexp.MustCompile(`^line (\d+)(?: \(last key "[^"]*"\))?: `)
+
+// tableLines returns the 1-based lines on which header starts a table.
+func tableLines(data []byte, header string) []int {
+	var out []int
+	for i, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), header) {
+			out = append(out, i+1)
+		}
+	}
+	return out
+}
+
+// keyLine finds the line defining key k. BurntSushi/toml keeps key positions
+// private, so this counts how many earlier keys share k's last name and
+// returns the line of that occurrence of the name in the file.
+func keyLine(data []byte, all []toml.Key, k toml.Key) int {
+	last := k[len(k)-1]
+	nth := 0
+	for _, other := range all {
+		if other.String() == k.String() {
+			break
+		}
+		if other[len(other)-1] == last {
+			nth++
+		}
+	}
+	re := regexp.MustCompile(`(^|[\s{,.\[])"?` + regexp.QuoteMeta(last) + `"?\s*(=|\])`)
+	for i, l := range strings.Split(string(data), "\n") {
+		code := l
+		if j := strings.IndexByte(code, '#'); j >= 0 {
+			code = code[:j]
+		}
+		for range re.FindAllStringIndex(code, -1) {
+			if nth == 0 {
+				return i + 1
+			}
+			nth--
+		}
+	}
+	return 0
+}
+
+func (op *Operation) check() error {
+	if !nameRE.MatchString(op.Name) {
+		return fmt.Errorf("name must match %s", nameRE)
+	}
+	if op.Program == "" {
+		return errors.New("program is required")
+	}
+	if len(op.Targets) == 0 {
+		return errors.New("targets must name at least one target")
+	}
+	for _, t := range op.Targets {
+		if !nameRE.MatchString(t) {
+			return fmt.Errorf("target %q must match %s", t, nameRE)
+		}
+	}
+	for name, p := range op.Params {
+		if !envNameRE.MatchString(name) {
+			return fmt.Errorf("param name %q must match %s", name, envNameRE)
+		}
+		if err := p.compile(); err != nil {
+			return fmt.Errorf("param %q: %v", name, err)
+		}
+		op.Params[name] = p
+	}
+	for name, f := range op.Files {
+		if !envNameRE.MatchString(name) {
+			return fmt.Errorf("file name %q must match %s", name, envNameRE)
+		}
+		if f.MaxSize <= 0 {
+			return fmt.Errorf("file %q: max_size is required", name)
+		}
+		if _, clash := op.Params[name]; clash {
+			return fmt.Errorf("%q is both a param and a file", name)
+		}
+	}
+	for _, a := range op.Args {
+		if err := op.checkTemplate(a, true); err != nil {
+			return fmt.Errorf("args: %v", err)
+		}
+	}
+	seen := map[string]string{}
+	for _, group := range []struct {
+		kind  string
+		names []string
+	}{{"pass", op.Env.Pass}, {"secret", op.Env.Secret}, {"set", mapKeys(op.Env.Set)}} {
+		for _, n := range group.names {
+			if !envNameRE.MatchString(n) {
+				return fmt.Errorf("env %s: %q is not a variable name", group.kind, n)
+			}
+			if prev, dup := seen[n]; dup {
+				return fmt.Errorf("env: %q is in both %s and %s", n, prev, group.kind)
+			}
+			seen[n] = group.kind
+		}
+	}
+	for n, v := range op.Env.Set {
+		if err := op.checkTemplate(v, false); err != nil {
+			return fmt.Errorf("env set %s: %v", n, err)
+		}
+	}
+	if op.Cwd != "" && !filepath.IsAbs(op.Cwd) {
+		return fmt.Errorf("cwd %q must be absolute", op.Cwd)
+	}
+	if op.Approval.Paths == nil {
+		op.Approval.Paths = []string{PathGera, PathSmithTrinity}
+	}
+	if len(op.Approval.Paths) == 0 {
+		return errors.New("approval.paths is empty: nothing could ever approve it")
+	}
+	for _, p := range op.Approval.Paths {
+		if p != PathGera && p != PathSmithTrinity {
+			return fmt.Errorf("approval.paths: %q is not %q or %q", p, PathGera, PathSmithTrinity)
+		}
+	}
+	if op.Approval.Approvers == 0 {
+		op.Approval.Approvers = 1
+	}
+	if op.Approval.Approvers < 1 || op.Approval.Approvers > 16 {
+		return fmt.Errorf("approval.approvers %d: want 1 to 16", op.Approval.Approvers)
+	}
+	if op.Mutating == nil {
+		t := true
+		op.Mutating = &t
+	}
+	// The digest covers the definition only, not where it was read from.
+	bare := *op
+	bare.Source, bare.ProgramPath, bare.Digest = "", "", ""
+	def, err := json.Marshal(&bare)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(def)
+	op.Digest = "sha256:" + hex.EncodeToString(sum[:])
+	return nil
+}
+
+func mapKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (p *Param) compile() error {
+	switch p.Type {
+	case "":
+		p.Type = "string"
+		if p.Min != nil || p.Max != nil {
+			p.Type = "integer"
+		}
+	case "string", "integer":
+	default:
+		return fmt.Errorf("type %q: want \"string\" or \"integer\"", p.Type)
+	}
+	if p.Type == "string" && (p.Min != nil || p.Max != nil) {
+		return errors.New("min and max apply to integer params")
+	}
+	if p.Min != nil && p.Max != nil && *p.Min > *p.Max {
+		return fmt.Errorf("min %d is above max %d", *p.Min, *p.Max)
+	}
+	if p.Pattern != "" {
+		re, err := regexp.Compile(`^(?:` + p.Pattern + `)$`)
+		if err != nil {
+			return fmt.Errorf("pattern: %v", err)
+		}
+		p.re = re
+	}
+	return nil
+}
+
+// Validate checks a value against the param's type, pattern, enum and range.
+func (p *Param) Validate(v string) error {
+	if strings.IndexByte(v, 0) >= 0 {
+		return errors.New("contains a NUL byte")
+	}
+	if p.Type == "integer" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || strconv.FormatInt(n, 10) != v {
+			return fmt.Errorf("%q is not a base-10 integer", v)
+		}
+		if p.Min != nil && n < *p.Min {
+			return fmt.Errorf("%d is below the minimum %d", n, *p.Min)
+		}
+		if p.Max != nil && n > *p.Max {
+			return fmt.Errorf("%d is above the maximum %d", n, *p.Max)
+		}
+	}
+	if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
+		return fmt.Errorf("%q is not one of %s", v, strings.Join(p.Enum, ", "))
+	}
+	if p.re == nil && p.Pattern != "" {
+		if err := p.compile(); err != nil {
+			return err
+		}
+	}
+	if p.re != nil && !p.re.MatchString(v) {
+		return fmt.Errorf("%q does not match %s", v, p.Pattern)
+	}
+	return nil
+}
+
+var placeholderRE = regexp.MustCompile(`\{(target|param\.[A-Za-z0-9_]+|file\.[A-Za-z0-9_]+)\}`)
+
+func (op *Operation) checkTemplate(t string, filesAllowed bool) error {
+	for _, m := range placeholderRE.FindAllStringSubmatch(t, -1) {
+		kind, name, _ := strings.Cut(m[1], ".")
+		switch kind {
+		case "param":
+			if _, ok := op.Params[name]; !ok {
+				return fmt.Errorf("%s names no declared param", m[0])
+			}
+		case "file":
+			if !filesAllowed {
+				return fmt.Errorf("%s: files cannot appear here", m[0])
+			}
+			if _, ok := op.Files[name]; !ok {
+				return fmt.Errorf("%s names no declared file", m[0])
+			}
+		}
+	}
+	return nil
+}
+
+// expand replaces the placeholders of t. fileArg maps a file name to what
+// stands in its place.
+func expand(t, target string, params map[string]string, fileArg func(string) string) string {
+	return placeholderRE.ReplaceAllStringFunc(t, func(m string) string {
+		kind, name, _ := strings.Cut(m[1:len(m)-1], ".")
+		switch kind {
+		case "target":
+			return target
+		case "param":
+			return params[name]
+		default:
+			return fileArg(name)
+		}
+	})
+}

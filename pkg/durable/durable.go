@@ -1,0 +1,129 @@
+// Package durable holds the one way prod-write writes anything that must
+// survive a crash: write to a temporary file in the target directory, fsync
+// it, rename it into place, fsync the directory. Files that must never be
+// overwritten are created with O_EXCL instead.
+//
+// See docs/adr/0003-durable-writes.md.
+package durable
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// CreateTemp is the function used to make temporary files. Tests replace it
+// to simulate a full disk or a failing device.
+var CreateTemp = os.CreateTemp
+
+// WriteFile atomically replaces path with data: readers see either the old
+// content or the new one, never a mix, and after WriteFile returns the new
+// content survives a crash.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("creating temporary file for %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := writeAll(f, data); err != nil {
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("setting mode of %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("renaming into %s: %w", path, err)
+	}
+	ok = true
+	return SyncDir(dir)
+}
+
+// CreateExclusive creates path with data, failing with an error that
+// matches [os.ErrExist] when path already exists. It is the mechanism behind
+// every single-use guarantee of the embedded store: of any number of
+// concurrent callers for one path, exactly one succeeds.
+//
+// When sync is false the file and directory are not fsynced; the caller
+// takes responsibility for syncing (see [SyncDir]) before relying on it.
+func CreateExclusive(path string, data []byte, perm os.FileMode, sync bool) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err // *PathError wrapping ErrExist when taken.
+	}
+	if err := writeAll(f, data); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("syncing %s: %w", path, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", path, err)
+	}
+	if sync {
+		return SyncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+// SyncDir fsyncs a directory so that entries created or renamed in it
+// survive a crash.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("opening directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// MkdirAll creates dir and its missing parents with perm, and fsyncs each
+// parent whose entries changed.
+func MkdirAll(dir string, perm os.FileMode) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s exists and is not a directory", dir)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return SyncDir(parent)
+}
+
+func writeAll(w io.Writer, data []byte) error {
+	n, err := w.Write(data)
+	if err == nil && n != len(data) {
+		err = io.ErrShortWrite
+	}
+	return err
+}

@@ -1,0 +1,177 @@
+// Package keys holds prod-write's ed25519 keys: generating them, storing the
+// private half in a file only its owner can read, loading it back (refusing
+// one that others can read or write, as ssh does), and the one-line public
+// form that trust.toml takes ("ed25519:" followed by standard base64).
+package keys
+
+import (
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// PublicPrefix starts every public key in its text form.
+const PublicPrefix = "ed25519:"
+
+// InsecureError reports a key or policy file whose permissions let someone
+// other than its owner read or change it.
+type InsecureError struct {
+	Path string
+	Mode os.FileMode
+	What string // "read or write" for keys, "write" for policy files
+}
+
+func (e *InsecureError) Error() string {
+	return fmt.Sprintf("%s has mode %04o: others may %s it (chmod go-rwx %s)", e.Path, e.Mode.Perm(), e.What, e.Path)
+}
+
+// Public is an ed25519 public key.
+type Public ed25519.PublicKey
+
+// String returns the trust.toml form of the key.
+func (p Public) String() string {
+	return PublicPrefix + base64.StdEncoding.EncodeToString(p)
+}
+
+// ID returns the key's identifier: the hex sha256 of its raw bytes. DSSE
+// signatures carry it as their keyid.
+func (p Public) ID() string {
+	sum := sha256.Sum256(p)
+	return hex.EncodeToString(sum[:])
+}
+
+// ParsePublic reads a key in the form printed by [Public.String].
+func ParsePublic(s string) (Public, error) {
+	rest, ok := strings.CutPrefix(s, PublicPrefix)
+	if !ok {
+		return nil, fmt.Errorf("public key %q: want %q followed by base64", s, PublicPrefix)
+	}
+	raw, err := base64.StdEncoding.Strict().DecodeString(rest)
+	if err != nil {
+		return nil, fmt.Errorf("public key %q: %w", s, err)
+	}
+	if len(raw) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("public key %q: %d bytes, want %d", s, len(raw), ed25519.PublicKeySize)
+	}
+	return Public(raw), nil
+}
+
+// Private is an ed25519 private key able to sign DSSE envelopes.
+type Private struct {
+	key ed25519.PrivateKey
+}
+
+// Generate makes a new key from crypto/rand.
+func Generate() (*Private, error) {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	return &Private{key: k}, nil
+}
+
+// FromSeed builds a key from a 32-byte seed; tests and vectors use it.
+func FromSeed(seed []byte) *Private {
+	return &Private{key: ed25519.NewKeyFromSeed(seed)}
+}
+
+// Public returns the public half.
+func (k *Private) Public() Public { return Public(k.key.Public().(ed25519.PublicKey)) }
+
+// Sign implements dsse.Signer.
+func (k *Private) Sign(_ context.Context, data []byte) ([]byte, error) {
+	return ed25519.Sign(k.key, data), nil
+}
+
+// KeyID implements dsse.Signer.
+func (k *Private) KeyID() (string, error) { return k.Public().ID(), nil }
+
+// WriteNew stores a new key at path with mode 0600, never overwriting an
+// existing file.
+func (k *Private) WriteNew(path string) error {
+	der, err := x509.MarshalPKCS8PrivateKey(k.key)
+	if err != nil {
+		return err
+	}
+	data := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Load reads a private key file, refusing one whose mode lets group or
+// others read or write it.
+func Load(path string) (*Private, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, &InsecureError{Path: path, Mode: fi.Mode(), What: "read or write"}
+	}
+	data := make([]byte, 4096)
+	n, err := f.Read(data)
+	if err != nil {
+		return nil, fmt.Errorf("reading key %s: %w", path, err)
+	}
+	block, _ := pem.Decode(data[:n])
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("key %s: %w", path, ErrNotAKey)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w: %v", path, ErrNotAKey, err)
+	}
+	k, ok := parsed.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("key %s: %w: not ed25519", path, ErrNotAKey)
+	}
+	return &Private{key: k}, nil
+}
+
+// ErrNotAKey is returned by [Load] for a file that holds no ed25519 private
+// key in PKCS#8 PEM form.
+var ErrNotAKey = errors.New("not an ed25519 private key")
+
+// Verifier checks signatures made by one public key; it implements
+// dsse.Verifier.
+type Verifier struct{ Key Public }
+
+// Verify implements dsse.Verifier.
+func (v Verifier) Verify(_ context.Context, data, sig []byte) error {
+	if !ed25519.Verify(ed25519.PublicKey(v.Key), data, sig) {
+		return errors.New("ed25519: invalid signature")
+	}
+	return nil
+}
+
+// KeyID implements dsse.Verifier.
+func (v Verifier) KeyID() (string, error) { return v.Key.ID(), nil }
+
+// Public implements dsse.Verifier.
+func (v Verifier) Public() crypto.PublicKey { return ed25519.PublicKey(v.Key) }

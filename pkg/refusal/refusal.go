@@ -1,0 +1,82 @@
+// Package refusal holds the typed "no" that every gate in prod-write returns
+// (SPEC §3). A refusal is not a failure: the command never ran. It carries a
+// stable code, what was refused and what is missing, and never a secret
+// value or a protected payload.
+package refusal
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, documented refusal code.
+type Code string
+
+// The refusal codes of SPEC §3.
+const (
+	OperationAbsent      Code = "operation_absent"
+	TargetNotAllowed     Code = "target_not_allowed"
+	ParamInvalid         Code = "param_invalid"
+	FingerprintMismatch  Code = "fingerprint_mismatch"
+	NoApproval           Code = "no_approval"
+	Vetoed               Code = "vetoed"
+	SelfApproval         Code = "self_approval"
+	EvidenceExpired      Code = "evidence_expired"
+	EvidenceConsumed     Code = "evidence_consumed"
+	SignatureInvalid     Code = "signature_invalid"
+	PrincipalUnknown     Code = "principal_unknown"
+	RoleMissing          Code = "role_missing"
+	InsecurePermissions  Code = "insecure_permissions"
+	PlanAbsent           Code = "plan_absent"
+	Withdrawn            Code = "withdrawn"
+	PolicyPinMismatch    Code = "policy_pin_mismatch"
+	StoreUnavailable     Code = "store_unavailable"
+)
+
+// Error is a refusal. Callers branch on it with errors.As.
+type Error struct {
+	Code        Code     `json:"code"`
+	Reason      string   `json:"reason"`
+	Operation   string   `json:"operation,omitempty"`
+	Fingerprint string   `json:"fingerprint,omitempty"`
+	Missing     []string `json:"missing"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("refused (%s): %s", e.Code, e.Reason)
+}
+
+// New returns a refusal with a reason built like fmt.Sprintf.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Reason: fmt.Sprintf(format, args...), Missing: []string{}}
+}
+
+// For fills in the operation and fingerprint and returns e.
+func (e *Error) For(operation, fingerprint string) *Error {
+	if e.Operation == "" {
+		e.Operation = operation
+	}
+	if e.Fingerprint == "" {
+		e.Fingerprint = fingerprint
+	}
+	return e
+}
+
+// Needs appends to what is missing and returns e.
+func (e *Error) Needs(missing ...string) *Error {
+	e.Missing = append(e.Missing, missing...)
+	return e
+}
+
+// As returns the refusal in err's chain, if any.
+func As(err error) (*Error, bool) {
+	var r *Error
+	ok := errors.As(err, &r)
+	return r, ok
+}
+
+// Is reports whether err is a refusal with the given code.
+func Is(err error, code Code) bool {
+	r, ok := As(err)
+	return ok && r.Code == code
+}

@@ -1,0 +1,244 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/prod-write/prod-write/pkg/durable"
+)
+
+// Dir is the embedded store: a directory of files, every write atomic and
+// durable, consumption by exclusive creation.
+//
+//	plans/HEX.json             the signed plan for fingerprint sha256:HEX
+//	evidence/HEX/ID.json       records bound to that fingerprint
+//	consumed/ID/SLOT           one empty file per spent use of record ID
+type Dir struct {
+	Root string
+}
+
+var _ Store = (*Dir)(nil)
+
+// OpenDir returns the store rooted at root, creating its directories.
+func OpenDir(root string) (*Dir, error) {
+	for _, d := range []string{"plans", "evidence", "consumed"} {
+		if err := durable.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
+			return nil, fmt.Errorf("opening store: %w", err)
+		}
+	}
+	return &Dir{Root: root}, nil
+}
+
+func encode(env *dsse.Envelope) ([]byte, error) {
+	b, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+func decode(path string, data []byte) (*dsse.Envelope, error) {
+	var env dsse.Envelope
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&env); err != nil {
+		return nil, fmt.Errorf("%s: not a DSSE envelope: %w", path, err)
+	}
+	if env.PayloadType == "" || env.Payload == "" || len(env.Signatures) == 0 {
+		return nil, fmt.Errorf("%s: not a DSSE envelope: missing payloadType, payload or signatures", path)
+	}
+	return &env, nil
+}
+
+// putOnce creates path with data unless it exists; an existing file with
+// the same bytes is success, with other bytes ErrExists.
+func putOnce(path string, data []byte) error {
+	err := durable.CreateExclusive(path, data, 0o600, true)
+	if errors.Is(err, os.ErrExist) {
+		old, rerr := os.ReadFile(path)
+		if rerr == nil && bytes.Equal(old, data) {
+			return nil
+		}
+		return fmt.Errorf("%s: %w", path, ErrExists)
+	}
+	return err
+}
+
+// PutPlan implements [Store].
+func (d *Dir) PutPlan(fp string, env *dsse.Envelope) error {
+	if err := CheckFingerprint(fp); err != nil {
+		return err
+	}
+	data, err := encode(env)
+	if err != nil {
+		return err
+	}
+	return putOnce(filepath.Join(d.Root, "plans", hexOf(fp)+".json"), data)
+}
+
+// GetPlan implements [Store].
+func (d *Dir) GetPlan(fp string) (*dsse.Envelope, error) {
+	if err := CheckFingerprint(fp); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(d.Root, "plans", hexOf(fp)+".json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("plan %s: %w", fp, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decode(path, data)
+}
+
+// PutEvidence implements [Store].
+func (d *Dir) PutEvidence(fp, id string, env *dsse.Envelope) error {
+	if err := CheckFingerprint(fp); err != nil {
+		return err
+	}
+	if err := checkID(id); err != nil {
+		return err
+	}
+	data, err := encode(env)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(d.Root, "evidence", hexOf(fp))
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return putOnce(filepath.Join(dir, id+".json"), data)
+}
+
+// Evidence implements [Store].
+func (d *Dir) Evidence(fp string) ([]*dsse.Envelope, []Problem, error) {
+	if err := CheckFingerprint(fp); err != nil {
+		return nil, nil, err
+	}
+	dir := filepath.Join(d.Root, "evidence", hexOf(fp))
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []*dsse.Envelope
+	var problems []Problem
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".tmp-") {
+			continue // a write in progress, or one a crash left behind
+		}
+		if !ok || checkID(id) != nil || !e.Type().IsRegular() {
+			problems = append(problems, Problem{Path: path, Err: "foreign file: not a record this store wrote"})
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			problems = append(problems, Problem{Path: path, Err: err.Error()})
+			continue
+		}
+		env, err := decode(path, data)
+		if err != nil {
+			problems = append(problems, Problem{Path: path, Err: err.Error()})
+			continue
+		}
+		out = append(out, env)
+	}
+	return out, problems, nil
+}
+
+// Consume implements [Store]: the use is spent by creating consumed/ID/SLOT
+// exclusively, and the directory is fsynced before Consume returns.
+func (d *Dir) Consume(id string, uses int) (int, error) {
+	if err := checkID(id); err != nil {
+		return 0, err
+	}
+	dir := filepath.Join(d.Root, "consumed", id)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return 0, err
+	} else if err == nil {
+		if err := durable.SyncDir(filepath.Dir(dir)); err != nil {
+			return 0, err
+		}
+	}
+	start := 0
+	if uses > 1 {
+		n, err := countSlots(dir)
+		if err != nil {
+			return 0, err
+		}
+		start = n
+	}
+	for slot := start; slot < uses; slot++ {
+		err := durable.CreateExclusive(filepath.Join(dir, strconv.Itoa(slot)), nil, 0o600, false)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if err := durable.SyncDir(dir); err != nil {
+			return 0, err
+		}
+		return slot, nil
+	}
+	return 0, fmt.Errorf("record %.12s…: %w", id, ErrConsumed)
+}
+
+func countSlots(dir string) (int, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	return len(names), err
+}
+
+// Used implements [Store].
+func (d *Dir) Used(ids []string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, id := range ids {
+		if checkID(id) != nil {
+			continue
+		}
+		n, err := countSlots(filepath.Join(d.Root, "consumed", id))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, nil
+}
+
+// Plans lists the fingerprints of stored plans, sorted.
+func (d *Dir) Plans() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(d.Root, "plans"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if h, ok := strings.CutSuffix(e.Name(), ".json"); ok && checkID(h) == nil {
+			out = append(out, "sha256:"+h)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -1,0 +1,80 @@
+// Package store holds where plans and evidence live and how evidence is
+// consumed exactly once. The store is not trusted (SPEC §2): what it returns
+// is judged by signatures. What it must get right is consumption: of any
+// number of concurrent consumers of one record slot, exactly one succeeds.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+)
+
+// Store is what the gate's callers need from a backend. The embedded [Dir]
+// and the DynamoDB backend implement it; one conformance suite tests both.
+type Store interface {
+	// PutPlan stores a signed plan under its fingerprint. Storing the same
+	// fingerprint again with the same bytes is not an error; with other
+	// bytes it is ErrExists.
+	PutPlan(fp string, env *dsse.Envelope) error
+	// GetPlan returns the plan stored for fp, or ErrNotFound.
+	GetPlan(fp string) (*dsse.Envelope, error)
+	// PutEvidence stores a record bound to fp under its id, never
+	// overwriting: storing the same id twice is a no-op.
+	PutEvidence(fp, id string, env *dsse.Envelope) error
+	// Evidence returns the records stored for fp. A record that cannot be
+	// read is reported in problems and skipped, never returned.
+	Evidence(fp string) (records []*dsse.Envelope, problems []Problem, err error)
+	// Consume spends one use of record id, which may be used uses times.
+	// It returns the slot it took, or ErrConsumed when every use is spent.
+	Consume(id string, uses int) (slot int, err error)
+	// Used reports how many uses of each record are spent.
+	Used(ids []string) (map[string]int, error)
+}
+
+// Errors a Store returns; callers branch on them with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists with other content")
+	ErrConsumed = errors.New("evidence already consumed")
+)
+
+// Problem is a stored item that could not be read as a record.
+type Problem struct {
+	Path string `json:"path"`
+	Err  string `json:"error"`
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s: %s", p.Path, p.Err) }
+
+var fpRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var idRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// CheckFingerprint reports whether fp has the form "sha256:" and 64
+// lowercase hex digits. Everything that turns a fingerprint into a key or a
+// path checks it first.
+func CheckFingerprint(fp string) error {
+	if !fpRE.MatchString(fp) {
+		return &BadFingerprintError{FP: fp}
+	}
+	return nil
+}
+
+// BadFingerprintError is a fingerprint that is not of the form sha256:HEX.
+type BadFingerprintError struct{ FP string }
+
+func (e *BadFingerprintError) Error() string {
+	return fmt.Sprintf("%q is not a fingerprint (want sha256: and 64 hex digits)", e.FP)
+}
+
+func hexOf(fp string) string { return strings.TrimPrefix(fp, "sha256:") }
+
+func checkID(id string) error {
+	if !idRE.MatchString(id) {
+		return fmt.Errorf("%q is not a record id", id)
+	}
+	return nil
+}
