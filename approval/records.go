@@ -3,11 +3,13 @@ package approval
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
@@ -61,6 +63,9 @@ type CertaintyRecord struct {
 	Issued      time.Time `json:"issued"`
 	Expires     time.Time `json:"expires"`
 }
+
+// DefaultAnswerTTL is how long a Trinity answer lives by default (SPEC §5).
+const DefaultAnswerTTL = time.Hour
 
 // Answers to a decision.
 const (
@@ -164,12 +169,41 @@ func (p *Policy) Open(env *Envelope) (*Signed, error) {
 	if !ok {
 		return nil, refusal.New(refusal.PrincipalUnknown, "record is signed by key %.16s…, which is in no principal of the trust policy", env.Signatures[0].KeyID)
 	}
-	if err := VerifyWith(pr.pub, env); err != nil {
+	pae := dsse.PAE(env.PayloadType, body)
+	sum := sha256.Sum256(pae)
+	if !p.verified(pr, sum, env.Signatures[0].Sig, pae) {
 		return nil, refusal.New(refusal.SignatureInvalid, "signature of %s's record does not verify", pr.ID)
 	}
-	sum := sha256.Sum256(dsse.PAE(env.PayloadType, body))
 	return &Signed{Env: env, ID: hex.EncodeToString(sum[:]), Type: env.PayloadType, Payload: body, Signer: pr}, nil
 }
+
+// verified checks sig over pae with pr's key, remembering successes when
+// the policy caches: replay meets the same plan and evidence in many
+// receipts and verifies each distinct envelope once.
+func (p *Policy) verified(pr *Principal, sum [32]byte, sig string, pae []byte) bool {
+	var key [32]byte
+	if p.cache != nil {
+		h := sha256.New()
+		h.Write(sum[:])
+		h.Write([]byte(pr.pub))
+		h.Write([]byte(sig))
+		copy(key[:], h.Sum(nil))
+		if _, ok := p.cache.Load(key); ok {
+			return true
+		}
+	}
+	raw, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil || !ed25519.Verify(ed25519.PublicKey(pr.pub), pae, raw) {
+		return false
+	}
+	if p.cache != nil {
+		p.cache.Store(key, struct{}{})
+	}
+	return true
+}
+
+// CacheVerifications makes the policy remember signatures it has verified.
+func (p *Policy) CacheVerifications() { p.cache = &sync.Map{} }
 
 // VerifyWith checks env's single signature against pub.
 func VerifyWith(pub keys.Public, env *Envelope) error {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 
@@ -54,6 +55,7 @@ type Policy struct {
 	Digest string `toml:"-"`
 
 	byID, byKey, bySlack, byGitHub map[string]*Principal
+	cache                          *sync.Map
 }
 
 // ConfigError is a broken configuration or policy file (exit 78).

@@ -187,10 +187,7 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 		b.Files = append(b.Files, File{Name: name, Path: path, Size: size, SHA256: sum})
 	}
 
-	b.Argv = append(b.Argv, op.ProgramPath)
-	for _, a := range op.Args {
-		b.Argv = append(b.Argv, expand(a, req.Target, req.Params, func(n string) string { return "{file." + n + "}" }))
-	}
+	b.Argv = op.Argv(req.Target, req.Params, FilePlaceholder)
 
 	getenv := req.Getenv
 	if getenv == nil {
@@ -218,6 +215,9 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 		Mutating:    op.IsMutating(),
 	}, nil
 }
+
+// FilePlaceholder is what stands for file parameter name in a bound argv.
+func FilePlaceholder(name string) string { return "{file." + name + "}" }
 
 // Request returns the request that resolves to p again, reading the
 // environment through getenv. Run uses it to recompute the fingerprint

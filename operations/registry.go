@@ -406,16 +406,24 @@ func (op *Operation) check() error {
 		t := true
 		op.Mutating = &t
 	}
-	// The digest covers the definition only, not where it was read from.
+	d, err := op.DefinitionDigest()
+	op.Digest = d
+	return err
+}
+
+// DefinitionDigest computes the digest of the operation's definition: the
+// sha256 of its JSON encoding (defaults applied) without where it was read
+// from or where its program resolved. Replay recomputes it from the
+// definition a receipt carries.
+func (op *Operation) DefinitionDigest() (string, error) {
 	bare := *op
 	bare.Source, bare.ProgramPath, bare.Digest = "", "", ""
 	def, err := json.Marshal(&bare)
 	if err != nil {
-		return err
+		return "", err
 	}
 	sum := sha256.Sum256(def)
-	op.Digest = "sha256:" + hex.EncodeToString(sum[:])
-	return nil
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
 func mapKeys(m map[string]string) []string {
@@ -521,4 +529,14 @@ func expand(t, target string, params map[string]string, fileArg func(string) str
 			return fileArg(name)
 		}
 	})
+}
+
+// Argv expands the operation's args for target and params, with fileArg
+// standing in for each file placeholder; argv[0] is the resolved program.
+func (op *Operation) Argv(target string, params map[string]string, fileArg func(string) string) []string {
+	argv := []string{op.ProgramPath}
+	for _, a := range op.Args {
+		argv = append(argv, expand(a, target, params, fileArg))
+	}
+	return argv
 }

@@ -1,0 +1,434 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/store"
+)
+
+// planContext is what every command acting on a stored plan needs.
+type planContext struct {
+	cfg    *config.Config
+	reg    *operations.Registry
+	policy *approval.Policy
+	store  store.Store
+	env    *approval.Envelope
+	plan   *operations.Plan
+	op     *operations.Operation
+}
+
+func loadPlan(f *Factory, fp string) (*planContext, error) {
+	if err := store.CheckFingerprint(fp); err != nil {
+		return nil, &usageError{msg: err.Error()}
+	}
+	pc := &planContext{}
+	var err error
+	if pc.cfg, err = f.Config(); err != nil {
+		return nil, err
+	}
+	if pc.reg, err = f.Registry(pc.cfg); err != nil {
+		return nil, err
+	}
+	if pc.policy, err = f.Policy(pc.cfg); err != nil {
+		return nil, err
+	}
+	if pc.store, err = f.Store(pc.cfg); err != nil {
+		return nil, err
+	}
+	pc.env, err = pc.store.GetPlan(fp)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, refusal.New(refusal.PlanAbsent, "no plan with this fingerprint is stored").For("", fp).Needs("a signed plan (prod-write plan --key …)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if pc.plan, _, err = pc.policy.DecodePlan(pc.env); err != nil {
+		if r, ok := refusal.As(err); ok {
+			r.For("", fp)
+		}
+		return nil, err
+	}
+	if pc.plan.Fingerprint != fp {
+		return nil, refusal.New(refusal.FingerprintMismatch, "the plan stored under this fingerprint is for %s", pc.plan.Fingerprint).For(pc.plan.Operation, fp)
+	}
+	op, ok := pc.reg.Get(pc.plan.Operation)
+	if !ok {
+		return nil, refusal.New(refusal.OperationAbsent, "operation %q is no longer in the registry", pc.plan.Operation).For(pc.plan.Operation, fp)
+	}
+	pc.op = op
+	return pc, nil
+}
+
+func (pc *planContext) refuse(code refusal.Code, format string, args ...any) *refusal.Error {
+	return refusal.New(code, format, args...).For(pc.plan.Operation, pc.plan.Fingerprint)
+}
+
+// actor loads the acting key for a command that acts on pc's plan in role,
+// refusing anyone acting on a plan they planned (SPEC §3 rule 6).
+func (pc *planContext) actor(f *Factory, role string) (*keys.Private, *approval.Principal, error) {
+	k, pr, err := f.Actor(pc.policy, role)
+	if err != nil {
+		if r, ok := refusal.As(err); ok {
+			r.For(pc.plan.Operation, pc.plan.Fingerprint)
+		}
+		return nil, nil, err
+	}
+	if pr.ID == pc.plan.Planner {
+		return nil, nil, pc.refuse(refusal.SelfApproval, "%s planned this; no principal acts on its own plan except to withdraw it", pr.ID).Needs("another " + role)
+	}
+	return k, pr, nil
+}
+
+func (pc *planContext) put(env *approval.Envelope) (string, error) {
+	id, err := approval.ID(env)
+	if err != nil {
+		return "", err
+	}
+	if err := pc.store.PutEvidence(pc.plan.Fingerprint, id, env); err != nil {
+		return "", fmt.Errorf("storing record: %w", err)
+	}
+	return id, nil
+}
+
+// expiry returns now+ttl, with ttl defaulting to the operation's.
+func (pc *planContext) expiry(now time.Time, ttl time.Duration) time.Time {
+	if ttl <= 0 {
+		ttl = pc.op.ApprovalTTL()
+	}
+	return now.Add(ttl)
+}
+
+// FileOptions are file's inputs.
+type FileOptions struct {
+	F           *Factory
+	Fingerprint string
+	Record      approval.CertaintyRecord
+	TTL         time.Duration
+}
+
+// NewCmdFile builds `file`.
+func NewCmdFile(f *Factory, runF func(*FileOptions) error) *cobra.Command {
+	opts := &FileOptions{F: f}
+	r := &opts.Record
+	cmd := &cobra.Command{
+		Use:   "file FP --summary … --effect … --blast-radius … --rollback … --certainty high|medium|low",
+		Short: "File a certainty record for a plan (Smith; role operator)",
+		Long: `file is an operator vouching for a plan: what it does, its expected effect, its
+blast radius, how to roll it back and how certain the operator is. It prints
+the plan it vouches for and stores the signed record; approvers then answer
+it with decide (or on a bridge).`,
+		Example: `  prod-write file sha256:9f… --key keys/smith.key --summary "push api config" \
+      --effect "api reloads its config" --blast-radius "api in staging" \
+      --rollback "push the previous file" --certainty high`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Fingerprint = args[0]
+			for flag, v := range map[string]string{"--summary": r.Summary, "--effect": r.Effect, "--blast-radius": r.BlastRadius, "--rollback": r.Rollback} {
+				if v == "" {
+					return &usageError{msg: "file needs " + flag}
+				}
+			}
+			if !slices.Contains(approval.CertaintyLevels, r.Certainty) {
+				return &usageError{msg: "--certainty must be high, medium or low"}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return fileRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&r.Summary, "summary", "", "what the plan does")
+	cmd.Flags().StringVar(&r.Effect, "effect", "", "the expected effect")
+	cmd.Flags().StringVar(&r.BlastRadius, "blast-radius", "", "what could be hurt if it goes wrong")
+	cmd.Flags().StringVar(&r.Rollback, "rollback", "", "how to undo it")
+	cmd.Flags().StringVar(&r.Certainty, "certainty", "", "high, medium or low")
+	cmd.Flags().DurationVar(&opts.TTL, "ttl", 0, "how long the record is valid (default: the operation's approval ttl)")
+	return cmd
+}
+
+func fileRun(o *FileOptions) error {
+	pc, err := loadPlan(o.F, o.Fingerprint)
+	if err != nil {
+		return err
+	}
+	k, pr, err := pc.actor(o.F, approval.RoleOperator)
+	if err != nil {
+		return err
+	}
+	now := o.F.Now().UTC()
+	rec := o.Record
+	rec.Fingerprint, rec.Filer, rec.Issued, rec.Expires = pc.plan.Fingerprint, pr.ID, now, pc.expiry(now, o.TTL)
+	env, err := approval.Sign(k, approval.TypeSmith, rec)
+	if err != nil {
+		return err
+	}
+	id, err := pc.put(env)
+	if err != nil {
+		return err
+	}
+	if o.F.JSON {
+		return printJSON(o.F.IO.Out, map[string]any{"record": id, "filer": pr.ID, "fingerprint": pc.plan.Fingerprint, "expires": rec.Expires})
+	}
+	w := o.F.IO.Out
+	fmt.Fprintf(w, "%s vouches for this plan:\n", pr.ID)
+	printPlan(w, pc.plan)
+	fmt.Fprintf(w, "record:      %s (certainty %s, expires %s)\n", id, rec.Certainty, rec.Expires.Format(time.RFC3339))
+	return nil
+}
+
+// DecideOptions are decide's inputs.
+type DecideOptions struct {
+	F           *Factory
+	Fingerprint string
+	Answer      string
+	Reason      string
+	Record      string
+	TTL         time.Duration
+}
+
+// NewCmdDecide builds `decide`.
+func NewCmdDecide(f *Factory, runF func(*DecideOptions) error) *cobra.Command {
+	opts := &DecideOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "decide FP approve|deny [--reason …]",
+		Short: "Answer a filed plan on the CLI (Trinity; role approver)",
+		Long: `decide shows the plan and the certainty record it answers, then stores your
+signed answer, bound to the fingerprint and to that record. An approval
+expires after --ttl (default 1h). A deny is a veto: it wins over any approval.`,
+		Example: `  prod-write decide sha256:9f… approve --key keys/alice.key
+  prod-write decide sha256:9f… deny --reason "not during the freeze" --key keys/bob.key`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Fingerprint, opts.Answer = args[0], args[1]
+			if opts.Answer != approval.Approve && opts.Answer != approval.Deny {
+				return &usageError{msg: fmt.Sprintf("answer %q: want approve or deny", opts.Answer)}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return decideRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why")
+	cmd.Flags().StringVar(&opts.Record, "record", "", "the certainty record `ID` answered (default: the newest valid one)")
+	cmd.Flags().DurationVar(&opts.TTL, "ttl", approval.DefaultAnswerTTL, "how long the answer is valid")
+	return cmd
+}
+
+func decideRun(o *DecideOptions) error {
+	pc, err := loadPlan(o.F, o.Fingerprint)
+	if err != nil {
+		return err
+	}
+	k, pr, err := pc.actor(o.F, approval.RoleApprover)
+	if err != nil {
+		return err
+	}
+	now := o.F.Now().UTC()
+	rec, recID, err := pc.record(o.Record, now)
+	if err != nil {
+		return err
+	}
+	if rec == nil && o.Answer == approval.Approve {
+		return pc.refuse(refusal.NoApproval, "there is no valid certainty record to approve").Needs("a smith certainty record (prod-write file)")
+	}
+	if rec != nil && rec.Filer == pr.ID {
+		return pc.refuse(refusal.SelfApproval, "%s filed the certainty record and cannot also answer it", pr.ID).Needs("another approver")
+	}
+	ans := approval.Answer{
+		Fingerprint: pc.plan.Fingerprint, Record: recID, Answer: o.Answer, Reason: o.Reason,
+		Approver: pr.ID, Issued: now, Expires: now.Add(o.TTL),
+	}
+	env, err := approval.Sign(k, approval.TypeTrinity, ans)
+	if err != nil {
+		return err
+	}
+	id, err := pc.put(env)
+	if err != nil {
+		return err
+	}
+	if o.F.JSON {
+		return printJSON(o.F.IO.Out, map[string]any{"answer": id, "approver": pr.ID, "decision": o.Answer, "record": recID, "expires": ans.Expires})
+	}
+	w := o.F.IO.Out
+	printPlan(w, pc.plan)
+	if rec != nil {
+		fmt.Fprintf(w, "record:      %s by %s, certainty %s\n", recID, rec.Filer, rec.Certainty)
+		fmt.Fprintf(w, "  summary:      %s\n  effect:       %s\n  blast radius: %s\n  rollback:     %s\n", rec.Summary, rec.Effect, rec.BlastRadius, rec.Rollback)
+	}
+	fmt.Fprintf(w, "answer:      %s by %s (%s, expires %s)\n", o.Answer, pr.ID, id, ans.Expires.Format(time.RFC3339))
+	return nil
+}
+
+// record finds the certainty record an answer answers: the one named, or
+// the newest that verifies and has not expired.
+func (pc *planContext) record(want string, now time.Time) (*approval.CertaintyRecord, string, error) {
+	evidence, _, err := pc.store.Evidence(pc.plan.Fingerprint)
+	if err != nil {
+		return nil, "", err
+	}
+	var best *approval.CertaintyRecord
+	bestID := ""
+	for _, env := range evidence {
+		s, err := pc.policy.Open(env)
+		if err != nil || s.Type != approval.TypeSmith || !s.Signer.Has(approval.RoleOperator) {
+			continue
+		}
+		var c approval.CertaintyRecord
+		if s.Decode(&c) != nil || c.Fingerprint != pc.plan.Fingerprint || c.Filer != s.Signer.ID {
+			continue
+		}
+		if want != "" {
+			if s.ID == want {
+				return &c, s.ID, nil
+			}
+			continue
+		}
+		if now.Before(c.Expires) && (best == nil || c.Issued.After(best.Issued)) {
+			best, bestID = &c, s.ID
+		}
+	}
+	if want != "" {
+		return nil, "", pc.refuse(refusal.NoApproval, "no certainty record %s for this plan", want)
+	}
+	return best, bestID, nil
+}
+
+// GeraOptions are gera's inputs.
+type GeraOptions struct {
+	F           *Factory
+	Decision    string
+	Fingerprint string
+	TTL         time.Duration
+	Uses        int
+	Reason      string
+}
+
+// NewCmdGera builds `gera`.
+func NewCmdGera(f *Factory, runF func(*GeraOptions) error) *cobra.Command {
+	opts := &GeraOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "gera go|no-go FP [--ttl D] [--uses N]",
+		Short: "Record a standing go or no-go for a fingerprint (role gera)",
+		Long: `gera records a standing decision for one fingerprint. A go lets the plan run
+up to --uses times before it expires; a no-go vetoes it.`,
+		Example: `  prod-write gera go sha256:9f… --uses 10 --ttl 24h --key keys/gera.key
+  prod-write gera no-go sha256:9f… --reason "frozen" --key keys/gera.key`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Decision, opts.Fingerprint = args[0], args[1]
+			if opts.Decision != approval.Go && opts.Decision != approval.NoGo {
+				return &usageError{msg: fmt.Sprintf("decision %q: want go or no-go", opts.Decision)}
+			}
+			if opts.Uses < 1 {
+				return &usageError{msg: "--uses must be at least 1"}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return geraRun(opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.TTL, "ttl", 0, "how long the decision stands (default: the operation's approval ttl)")
+	cmd.Flags().IntVar(&opts.Uses, "uses", 1, "how many runs a go allows")
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why")
+	return cmd
+}
+
+func geraRun(o *GeraOptions) error {
+	pc, err := loadPlan(o.F, o.Fingerprint)
+	if err != nil {
+		return err
+	}
+	k, pr, err := pc.actor(o.F, approval.RoleGera)
+	if err != nil {
+		return err
+	}
+	now := o.F.Now().UTC()
+	uses := o.Uses
+	if o.Decision == approval.NoGo {
+		uses = 0
+	}
+	g := approval.GeraDecision{Fingerprint: pc.plan.Fingerprint, Decision: o.Decision, Uses: uses, Decider: pr.ID,
+		Reason: o.Reason, Issued: now, Expires: pc.expiry(now, o.TTL)}
+	env, err := approval.Sign(k, approval.TypeGera, g)
+	if err != nil {
+		return err
+	}
+	id, err := pc.put(env)
+	if err != nil {
+		return err
+	}
+	if o.F.JSON {
+		return printJSON(o.F.IO.Out, map[string]any{"decision": o.Decision, "id": id, "decider": pr.ID, "uses": uses, "expires": g.Expires})
+	}
+	fmt.Fprintf(o.F.IO.Out, "gera %s for %s by %s (%s; uses %d; expires %s)\n", o.Decision, pc.plan.Fingerprint, pr.ID, id, uses, g.Expires.Format(time.RFC3339))
+	return nil
+}
+
+// WithdrawOptions are withdraw's inputs.
+type WithdrawOptions struct {
+	F           *Factory
+	Fingerprint string
+}
+
+// NewCmdWithdraw builds `withdraw`.
+func NewCmdWithdraw(f *Factory, runF func(*WithdrawOptions) error) *cobra.Command {
+	opts := &WithdrawOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "withdraw FP",
+		Short: "Withdraw your own plan, for good",
+		Long: `withdraw is the planner taking back its own plan. It is terminal: the plan can
+never pass the gate again, whatever evidence is filed before or after. Only
+the planner may withdraw, and it needs no approval, since it can only reduce
+what may run.`,
+		Example: "  prod-write withdraw sha256:9f… --key keys/agent.key",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Fingerprint = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return withdrawRun(opts)
+		},
+	}
+	return cmd
+}
+
+func withdrawRun(o *WithdrawOptions) error {
+	pc, err := loadPlan(o.F, o.Fingerprint)
+	if err != nil {
+		return err
+	}
+	k, pr, err := o.F.Actor(pc.policy, "")
+	if err != nil {
+		return err
+	}
+	if pr.ID != pc.plan.Planner {
+		return pc.refuse(refusal.RoleMissing, "only the planner (%s) may withdraw this plan, not %s", pc.plan.Planner, pr.ID).Needs("the planner's key")
+	}
+	w := approval.Withdrawal{Fingerprint: pc.plan.Fingerprint, Planner: pr.ID, Issued: o.F.Now().UTC()}
+	env, err := approval.Sign(k, approval.TypeWithdraw, w)
+	if err != nil {
+		return err
+	}
+	id, err := pc.put(env)
+	if err != nil {
+		return err
+	}
+	if o.F.JSON {
+		return printJSON(o.F.IO.Out, map[string]any{"withdrawn": pc.plan.Fingerprint, "id": id, "by": pr.ID})
+	}
+	fmt.Fprintf(o.F.IO.Out, "withdrawn: %s (by %s); it can never run\n", pc.plan.Fingerprint, pr.ID)
+	return nil
+}

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"errors"
+	"io/fs"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/store"
+)
+
+// Exit codes (SPEC §8, sysexits.h). docs/EXIT_CODES.md lists them.
+const (
+	ExitOK        = 0
+	ExitInvalid   = 1  // replay found a receipt that does not verify
+	ExitUsage     = 64 // the command line is wrong
+	ExitDataErr   = 65 // bad input data
+	ExitSoftware  = 70 // internal error
+	ExitIOErr     = 74 // I/O error
+	ExitRefused   = 77 // the gate said no; nothing ran
+	ExitConfig    = 78 // configuration error
+	ExitTimeout   = 124
+	ExitSignalled = 128
+)
+
+// usageError is a wrong command line.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// ExitError carries an exit status decided by the command itself: the
+// program's own status for run, 1 for a failed replay.
+type ExitError struct {
+	Code int
+	Msg  string // empty: nothing more to print
+}
+
+func (e *ExitError) Error() string { return e.Msg }
+
+// ExitCode maps an error to the process exit status. It is the one place
+// that does.
+func ExitCode(err error) int {
+	var (
+		exitErr   *ExitError
+		usage     *usageError
+		refused   *refusal.Error
+		cfgErr    *config.Error
+		defErr    *operations.DefinitionError
+		policyErr *approval.ConfigError
+		insecure  *keys.InsecureError
+		input     *operations.InputError
+		badFP     *store.BadFingerprintError
+		dataErr   *dataError
+		pathErr   *fs.PathError
+	)
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &exitErr):
+		return exitErr.Code
+	case errors.As(err, &usage):
+		return ExitUsage
+	case errors.As(err, &refused):
+		return ExitRefused
+	case errors.As(err, &insecure), errors.As(err, &cfgErr), errors.As(err, &defErr),
+		errors.As(err, &policyErr), errors.Is(err, keys.ErrNotAKey):
+		return ExitConfig
+	case errors.As(err, &input), errors.As(err, &badFP), errors.As(err, &dataErr):
+		return ExitDataErr
+	case errors.Is(err, store.ErrNotFound):
+		return ExitDataErr
+	case errors.As(err, &pathErr):
+		return ExitIOErr
+	}
+	return ExitSoftware
+}
+
+// errorCode is the stable code of an error in --json output.
+func errorCode(err error) string {
+	var insecure *keys.InsecureError
+	switch ExitCode(err) {
+	case ExitUsage:
+		return "usage"
+	case ExitConfig:
+		if errors.As(err, &insecure) {
+			return string(refusal.InsecurePermissions)
+		}
+		return "config"
+	case ExitDataErr:
+		return "bad_input"
+	case ExitIOErr:
+		return "io"
+	}
+	return "internal"
+}
+
+// dataError is input the command cannot use (exit 65).
+type dataError struct{ err error }
+
+func (e *dataError) Error() string { return e.err.Error() }
+func (e *dataError) Unwrap() error { return e.err }

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// NewCmdOps builds `ops list` and `ops show`.
+func NewCmdOps(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ops",
+		Short: "Read the operation registry",
+		Example: `  prod-write ops list
+  prod-write ops show config-push --json`,
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:     "list",
+		Short:   "List the operations, with whether each is mutating",
+		Example: "  prod-write ops list --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			reg, err := loadRegistry(f)
+			if err != nil {
+				return err
+			}
+			return opsList(f, reg)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:     "show NAME",
+		Short:   "Show one operation's definition",
+		Example: "  prod-write ops show config-push",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			reg, err := loadRegistry(f)
+			if err != nil {
+				return err
+			}
+			op, ok := reg.Get(args[0])
+			if !ok {
+				return refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", args[0]).For(args[0], "")
+			}
+			return opsShow(f, op)
+		},
+	})
+	return cmd
+}
+
+func loadRegistry(f *Factory) (*operations.Registry, error) {
+	c, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	return f.Registry(c)
+}
+
+func opsList(f *Factory, reg *operations.Registry) error {
+	ops := reg.All()
+	if f.JSON {
+		return printJSON(f.IO.Out, ops)
+	}
+	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tMUTATING\tTARGETS\tDESCRIPTION")
+	for _, op := range ops {
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", op.Name, op.IsMutating(), strings.Join(op.Targets, ","), op.Description)
+	}
+	return tw.Flush()
+}
+
+func opsShow(f *Factory, op *operations.Operation) error {
+	if f.JSON {
+		return printJSON(f.IO.Out, op)
+	}
+	w := f.IO.Out
+	fmt.Fprintf(w, "name:        %s\n", op.Name)
+	fmt.Fprintf(w, "description: %s\n", op.Description)
+	fmt.Fprintf(w, "mutating:    %v\n", op.IsMutating())
+	fmt.Fprintf(w, "program:     %s\n", op.ProgramPath)
+	fmt.Fprintf(w, "args:        %s\n", strings.Join(op.Args, " "))
+	fmt.Fprintf(w, "targets:     %s\n", strings.Join(op.Targets, ", "))
+	if op.Timeout != nil {
+		fmt.Fprintf(w, "timeout:     %s\n", op.Timeout)
+	}
+	names := make([]string, 0, len(op.Params))
+	for n := range op.Params {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := op.Params[n]
+		var rules []string
+		if p.Pattern != "" {
+			rules = append(rules, "pattern "+p.Pattern)
+		}
+		if len(p.Enum) > 0 {
+			rules = append(rules, "one of "+strings.Join(p.Enum, "|"))
+		}
+		if p.Min != nil {
+			rules = append(rules, fmt.Sprintf("min %d", *p.Min))
+		}
+		if p.Max != nil {
+			rules = append(rules, fmt.Sprintf("max %d", *p.Max))
+		}
+		fmt.Fprintf(w, "param:       %s (%s) %s\n", n, p.Type, strings.Join(rules, ", "))
+	}
+	for n, fl := range op.Files {
+		fmt.Fprintf(w, "file:        %s (max %d bytes)\n", n, fl.MaxSize)
+	}
+	fmt.Fprintf(w, "approval:    paths %s, approvers %d, ttl %s\n", strings.Join(op.Approval.Paths, ", "), op.Approval.Approvers, op.ApprovalTTL())
+	fmt.Fprintf(w, "digest:      %s\n", op.Digest)
+	fmt.Fprintf(w, "source:      %s\n", op.Source)
+	return nil
+}

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// PlanOptions are plan's inputs.
+type PlanOptions struct {
+	F         *Factory
+	Operation string
+	Target    string
+	Params    map[string]string
+	Files     map[string]string
+}
+
+// NewCmdPlan builds `plan`.
+func NewCmdPlan(f *Factory, runF func(*PlanOptions) error) *cobra.Command {
+	opts := &PlanOptions{F: f}
+	var params, files []string
+	cmd := &cobra.Command{
+		Use:   "plan OP --target T [--param k=v]... [--file k=path]...",
+		Short: "Resolve and fingerprint an operation, and store the signed plan",
+		Long: `plan validates an invocation of a registry operation, resolves its program on
+the secure path, hashes the program and every file parameter, and prints the
+fingerprint that approvals must name. With a key (role agent) it stores the
+signed plan; without one it stores nothing, since a plan nobody signed cannot
+be approved.`,
+		Example: `  prod-write plan config-push --target staging --param service=api \
+      --file config=./api.toml --key keys/agent.key`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Operation = args[0]
+			var err error
+			if opts.Params, err = pairs("--param", params); err != nil {
+				return err
+			}
+			if opts.Files, err = pairs("--file", files); err != nil {
+				return err
+			}
+			if opts.Target == "" {
+				return &usageError{msg: "plan needs --target"}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return planRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Target, "target", "", "the target environment")
+	cmd.Flags().StringArrayVar(&params, "param", nil, "a parameter, `NAME=VALUE` (repeatable)")
+	cmd.Flags().StringArrayVar(&files, "file", nil, "a file parameter, `NAME=PATH` (repeatable)")
+	return cmd
+}
+
+// pairs parses NAME=VALUE flags; a name given twice is a usage error.
+func pairs(flag string, in []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range in {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, &usageError{msg: fmt.Sprintf("%s %q: want NAME=VALUE", flag, kv)}
+		}
+		if _, dup := out[k]; dup {
+			return nil, &usageError{msg: fmt.Sprintf("%s %s given twice", flag, k)}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func planRun(o *PlanOptions) error {
+	f := o.F
+	c, err := f.Config()
+	if err != nil {
+		return err
+	}
+	reg, err := f.Registry(c)
+	if err != nil {
+		return err
+	}
+	cwd, err := f.Getwd()
+	if err != nil {
+		return err
+	}
+	// With a key, know who plans before hashing anything.
+	var actor *approval.Principal
+	var signer *keys.Private
+	var policy *approval.Policy
+	if f.KeyFile() != "" {
+		if policy, err = f.Policy(c); err != nil {
+			return err
+		}
+		k, pr, err := f.Actor(policy, approval.RoleAgent)
+		if err != nil {
+			if r, ok := refusal.As(err); ok {
+				r.For(o.Operation, "")
+			}
+			return err
+		}
+		actor, signer = pr, k
+	}
+	d := operations.HashDigester{}
+	if f.IO.ErrTTY && !f.JSON {
+		d.Progress = progressPrinter(f.IO.Err)
+	}
+	plan, err := reg.Resolve(operations.Request{
+		Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files,
+		Cwd: cwd, Getenv: f.LookupEnv,
+	}, d)
+	if err != nil {
+		return err
+	}
+	stored := false
+	if actor != nil {
+		plan.Planner = actor.ID
+		plan.Created = f.Now().UTC()
+		env, err := approval.Sign(signer, approval.TypePlan, plan)
+		if err != nil {
+			return err
+		}
+		st, err := f.Store(c)
+		if err != nil {
+			return err
+		}
+		if err := st.PutPlan(plan.Fingerprint, env); err != nil {
+			return fmt.Errorf("storing plan: %w", err)
+		}
+		stored = true
+	}
+	if f.JSON {
+		return printJSON(f.IO.Out, struct {
+			*operations.Plan
+			Stored bool `json:"stored"`
+		}{plan, stored})
+	}
+	printPlan(f.IO.Out, plan)
+	if stored {
+		fmt.Fprintf(f.IO.Out, "stored:      signed by %s\n", plan.Planner)
+	} else {
+		fmt.Fprintf(f.IO.Out, "stored:      no (no --key: an unsigned plan cannot be approved)\n")
+	}
+	return nil
+}
+
+// printPlan writes the human summary of a plan, fingerprint first.
+func printPlan(w io.Writer, p *operations.Plan) {
+	mut := "mutating"
+	if !p.Mutating {
+		mut = "not mutating"
+	}
+	fmt.Fprintf(w, "fingerprint: %s\n", p.Fingerprint)
+	fmt.Fprintf(w, "operation:   %s (%s)\n", p.Operation, mut)
+	fmt.Fprintf(w, "target:      %s\n", p.Target)
+	fmt.Fprintf(w, "argv:        %s\n", quoteArgv(p.Argv))
+	fmt.Fprintf(w, "cwd:         %s\n", p.Cwd)
+	for _, fl := range p.Files {
+		fmt.Fprintf(w, "file:        %s = %s (%d bytes, %s)\n", fl.Name, fl.Path, fl.Size, fl.SHA256)
+	}
+	for _, e := range p.Env {
+		switch e.Kind {
+		case operations.EnvSecret:
+			fmt.Fprintf(w, "env:         %s (secret: bound by name only)\n", e.Name)
+		case operations.EnvUnset:
+			fmt.Fprintf(w, "env:         %s (unset)\n", e.Name)
+		default:
+			fmt.Fprintf(w, "env:         %s=%s\n", e.Name, e.Value)
+		}
+	}
+	if p.Planner != "" {
+		fmt.Fprintf(w, "planner:     %s at %s\n", p.Planner, p.Created.Format("2006-01-02T15:04:05Z"))
+	}
+}
+
+// quoteArgv shows argv unambiguously: an element with anything but safe
+// characters is quoted Go-style, so control bytes and spaces are visible.
+func quoteArgv(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@{}%") == "" {
+			out[i] = a
+		} else {
+			out[i] = fmt.Sprintf("%q", a)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func progressPrinter(w io.Writer) func(string, int64, int64) {
+	return func(name string, done, total int64) {
+		pct := int64(100)
+		if total > 0 {
+			pct = done * 100 / total
+		}
+		fmt.Fprintf(w, "\rhashing %s: %d/%d MiB (%d%%)", name, done>>20, total>>20, pct)
+		if done >= total {
+			fmt.Fprintln(w)
+		}
+	}
+}

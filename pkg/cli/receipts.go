@@ -1,0 +1,319 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// NewCmdReceipts builds `receipts list|show|checkpoint`.
+func NewCmdReceipts(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "receipts",
+		Short: "Read the receipt journal",
+		Example: `  prod-write receipts list
+  prod-write receipts show 12
+  prod-write receipts checkpoint > head.json`,
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:     "list",
+		Short:   "List the journal's entries (unverified; use replay to verify)",
+		Example: "  prod-write receipts list --json",
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, args []string) error { return receiptsList(f) },
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:     "show ID",
+		Short:   "Show the entries of one run (by run id) or one entry (by sequence number)",
+		Example: "  prod-write receipts show 3f9a0c1e2b4d",
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return receiptsShow(f, args[0]) },
+	})
+	var out string
+	cp := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Sign the journal's head (count and hash) so that cutting receipts off is detectable",
+		Long: `checkpoint prints a runner-signed head of the journal: how many entries it has
+and the hash of the last. Keep it somewhere the journal's host cannot rewrite
+(CI artifacts, another machine); replay --checkpoint then detects receipts cut
+off after it.`,
+		Example: "  prod-write receipts checkpoint --out /backup/head.json",
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, args []string) error { return receiptsCheckpoint(f, out) },
+	}
+	cp.Flags().StringVar(&out, "out", "", "write the checkpoint to `FILE` instead of stdout")
+	cmd.AddCommand(cp)
+	return cmd
+}
+
+func openJournal(f *Factory) (*os.File, error) {
+	c, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	fl, err := os.Open(c.JournalPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &dataError{err: fmt.Errorf("no receipts yet: %s does not exist", c.JournalPath())}
+	}
+	return fl, err
+}
+
+func receiptsList(f *Factory) error {
+	fl, err := openJournal(f)
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+	if !f.JSON {
+		fmt.Fprintln(tw, "SEQ\tKIND\tRUN\tTIME\tOPERATION\tFINGERPRINT\tEXIT")
+	}
+	enc := json.NewEncoder(f.IO.Out)
+	err = receipts.Scan(fl, func(l receipts.Line) error {
+		_, r, err := receipts.Decode(l.Bytes)
+		if err != nil {
+			fmt.Fprintf(f.IO.Err, "prod-write: line %d is not a receipt: %v\n", l.No, err)
+			return nil
+		}
+		op, fp, exit := "", "", ""
+		if r.Intent != nil {
+			fp = r.Intent.Fingerprint
+			if r.Intent.Operation != nil {
+				op = r.Intent.Operation.Name
+			}
+		}
+		if r.Outcome != nil {
+			exit = strconv.Itoa(r.Outcome.ExitCode)
+		}
+		if f.JSON {
+			return enc.Encode(map[string]any{"seq": r.Seq, "kind": r.Kind, "run_id": r.RunID, "time": r.Time, "operation": op, "fingerprint": fp, "exit": exit})
+		}
+		if len(fp) > 23 {
+			fp = fp[:23] + "…"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Kind, r.RunID, r.Time.Format("2006-01-02T15:04:05Z"), op, fp, exit)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Flush()
+}
+
+func receiptsShow(f *Factory, id string) error {
+	fl, err := openJournal(f)
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	seq, seqErr := strconv.ParseUint(id, 10, 64)
+	found := 0
+	err = receipts.Scan(fl, func(l receipts.Line) error {
+		_, r, err := receipts.Decode(l.Bytes)
+		if err != nil {
+			return nil
+		}
+		if (seqErr == nil && r.Seq == seq) || (r.RunID != "" && strings.HasPrefix(r.RunID, id) && len(id) >= 6) {
+			found++
+			return printJSON(f.IO.Out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if found == 0 {
+		return &dataError{err: fmt.Errorf("no receipt %q in the journal", id)}
+	}
+	return nil
+}
+
+func receiptsCheckpoint(f *Factory, out string) error {
+	c, err := f.Config()
+	if err != nil {
+		return err
+	}
+	p, err := f.Policy(c)
+	if err != nil {
+		return err
+	}
+	k, pr, err := runnerIdentity(c, p)
+	if err != nil {
+		return err
+	}
+	fl, err := openJournal(f)
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
+	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID}
+	err = receipts.Scan(fl, func(l receipts.Line) error {
+		cp.Count++
+		cp.Head = receipts.LineHash(l.Bytes)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	env, err := approval.Sign(k, receipts.CheckpointType, cp)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if out == "" {
+		_, err = f.IO.Out.Write(b)
+		return err
+	}
+	return os.WriteFile(out, b, 0o644)
+}
+
+// ReplayOptions are replay's inputs.
+type ReplayOptions struct {
+	F          *Factory
+	Path       string
+	Trust      string
+	Checkpoint string
+}
+
+// NewCmdReplay builds `replay`.
+func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
+	opts := &ReplayOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "replay [PATH]",
+		Short: "Verify every receipt offline; exit 0 only if all verify",
+		Long: `replay verifies each receipt of a journal (default: the configured one) with
+no network and no store: the runner's signature, the fingerprint recomputed
+from the recorded inputs, every embedded record's signature and role, the
+gate as it stood at the receipt's time, that no approval was spent twice, the
+hash chain, and intents left without an outcome. In CI, pass --trust with the
+policy of the protected default branch, never the one in the change.
+
+Exit 0 when everything verifies, 1 when anything does not, 65 when the input
+is not receipts at all.`,
+		Example: `  prod-write replay
+  prod-write replay receipts.jsonl --trust /protected/trust.toml --checkpoint head.json --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Path = args[0]
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return replayRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
+	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a signed head from `receipts checkpoint` the journal must still reach")
+	return cmd
+}
+
+func replayRun(o *ReplayOptions) error {
+	f := o.F
+	trust, path := o.Trust, o.Path
+	if trust == "" || path == "" {
+		c, err := f.Config()
+		if err != nil {
+			return err
+		}
+		if trust == "" {
+			trust = c.Trust
+		}
+		if path == "" {
+			path = c.JournalPath()
+		}
+	}
+	policy, err := approval.LoadPolicy(trust)
+	if err != nil {
+		return err
+	}
+	rp := &receipts.Replayer{Policy: policy}
+	if o.Checkpoint != "" {
+		b, err := os.ReadFile(o.Checkpoint)
+		if err != nil {
+			return err
+		}
+		var env approval.Envelope
+		if err := json.Unmarshal(b, &env); err != nil {
+			return &dataError{err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
+		}
+		rp.Checkpoint = &env
+	}
+	in, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+
+	w := bufio.NewWriterSize(f.IO.Out, 64<<10)
+	defer w.Flush()
+	var emit func(receipts.Result)
+	var tw *tabwriter.Writer
+	first := true
+	if f.JSON {
+		io.WriteString(w, "{\"receipts\":[")
+		emit = func(r receipts.Result) {
+			if !first {
+				w.WriteByte(',')
+			}
+			first = false
+			b, _ := json.Marshal(r)
+			w.Write(b)
+		}
+	} else {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "LINE\tSEQ\tKIND\tOPERATION\tRUNNER\tSTATUS")
+		emit = func(r receipts.Result) {
+			status := "ok"
+			if !r.OK {
+				codes := make([]string, len(r.Problems))
+				for i, p := range r.Problems {
+					codes[i] = p.Code
+				}
+				status = "FAIL " + strings.Join(codes, ",")
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Line, r.Seq, r.Kind, r.Operation, r.Runner, status)
+			for _, p := range r.Problems {
+				fmt.Fprintf(tw, "\t\t\t\t\t  %s: %s\n", p.Code, p.Detail)
+			}
+		}
+	}
+	sum, err := rp.Replay(in, emit)
+	var notReceipts *receipts.NotReceiptsError
+	if errors.As(err, &notReceipts) {
+		if f.JSON {
+			io.WriteString(w, "]}\n")
+		}
+		return &dataError{err: fmt.Errorf("%s: %w", path, err)}
+	}
+	if err != nil {
+		return err
+	}
+	if f.JSON {
+		b, _ := json.Marshal(sum)
+		fmt.Fprintf(w, "],\"summary\":%s}\n", b)
+	} else {
+		tw.Flush()
+		fmt.Fprintf(w, "%d entries, %d runs: %d failed, %d incomplete\n", sum.Entries, sum.Runs, sum.Failed, sum.Incomplete)
+	}
+	if !sum.OK {
+		w.Flush()
+		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("replay: %d entries do not verify and %d runs are incomplete", sum.Failed, sum.Incomplete)}
+	}
+	return nil
+}

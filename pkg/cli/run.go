@@ -1,0 +1,314 @@
+package cli
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"os/user"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/execute"
+	"github.com/prod-write/prod-write/pkg/failpoint"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/store"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// RunOptions are run's inputs.
+type RunOptions struct {
+	F           *Factory
+	Fingerprint string
+}
+
+// NewCmdRun builds `run`.
+func NewCmdRun(f *Factory, runF func(*RunOptions) error) *cobra.Command {
+	opts := &RunOptions{F: f}
+	return &cobra.Command{
+		Use:   "run FP",
+		Short: "Run an approved plan: gate, consume, fsynced intent, exec, outcome",
+		Long: `run loads the plan, recomputes its fingerprint from reality (the program and
+files are snapshotted and hashed, and those snapshots are what runs), asks
+the gate, consumes the approval atomically, writes and fsyncs the intent
+receipt, executes the program with no shell and a scratch environment,
+writes the outcome receipt, and exits with the program's status (128+N for
+signal N, 124 on the operation's timeout; 77 if refused, and then nothing
+ran).`,
+		Example: "  prod-write run sha256:9f…",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Fingerprint = args[0]
+			if runF != nil {
+				return runF(opts)
+			}
+			return runRun(opts)
+		},
+	}
+}
+
+// snapshotDigester hashes what will run: each file and the program are
+// copied into sealed memory, hashed on the way, and those copies are what
+// the program gets (SPEC §6).
+type snapshotDigester struct {
+	progress func(string, int64, int64)
+	program  *execute.Snapshot
+	files    map[string]*execute.Snapshot
+}
+
+func (s *snapshotDigester) Digest(kind, name, path string, max int64) (int64, string, error) {
+	var progress func(int64, int64)
+	if s.progress != nil && kind == "file" {
+		progress = func(done, total int64) { s.progress(name, done, total) }
+	}
+	snap, err := execute.TakeSnapshot(path, max, kind == "program", progress)
+	if err != nil {
+		var tl *execute.TooLargeError
+		if errors.As(err, &tl) {
+			return 0, "", &operations.TooLargeError{Path: tl.Path, Max: tl.Max}
+		}
+		return 0, "", err
+	}
+	if kind == "program" {
+		s.program = snap
+	} else {
+		s.files[name] = snap
+	}
+	return snap.Size, snap.SHA256, nil
+}
+
+func (s *snapshotDigester) Close() {
+	if s.program != nil {
+		s.program.Close()
+	}
+	for _, f := range s.files {
+		f.Close()
+	}
+}
+
+// runner is this host's signing identity for receipts.
+func runnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *approval.Principal, error) {
+	if c.RunnerKey == "" {
+		return nil, nil, &config.Error{Path: c.Path, Msg: "runner_key is not set: this host cannot sign receipts, so it cannot run"}
+	}
+	k, err := keys.Load(c.RunnerKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, ok := p.ByKey(k.Public().ID())
+	if !ok || !pr.Has(approval.RoleRunner) {
+		return nil, nil, &config.Error{Path: c.Path, Msg: fmt.Sprintf("runner_key %s belongs to no principal with the runner role", c.RunnerKey)}
+	}
+	return k, pr, nil
+}
+
+func runRun(o *RunOptions) error {
+	f := o.F
+	// 1. Load the plan.
+	pc, err := loadPlan(f, o.Fingerprint)
+	if err != nil {
+		return err
+	}
+	rk, rp, err := runnerIdentity(pc.cfg, pc.policy)
+	if err != nil {
+		return err
+	}
+	env, err := pc.childEnv(f)
+	if err != nil {
+		return err
+	}
+	// 2. Recompute the fingerprint from reality, snapshotting what will run.
+	snaps := &snapshotDigester{files: map[string]*execute.Snapshot{}}
+	if f.IO.ErrTTY && !f.JSON {
+		snaps.progress = progressPrinter(f.IO.Err)
+	}
+	defer snaps.Close()
+	if err := pc.reality(f, snaps); err != nil {
+		return err
+	}
+	// 3. The gate.
+	evidence, _, err := pc.store.Evidence(pc.plan.Fingerprint)
+	if err != nil {
+		return fmt.Errorf("reading evidence: %w", err)
+	}
+	ids := make([]string, 0, len(evidence))
+	for _, e := range evidence {
+		if id, err := approval.ID(e); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	used, err := pc.store.Used(ids)
+	if err != nil {
+		return fmt.Errorf("reading consumption: %w", err)
+	}
+	dec, err := approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used})
+	if err != nil {
+		return err
+	}
+	// 4. Consume the approval atomically.
+	slot := 0
+	if dec.Anchor != "" {
+		slot, err = pc.store.Consume(dec.Anchor, dec.AnchorUses)
+		if errors.Is(err, store.ErrConsumed) {
+			return pc.refuse(refusal.EvidenceConsumed, "the approval this run relies on was consumed by another run").Needs("a fresh approval")
+		}
+		if err != nil {
+			return fmt.Errorf("consuming approval: %w", err)
+		}
+	}
+	failpoint.Hit("after-consume")
+
+	// 5. The intent receipt, durable before anything executes.
+	j := &receipts.Journal{Path: pc.cfg.JournalPath(), Key: rk, Runner: rp.ID, Host: pc.cfg.Host, Now: f.Now}
+	intent := pc.intent(f, dec, evidence, slot)
+	runID := newRunID()
+	in, err := j.Append(&receipts.Receipt{Kind: receipts.KindIntent, RunID: runID, Intent: intent})
+	if err != nil {
+		return fmt.Errorf("writing intent receipt (nothing ran): %w", err)
+	}
+	failpoint.Hit("after-intent")
+
+	// 6. Execute: the snapshots, the planned argv, no shell.
+	spec := execute.Spec{
+		Program: snaps.program,
+		Argv:    pc.execArgv(snaps),
+		Env:     env,
+		Dir:     pc.plan.Cwd,
+		Stdin:   f.IO.In,
+		Stdout:  f.IO.Out,
+		Stderr:  f.IO.Err,
+		Started: func(int) { failpoint.Hit("after-start") },
+	}
+	for _, fl := range pc.plan.Files {
+		spec.Files = append(spec.Files, snaps.files[fl.Name])
+	}
+	if pc.op.Timeout != nil {
+		spec.Timeout = pc.op.Timeout.Duration
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	spec.Signals = sigs
+	res, runErr := execute.Run(spec)
+	failpoint.Hit("after-exit")
+
+	// 7. The outcome receipt.
+	out := &receipts.Outcome{Intent: in.Hash}
+	if runErr != nil {
+		out.ExitCode, out.Error = ExitSoftware, runErr.Error()
+	} else {
+		out.ExitCode, out.Signal, out.TimedOut, out.Duration = res.ExitCode, res.Signal, res.TimedOut, res.Duration
+		out.Stdout = receipts.Stream(res.Stdout)
+		out.Stderr = receipts.Stream(res.Stderr)
+	}
+	done, err := j.Append(&receipts.Receipt{Kind: receipts.KindOutcome, RunID: runID, Outcome: out})
+	if err != nil {
+		return fmt.Errorf("writing outcome receipt (the program ran; its intent is receipt %d): %w", in.Seq, err)
+	}
+	if runErr != nil {
+		return fmt.Errorf("executing %s: %w", pc.op.ProgramPath, runErr)
+	}
+	if f.JSON {
+		fmt.Fprintf(f.IO.Err, `{"outcome":"ran","operation":%q,"fingerprint":%q,"exit_code":%d,"intent":%d,"receipt":%d}`+"\n",
+			pc.plan.Operation, pc.plan.Fingerprint, res.ExitCode, in.Seq, done.Seq)
+	}
+	if res.ExitCode != 0 {
+		return &ExitError{Code: res.ExitCode}
+	}
+	return nil
+}
+
+// childEnv builds the program's whole environment from the plan: values as
+// bound, secrets read now by name. Nothing else is inherited.
+func (pc *planContext) childEnv(f *Factory) ([]string, error) {
+	env := []string{}
+	for _, e := range pc.plan.Env {
+		switch e.Kind {
+		case operations.EnvValue:
+			env = append(env, e.Name+"="+e.Value)
+		case operations.EnvSecret:
+			v, ok := f.LookupEnv(e.Name)
+			if !ok {
+				return nil, pc.refuse(refusal.ParamInvalid, "secret %s is not set in run's environment", e.Name).Needs("environment variable " + e.Name)
+			}
+			env = append(env, e.Name+"="+v)
+		}
+	}
+	return env, nil
+}
+
+// execArgv is the argv the program gets: the operation's template expanded
+// with the plan's params, each file placeholder replaced by the path of its
+// snapshot.
+func (pc *planContext) execArgv(snaps *snapshotDigester) []string {
+	index := map[string]int{}
+	for i, fl := range pc.plan.Files {
+		index[fl.Name] = i
+	}
+	return pc.op.Argv(pc.plan.Target, pc.plan.Params, func(name string) string { return execute.FilePath(index[name]) })
+}
+
+func (pc *planContext) intent(f *Factory, dec *approval.Decision, evidence []*approval.Envelope, slot int) *receipts.Intent {
+	in := &receipts.Intent{
+		Fingerprint:  pc.plan.Fingerprint,
+		Operation:    pc.op,
+		Plan:         pc.env,
+		Path:         dec.Path,
+		Anchor:       dec.Anchor,
+		Slot:         slot,
+		PolicyDigest: pc.policy.Digest,
+		Signers:      map[string]string{},
+		Invoker:      invoker(f, pc.policy),
+	}
+	relied := map[string]bool{}
+	for _, s := range dec.Relied {
+		in.Relied = append(in.Relied, s.ID)
+		relied[s.ID] = true
+	}
+	// Keep what the gate relied on, and every veto or withdrawal it saw, so
+	// replay judges the run by the same evidence.
+	for _, a := range dec.Evidence {
+		if a.Signed == nil {
+			continue
+		}
+		if relied[a.ID] || a.Verdict == approval.NoGo || a.Verdict == approval.Deny || a.Kind == "withdraw" {
+			in.Evidence = append(in.Evidence, a.Signed.Env)
+			in.Signers[a.Signer] = a.Signed.Signer.Public().String()
+		}
+	}
+	if pl, _, err := pc.policy.DecodePlan(pc.env); err == nil {
+		if pr, ok := pc.policy.ByID(pl.Planner); ok {
+			in.Signers[pr.ID] = pr.Public().String()
+		}
+	}
+	return in
+}
+
+func invoker(f *Factory, p *approval.Policy) receipts.Invoker {
+	inv := receipts.Invoker{UID: os.Getuid()}
+	if u, err := user.LookupId(strconv.Itoa(inv.UID)); err == nil {
+		inv.User = u.Username
+	}
+	if path := f.KeyFile(); path != "" {
+		if k, err := keys.Load(path); err == nil {
+			if pr, ok := p.ByKey(k.Public().ID()); ok {
+				inv.Principal = pr.ID
+			}
+		}
+	}
+	return inv
+}
+
+func newRunID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,188 @@
+// Package config holds prod-write.toml: where the registry, trust policy,
+// state and runner key are, which programs may run (the secure path), which
+// backends and bridges are on, and the pins that fix the policy a run is
+// judged by.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/prod-write/prod-write/operations"
+)
+
+// FileName is the configuration file looked for in the working directory
+// and its parents.
+const FileName = "prod-write.toml"
+
+// Config is prod-write.toml. Relative paths are relative to the file's
+// directory.
+type Config struct {
+	Registry   string   `toml:"registry"`
+	Trust      string   `toml:"trust"`
+	State      string   `toml:"state"`
+	SecurePath []string `toml:"secure_path"`
+	RunnerKey  string   `toml:"runner_key"`
+	Host       string   `toml:"host"`
+	Store      Store    `toml:"store"`
+	Archive    Archive  `toml:"archive"`
+	Pin        Pin      `toml:"pin"`
+	Bridge     Bridge   `toml:"bridge"`
+
+	// Path is the file this was read from; Dir its directory.
+	Path string `toml:"-"`
+	Dir  string `toml:"-"`
+}
+
+// Store chooses the backend for plans, evidence and consumption.
+type Store struct {
+	Backend  string `toml:"backend"` // "embedded" (default) or "dynamodb"
+	Table    string `toml:"table"`
+	Region   string `toml:"region"`
+	Endpoint string `toml:"endpoint"`
+}
+
+// Archive is the S3 receipt archive.
+type Archive struct {
+	Bucket   string `toml:"bucket"`
+	Prefix   string `toml:"prefix"`
+	Region   string `toml:"region"`
+	Endpoint string `toml:"endpoint"`
+}
+
+// Pin fixes the trust policy and registry a run may be judged by.
+type Pin struct {
+	Trust    string `toml:"trust"`
+	Registry string `toml:"registry"`
+}
+
+// Bridge configures Trinity's bridges.
+type Bridge struct {
+	Listen       string `toml:"listen"`
+	Key          string `toml:"key"`
+	SlackChannel string `toml:"slack_channel"`
+	SlackAPI     string `toml:"slack_api"`
+	GitHubRepo   string `toml:"github_repo"`
+	GitHubAPI    string `toml:"github_api"`
+	GitHubPR     int    `toml:"github_pr"`
+}
+
+// Error is a missing or broken configuration (exit 78).
+type Error struct {
+	Path string
+	Line int
+	Msg  string
+	Err  error
+}
+
+func (e *Error) Error() string {
+	loc := e.Path
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.Path, e.Line)
+	}
+	if loc == "" {
+		return e.Msg
+	}
+	return loc + ": " + e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Find returns the configuration path: explicit if given, else
+// $PROD_WRITE_CONFIG, else prod-write.toml in cwd or the nearest parent.
+func Find(explicit, env, cwd string) (string, error) {
+	if explicit != "" {
+		return explicit, nil
+	}
+	if env != "" {
+		return env, nil
+	}
+	for dir := cwd; ; dir = filepath.Dir(dir) {
+		p := filepath.Join(dir, FileName)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		if filepath.Dir(dir) == dir {
+			break
+		}
+	}
+	return "", &Error{Msg: fmt.Sprintf("no %s in %s or any parent (run `prod-write init`, or pass --config)", FileName, cwd)}
+}
+
+// Load reads and checks a configuration file.
+func Load(path string) (*Config, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return nil, &Error{Path: path, Msg: "cannot read configuration", Err: err}
+	}
+	return Parse(abs, data)
+}
+
+// Parse decodes configuration data read from path.
+func Parse(path string, data []byte) (*Config, error) {
+	c := &Config{}
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &Error{Path: path, Line: pe.Position.Line, Msg: pe.Message}
+		}
+		return nil, &Error{Path: path, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return nil, &Error{Path: path, Msg: fmt.Sprintf("unknown key %q", und[0].String())}
+	}
+	c.Path, c.Dir = path, filepath.Dir(path)
+	if c.Registry == "" {
+		c.Registry = "operations"
+	}
+	if c.Trust == "" {
+		c.Trust = "trust.toml"
+	}
+	if c.State == "" {
+		c.State = "state"
+	}
+	if c.SecurePath == nil {
+		c.SecurePath = operations.DefaultSecurePath
+	}
+	for _, d := range c.SecurePath {
+		if !filepath.IsAbs(d) {
+			return nil, &Error{Path: path, Msg: fmt.Sprintf("secure_path entry %q must be absolute", d)}
+		}
+	}
+	switch c.Store.Backend {
+	case "":
+		c.Store.Backend = "embedded"
+	case "embedded", "dynamodb":
+	default:
+		return nil, &Error{Path: path, Msg: fmt.Sprintf("store.backend %q: want \"embedded\" or \"dynamodb\"", c.Store.Backend)}
+	}
+	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key} {
+		*p = c.Abs(*p)
+	}
+	return c, nil
+}
+
+// Abs resolves p against the configuration's directory.
+func (c *Config) Abs(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}
+
+// StoreDir is the embedded store's root.
+func (c *Config) StoreDir() string { return filepath.Join(c.State, "store") }
+
+// JournalPath is the receipt journal.
+func (c *Config) JournalPath() string { return filepath.Join(c.State, "journal", "receipts.jsonl") }

@@ -1,0 +1,284 @@
+package receipts
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/durable"
+	"github.com/prod-write/prod-write/pkg/keys"
+)
+
+// Journal is an append-only file of signed receipts, one DSSE envelope (as
+// JSON) per line, each naming the hash of the line before it.
+//
+// Appends from any number of processes are serialised by flock(2) on the
+// journal file; the fsync that makes an entry durable happens after the
+// lock is released, so concurrent runs overlap their fsyncs instead of
+// queueing behind one another (docs/adr/0004-journal.md).
+type Journal struct {
+	Path   string
+	Key    *keys.Private
+	Runner string
+	Host   string
+	Now    func() time.Time
+}
+
+// LineHash is the chain hash of one journal line (without its newline).
+func LineHash(line []byte) string {
+	sum := sha256.Sum256(line)
+	return hex.EncodeToString(sum[:])
+}
+
+// Appended is where an entry landed.
+type Appended struct {
+	Seq  uint64
+	Hash string
+}
+
+// Append signs r and appends it as the next entry, filling in Seq, Prev,
+// Time, Runner and Host. When it returns without error the entry is on
+// stable storage. A torn tail left by an earlier crash is cut off first
+// (and kept beside the journal), and the cut is recorded as a repair entry.
+func (j *Journal) Append(r *Receipt) (Appended, error) {
+	if err := durable.MkdirAll(filepath.Dir(j.Path), 0o700); err != nil {
+		return Appended{}, err
+	}
+	created := false
+	if _, err := os.Lstat(j.Path); errors.Is(err, os.ErrNotExist) {
+		created = true
+	}
+	f, err := os.OpenFile(j.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return Appended{}, fmt.Errorf("opening journal: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return Appended{}, fmt.Errorf("locking journal: %w", err)
+	}
+	locked := true
+	defer func() {
+		if locked {
+			unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		}
+	}()
+
+	tail, err := readTail(f)
+	if err != nil {
+		return Appended{}, err
+	}
+	if tail.torn != nil {
+		if err := j.repair(f, &tail); err != nil {
+			return Appended{}, err
+		}
+	}
+	r.Seq, r.Prev = tail.seq+1, tail.hash
+	line, err := j.sign(r)
+	if err != nil {
+		return Appended{}, err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		return Appended{}, fmt.Errorf("appending to journal: %w", err)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	locked = false
+	if err := f.Sync(); err != nil {
+		return Appended{}, fmt.Errorf("syncing journal: %w", err)
+	}
+	if created {
+		if err := durable.SyncDir(filepath.Dir(j.Path)); err != nil {
+			return Appended{}, err
+		}
+	}
+	return Appended{Seq: r.Seq, Hash: LineHash(line)}, nil
+}
+
+func (j *Journal) now() time.Time {
+	if j.Now != nil {
+		return j.Now()
+	}
+	return time.Now()
+}
+
+func (j *Journal) sign(r *Receipt) ([]byte, error) {
+	if r.Time.IsZero() {
+		r.Time = j.now().UTC()
+	}
+	r.Runner, r.Host = j.Runner, j.Host
+	env, err := approval.Sign(j.Key, PayloadType, r)
+	if err != nil {
+		return nil, fmt.Errorf("signing receipt: %w", err)
+	}
+	return json.Marshal(env)
+}
+
+// repair cuts the torn tail, keeps its bytes in a file beside the journal,
+// and appends a repair entry, all while the lock is held.
+func (j *Journal) repair(f *os.File, t *tailInfo) error {
+	saved := fmt.Sprintf("%s.torn-%d-%d", j.Path, t.end, time.Now().UnixNano())
+	if err := durable.CreateExclusive(saved, t.torn, 0o600, true); err != nil {
+		return fmt.Errorf("keeping torn journal tail: %w", err)
+	}
+	if err := f.Truncate(t.end); err != nil {
+		return fmt.Errorf("cutting torn journal tail: %w", err)
+	}
+	rep := &Receipt{Kind: KindRepair, Seq: t.seq + 1, Prev: t.hash, Repair: &Repair{
+		Offset: t.end, Dropped: int64(len(t.torn)), SHA256: "sha256:" + LineHash(t.torn), SavedAs: filepath.Base(saved),
+	}}
+	line, err := j.sign(rep)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("recording journal repair: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	t.seq, t.hash, t.torn = rep.Seq, LineHash(line), nil
+	return nil
+}
+
+type tailInfo struct {
+	seq  uint64
+	hash string
+	end  int64  // offset just past the last complete line
+	torn []byte // bytes after the last newline, if any
+}
+
+// readTail finds the last complete line of f: its hash, and the sequence
+// number it implies. It reads backwards in growing chunks, so its cost does
+// not grow with the journal.
+func readTail(f *os.File) (tailInfo, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return tailInfo{}, err
+	}
+	size := fi.Size()
+	if size == 0 {
+		return tailInfo{}, nil
+	}
+	chunk := int64(64 << 10)
+	for {
+		if chunk > size {
+			chunk = size
+		}
+		buf := make([]byte, chunk)
+		if _, err := f.ReadAt(buf, size-chunk); err != nil && err != io.EOF {
+			return tailInfo{}, fmt.Errorf("reading journal tail: %w", err)
+		}
+		var t tailInfo
+		body := buf
+		if nl := bytes.LastIndexByte(buf, '\n'); nl != len(buf)-1 {
+			if nl < 0 && chunk < size {
+				chunk *= 4
+				continue
+			}
+			t.torn = append([]byte(nil), buf[nl+1:]...)
+			body = buf[:nl+1]
+		}
+		t.end = size - int64(len(t.torn))
+		if len(body) == 0 {
+			return t, nil // the whole journal is one torn line
+		}
+		lines := bytes.Split(body[:len(body)-1], []byte{'\n'})
+		complete := lines
+		if chunk < size {
+			complete = lines[1:] // the first may be cut by the chunk boundary
+		}
+		t.hash = LineHash(lines[len(lines)-1])
+		// The sequence is one past the last entry that decodes, plus the
+		// lines after it that do not (replay reports those).
+		for i := len(complete) - 1; i >= 0; i-- {
+			if seq, ok := seqOf(complete[i]); ok {
+				t.seq = seq + uint64(len(complete)-1-i)
+				return t, nil
+			}
+		}
+		if chunk == size {
+			t.seq = uint64(len(lines))
+			return t, nil
+		}
+		chunk *= 4
+	}
+}
+
+// seqOf reads the sequence number of a journal line without verifying it.
+func seqOf(line []byte) (uint64, bool) {
+	var env approval.Envelope
+	if json.Unmarshal(line, &env) != nil {
+		return 0, false
+	}
+	payload, err := base64.StdEncoding.DecodeString(env.Payload)
+	if err != nil {
+		return 0, false
+	}
+	var r struct {
+		Seq uint64 `json:"seq"`
+	}
+	if json.Unmarshal(payload, &r) != nil || r.Seq == 0 {
+		return 0, false
+	}
+	return r.Seq, true
+}
+
+// Line is one journal line as read, before any verification.
+type Line struct {
+	No    int
+	Bytes []byte
+}
+
+// Scan calls fn for each line of r in order, streaming: memory does not
+// grow with the journal. A final line without a newline is passed too
+// (replay reports it as torn).
+func Scan(r io.Reader, fn func(Line) error) error {
+	br := bufio.NewReaderSize(r, 256<<10)
+	for no := 1; ; no++ {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 {
+			if ferr := fn(Line{No: no, Bytes: bytes.TrimSuffix(b, []byte{'\n'})}); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Decode opens a journal line without verifying its signature.
+func Decode(line []byte) (*approval.Envelope, *Receipt, error) {
+	var env approval.Envelope
+	if err := json.Unmarshal(line, &env); err != nil {
+		return nil, nil, fmt.Errorf("not a receipt envelope: %w", err)
+	}
+	if env.PayloadType != PayloadType {
+		return nil, nil, fmt.Errorf("payload type %q is not a receipt", env.PayloadType)
+	}
+	payload, err := base64.StdEncoding.Strict().DecodeString(env.Payload)
+	if err != nil {
+		return nil, nil, fmt.Errorf("receipt payload: %w", err)
+	}
+	var r Receipt
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, nil, fmt.Errorf("receipt payload: %w", err)
+	}
+	return &env, &r, nil
+}

@@ -1,0 +1,105 @@
+// Package receipts holds the journal of runs (SPEC §6) and its replay
+// (SPEC §7). Every run leaves an intent receipt, fsynced before the program
+// starts, and an outcome receipt after it exits. Receipts are DSSE
+// envelopes signed by the runner key, one per line of an append-only,
+// hash-chained journal.
+package receipts
+
+import (
+	"time"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/prod-write/prod-write/operations"
+)
+
+// PayloadType names a receipt's DSSE payload.
+const PayloadType = "application/vnd.prod-write.receipt+json"
+
+// CheckpointType names a signed journal head.
+const CheckpointType = "application/vnd.prod-write.checkpoint+json"
+
+// Receipt kinds.
+const (
+	KindIntent  = "intent"
+	KindOutcome = "outcome"
+	KindRepair  = "repair"
+)
+
+// Receipt is the payload of one journal entry.
+type Receipt struct {
+	Kind string `json:"kind"`
+	Seq  uint64 `json:"seq"`
+	// Prev is the sha256 of the previous journal line ("" for the first).
+	Prev   string    `json:"prev"`
+	Time   time.Time `json:"time"`
+	RunID  string    `json:"run_id,omitempty"`
+	Runner string    `json:"runner"`
+	Host   string    `json:"host,omitempty"`
+
+	*Intent  `json:"intent,omitempty"`
+	*Outcome `json:"outcome,omitempty"`
+	*Repair  `json:"repair,omitempty"`
+}
+
+// Intent is written and fsynced before the program starts. It carries all
+// that replay needs to judge the run offline.
+type Intent struct {
+	Fingerprint string                `json:"fingerprint"`
+	Operation   *operations.Operation `json:"operation_definition"`
+	Plan        *dsse.Envelope        `json:"plan"`
+	// Evidence is every record the gate saw: what it relied on, and any
+	// veto or withdrawal, so replay can re-run the gate as it stood.
+	Evidence     []*dsse.Envelope `json:"evidence"`
+	Path         string           `json:"path"`
+	Anchor       string           `json:"anchor,omitempty"`
+	Slot         int              `json:"slot"`
+	Relied       []string         `json:"relied"`
+	PolicyDigest string           `json:"policy_digest"`
+	// Signers are the public keys of every signer of the plan and the
+	// evidence, so a verifier can tell which key was used.
+	Signers map[string]string `json:"signers"`
+	Invoker Invoker           `json:"invoker"`
+}
+
+// Invoker is who called run.
+type Invoker struct {
+	UID       int    `json:"uid"`
+	User      string `json:"user,omitempty"`
+	Principal string `json:"principal,omitempty"`
+}
+
+// Stream is the size and digest of an output stream.
+type Stream struct {
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Outcome is written after the program exits.
+type Outcome struct {
+	Intent   string        `json:"intent"` // sha256 of the intent's journal line
+	ExitCode int           `json:"exit_code"`
+	Signal   string        `json:"signal,omitempty"`
+	TimedOut bool          `json:"timed_out,omitempty"`
+	Error    string        `json:"error,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+	Stdout   Stream        `json:"stdout"`
+	Stderr   Stream        `json:"stderr"`
+}
+
+// Repair records that a torn tail was cut from the journal.
+type Repair struct {
+	Offset  int64  `json:"offset"`
+	Dropped int64  `json:"dropped_bytes"`
+	SHA256  string `json:"dropped_sha256"`
+	SavedAs string `json:"saved_as,omitempty"`
+}
+
+// Checkpoint is a signed journal head: replay --checkpoint detects receipts
+// cut off after it.
+type Checkpoint struct {
+	Count  uint64    `json:"count"`
+	Head   string    `json:"head"`
+	Time   time.Time `json:"time"`
+	Runner string    `json:"runner"`
+}

@@ -1,0 +1,382 @@
+package receipts
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// Problem codes replay reports (SPEC §7). docs/REPLAY.md explains each.
+const (
+	BadSignature        = "bad_signature"
+	UnknownSigner       = "unknown_signer"
+	NotRunner           = "not_runner"
+	Malformed           = "malformed"
+	FingerprintMismatch = "fingerprint_mismatch"
+	EvidenceReused      = "evidence_reused"
+	ChainBroken         = "chain_broken"
+	GateNotSatisfied    = "gate_not_satisfied"
+	Incomplete          = "incomplete"
+	OrphanOutcome       = "orphan_outcome"
+	Truncated           = "truncated"
+)
+
+// Problem is one reason a receipt does not verify.
+type Problem struct {
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+// Result is the verdict on one journal entry.
+type Result struct {
+	Line        int       `json:"line"`
+	Seq         uint64    `json:"seq"`
+	Kind        string    `json:"kind"`
+	RunID       string    `json:"run_id,omitempty"`
+	Time        time.Time `json:"time,omitzero"`
+	Operation   string    `json:"operation,omitempty"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	Runner      string    `json:"runner,omitempty"`
+	ExitCode    *int      `json:"exit_code,omitempty"`
+	OK          bool      `json:"ok"`
+	Problems    []Problem `json:"problems"`
+}
+
+func (r *Result) add(code, format string, args ...any) {
+	r.Problems = append(r.Problems, Problem{Code: code, Detail: fmt.Sprintf(format, args...)})
+}
+
+// Summary is what a replay found overall.
+type Summary struct {
+	Entries    int    `json:"entries"`
+	Runs       int    `json:"runs"`
+	Failed     int    `json:"failed"`
+	Incomplete int    `json:"incomplete"`
+	Head       string `json:"head"`
+	OK         bool   `json:"ok"`
+}
+
+// Replayer verifies a journal offline against a trust policy.
+type Replayer struct {
+	Policy *approval.Policy
+	// Checkpoint, when set, is a signed head the journal must still reach.
+	Checkpoint *approval.Envelope
+	// Workers verifying signatures in parallel; 0 means GOMAXPROCS.
+	Workers int
+}
+
+// NotReceiptsError is input that cannot be read as receipts at all.
+type NotReceiptsError struct{ Msg string }
+
+func (e *NotReceiptsError) Error() string { return e.Msg }
+
+// entry is one line after the parallel, order-free stage.
+type entry struct {
+	line    Line
+	hash    string
+	receipt *Receipt
+	res     Result
+	relied  []string
+	slots   int // uses of the anchor, for Gera decisions
+}
+
+// Replay reads a journal from r, calling emit with the result for every
+// entry in order, and then for every intent left without an outcome. It
+// streams: signatures are checked in parallel batches and memory does not
+// grow with the journal beyond one record per evidence id and open run.
+func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
+	rp.Policy.CacheVerifications()
+	workers := rp.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	st := &state{used: map[string]int{}, open: map[string]*Result{}}
+	var cp *Checkpoint
+	var cpProblem *Result
+	if rp.Checkpoint != nil {
+		var res Result
+		cp = rp.openCheckpoint(&res)
+		if cp == nil {
+			cpProblem = &res
+		} else {
+			st.cpCount = cp.Count
+		}
+	}
+	var sum Summary
+	batch := make([]*entry, 0, 512)
+	flush := func() {
+		verifyParallel(rp, batch, workers)
+		for _, e := range batch {
+			st.check(e)
+			sum.Entries++
+			if e.receipt != nil && e.receipt.Kind == KindIntent {
+				sum.Runs++
+			}
+			e.res.OK = len(e.res.Problems) == 0
+			if !e.res.OK {
+				sum.Failed++
+			}
+			emit(e.res)
+		}
+		batch = batch[:0]
+	}
+	err := Scan(r, func(l Line) error {
+		b := make([]byte, len(l.Bytes))
+		copy(b, l.Bytes)
+		batch = append(batch, &entry{line: Line{No: l.No, Bytes: b}})
+		if len(batch) == cap(batch) {
+			flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return sum, err
+	}
+	flush()
+	if sum.Entries > 0 && st.decoded == 0 {
+		return sum, &NotReceiptsError{Msg: "no line of the input is a receipt"}
+	}
+	left := make([]*Result, 0, len(st.open))
+	for _, res := range st.open {
+		left = append(left, res)
+	}
+	sort.Slice(left, func(i, j int) bool { return left[i].Line < left[j].Line })
+	for _, res := range left {
+		inc := *res
+		inc.Problems, inc.OK = nil, false
+		inc.add(Incomplete, "intent %d has no outcome: the run may have crashed after it started", res.Seq)
+		emit(inc)
+		sum.Incomplete++
+	}
+	if cpProblem == nil && cp != nil {
+		res := Result{Kind: "checkpoint", Problems: []Problem{}}
+		switch {
+		case uint64(sum.Entries) < cp.Count:
+			res.add(Truncated, "the checkpoint of %s counts %d entries; the journal has %d: receipts were cut off", cp.Time.Format(time.RFC3339), cp.Count, sum.Entries)
+		case cp.Count > 0 && st.cpHash != cp.Head:
+			res.add(ChainBroken, "entry %d is not the one the checkpoint names", cp.Count)
+		}
+		if len(res.Problems) > 0 {
+			cpProblem = &res
+		}
+	}
+	if cpProblem != nil {
+		cpProblem.Kind = "checkpoint"
+		sum.Failed++
+		emit(*cpProblem)
+	}
+	sum.Head = st.prevHash
+	sum.OK = sum.Failed == 0 && sum.Incomplete == 0
+	return sum, nil
+}
+
+// verifyParallel does everything that needs no order: decoding, the
+// runner's signature, and for intents the plan, evidence and gate.
+func verifyParallel(rp *Replayer, batch []*entry, workers int) {
+	var wg sync.WaitGroup
+	next := make(chan *entry)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range next {
+				rp.verifyOne(e)
+			}
+		}()
+	}
+	for _, e := range batch {
+		next <- e
+	}
+	close(next)
+	wg.Wait()
+}
+
+func (rp *Replayer) verifyOne(e *entry) {
+	e.hash = LineHash(e.line.Bytes)
+	e.res = Result{Line: e.line.No, Problems: []Problem{}}
+	env, r, err := Decode(e.line.Bytes)
+	if err != nil {
+		e.res.add(Malformed, "line %d: %v", e.line.No, err)
+		return
+	}
+	e.receipt = r
+	e.res.Seq, e.res.Kind, e.res.RunID, e.res.Time, e.res.Runner = r.Seq, r.Kind, r.RunID, r.Time, r.Runner
+	if s, err := rp.Policy.Open(env); err != nil {
+		code := BadSignature
+		if refusal.Is(err, refusal.PrincipalUnknown) {
+			code = UnknownSigner
+		}
+		e.res.add(code, "receipt: %v", err)
+	} else if !s.Signer.Has(approval.RoleRunner) {
+		e.res.add(NotRunner, "receipt is signed by %s, who does not hold the runner role", s.Signer.ID)
+	} else if s.Signer.ID != r.Runner {
+		e.res.add(BadSignature, "receipt names runner %q but is signed by %s", r.Runner, s.Signer.ID)
+	}
+	switch r.Kind {
+	case KindIntent:
+		if r.Intent == nil {
+			e.res.add(Malformed, "intent without its body")
+			return
+		}
+		rp.verifyIntent(e, r.Intent)
+	case KindOutcome:
+		if r.Outcome == nil {
+			e.res.add(Malformed, "outcome without its body")
+			return
+		}
+		code := r.Outcome.ExitCode
+		e.res.ExitCode = &code
+	case KindRepair:
+	default:
+		e.res.add(Malformed, "unknown receipt kind %q", r.Kind)
+	}
+}
+
+func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
+	res := &e.res
+	res.Fingerprint = in.Fingerprint
+	plan, err := rawPlan(in.Plan)
+	if err != nil {
+		res.add(Malformed, "plan: %v", err)
+		return
+	}
+	res.Operation = plan.Operation
+	// The fingerprint recomputed from the recorded inputs.
+	if got := operations.Fingerprint(&plan.Bound); got != plan.Fingerprint || plan.Fingerprint != in.Fingerprint {
+		res.add(FingerprintMismatch, "the recorded inputs give %s; the plan claims %s and the receipt %s", got, plan.Fingerprint, in.Fingerprint)
+	}
+	if in.Operation == nil {
+		res.add(Malformed, "intent does not carry the operation definition")
+		return
+	}
+	if d, err := in.Operation.DefinitionDigest(); err != nil || d != plan.OperationDigest {
+		res.add(FingerprintMismatch, "the recorded operation definition does not have the digest the plan binds")
+	}
+	// Signatures, roles and the gate, as they stood at the receipt's time.
+	dec, err := approval.Evaluate(approval.Input{
+		Plan: in.Plan, Evidence: in.Evidence, Policy: rp.Policy, Op: in.Operation, Now: e.receipt.Time,
+	})
+	if err != nil {
+		r, _ := refusal.As(err)
+		switch {
+		case r == nil:
+			res.add(GateNotSatisfied, "%v", err)
+		case r.Code == refusal.SignatureInvalid:
+			res.add(BadSignature, "plan: %s", r.Reason)
+		case r.Code == refusal.PrincipalUnknown:
+			res.add(UnknownSigner, "plan: %s", r.Reason)
+		case r.Code == refusal.FingerprintMismatch && len(res.Problems) > 0:
+		default:
+			res.add(GateNotSatisfied, "%s: %s", r.Code, r.Reason)
+		}
+		return
+	}
+	if dec.Path != in.Path || dec.Anchor != in.Anchor {
+		res.add(GateNotSatisfied, "the receipt says path %q anchor %.12s, the gate gives path %q anchor %.12s", in.Path, in.Anchor, dec.Path, dec.Anchor)
+	}
+	for _, s := range dec.Relied {
+		e.relied = append(e.relied, s.ID)
+	}
+	e.slots = dec.AnchorUses
+}
+
+// rawPlan decodes a plan envelope's payload without verifying it, so that
+// a bad signature and a bad fingerprint are both reported.
+func rawPlan(env *approval.Envelope) (*operations.Plan, error) {
+	if env == nil {
+		return nil, fmt.Errorf("missing")
+	}
+	var p operations.Plan
+	b, err := base64.StdEncoding.Strict().DecodeString(env.Payload)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// state is what the in-order stage remembers.
+type state struct {
+	prevHash string
+	prevSeq  uint64
+	decoded  int
+	used     map[string]int // evidence id → runs that relied on it
+	open     map[string]*Result
+	entries  uint64
+	cpCount  uint64 // the checkpoint's count, if any
+	cpHash   string // the hash of that entry, once reached
+}
+
+func (st *state) check(e *entry) {
+	defer func() { st.prevHash = e.hash }()
+	st.entries++
+	if st.entries == st.cpCount {
+		st.cpHash = e.hash
+	}
+	r := e.receipt
+	if r == nil {
+		st.prevSeq++
+		return
+	}
+	st.decoded++
+	if r.Prev != st.prevHash || r.Seq != st.prevSeq+1 {
+		e.res.add(ChainBroken, "entry %d follows %.12s… (seq %d), but the line before is %.12s… (seq %d): entries were deleted, inserted, reordered or edited", r.Seq, r.Prev, r.Seq-1, st.prevHash, st.prevSeq)
+	}
+	st.prevSeq = r.Seq
+	switch r.Kind {
+	case KindIntent:
+		open := e.res
+		open.Problems = nil
+		st.open[r.RunID] = &open
+		for i, id := range e.relied {
+			allowed := 1
+			if i == 0 && e.slots > 1 {
+				allowed = e.slots
+			}
+			st.used[id]++
+			if st.used[id] > allowed {
+				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, st.used[id], allowed)
+			}
+		}
+	case KindOutcome:
+		if _, ok := st.open[r.RunID]; !ok {
+			e.res.add(OrphanOutcome, "outcome for run %s, whose intent is not in the journal before it", r.RunID)
+		} else {
+			if in := st.open[r.RunID]; in != nil {
+				e.res.Operation, e.res.Fingerprint = in.Operation, in.Fingerprint
+			}
+			delete(st.open, r.RunID)
+		}
+	}
+}
+
+// openCheckpoint verifies the checkpoint's signature and decodes it,
+// adding a problem to res when it cannot be trusted.
+func (rp *Replayer) openCheckpoint(res *Result) *Checkpoint {
+	s, err := rp.Policy.Open(rp.Checkpoint)
+	if err != nil {
+		res.add(BadSignature, "checkpoint: %v", err)
+		return nil
+	}
+	if !s.Signer.Has(approval.RoleRunner) || s.Type != CheckpointType {
+		res.add(NotRunner, "checkpoint is not a runner's signed head")
+		return nil
+	}
+	var cp Checkpoint
+	if err := s.Decode(&cp); err != nil {
+		res.add(Malformed, "checkpoint: %v", err)
+		return nil
+	}
+	return &cp
+}
