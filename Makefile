@@ -1,0 +1,40 @@
+# prod-write: the two commands are `make demo` and `make test`.
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME    ?= 3s
+BIN         := bin/prod-write
+
+.PHONY: build test demo bench fuzz lint man clean
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/prod-write
+
+## test: lint, every test (race detector on), and a short run of every fuzz target.
+test: lint
+	$(GO) test -race -count=1 ./...
+	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+## demo: plan → file → approve → run → replay in a temporary directory.
+demo: build
+	./scripts/demo.sh $(BIN)
+
+## bench: the performance goals of SPEC §15, as ratios measured in one run.
+bench: build
+	./scripts/bench.sh $(BIN)
+
+## fuzz: a longer run of every fuzz target.
+fuzz:
+	FUZZTIME=$${FUZZTIME:-60s} ./scripts/fuzz.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+## man: man pages generated from the command tree.
+man:
+	$(GO) run ./cmd/prod-write-docs man docs/man
+
+clean:
+	rm -rf bin

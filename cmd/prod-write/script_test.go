@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/prod-write/prod-write/pkg/cli"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"prod-write": func() { os.Exit(cli.Main()) },
+	})
+}
+
+// TestScript runs the end-to-end CLI scripts in testdata/script.
+func TestScript(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "../../testdata/script",
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		Setup: func(env *testscript.Env) error {
+			// Scripts see none of the caller's prod-write settings.
+			env.Setenv("PROD_WRITE_CONFIG", "")
+			env.Setenv("PROD_WRITE_KEY", "")
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"setfp": cmdSetFP,
+		},
+	})
+}
+
+var fpRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+
+// cmdSetFP sets the variable named by its argument to the first
+// fingerprint in the previous command's stdout:
+//
+//	exec prod-write plan ...
+//	setfp FP
+func cmdSetFP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: setfp VAR")
+	}
+	fp := fpRE.FindString(ts.ReadFile("stdout"))
+	if fp == "" {
+		ts.Fatalf("no fingerprint in stdout")
+	}
+	ts.Setenv(args[0], fp)
+}
