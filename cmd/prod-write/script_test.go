@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -30,6 +33,7 @@ func TestScript(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"setfp": cmdSetFP,
+			"exits": cmdExits,
 		},
 	})
 }
@@ -50,4 +54,30 @@ func cmdSetFP(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("no fingerprint in stdout")
 	}
 	ts.Setenv(args[0], fp)
+}
+
+// cmdExits runs a command and checks its exit status, keeping its stdout
+// and stderr for the commands after it:
+//
+//	exits 77 prod-write run $FP --json
+//	stderr '"code":"no_approval"'
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits CODE COMMAND [ARG]...")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: %q is not a number", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("exits: %v", err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("exit status %d, want %d", got, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,9 +22,11 @@ type InitOptions struct {
 	Demo bool
 }
 
-// DemoCast is who init --demo makes keys for, with their roles.
+// DemoCast is who init --demo makes keys for, with their roles (comma
+// separated). smith also approves, so the demo can show that a filer cannot
+// approve its own record.
 var DemoCast = []struct{ ID, Role string }{
-	{"agent", "agent"}, {"smith", "operator"}, {"alice", "approver"}, {"bob", "approver"}, {"gera", "gera"}, {"runner", "runner"},
+	{"agent", "agent"}, {"smith", "operator,approver"}, {"alice", "approver"}, {"bob", "approver"}, {"gera", "gera"}, {"runner", "runner"},
 }
 
 // NewCmdInit builds `init`.
@@ -161,8 +164,13 @@ func initRun(o *InitOptions) error {
 			if err := k.WriteNew(keyFiles[i]); err != nil {
 				return fmt.Errorf("writing demo key: %w", err)
 			}
-			trust += fmt.Sprintf("\n[[principal]]\nid = %q\nroles = [%q]\nkey = %q\n", c.ID, c.Role, k.Public().String())
-			if c.Role == "approver" {
+			roles := strings.Split(c.Role, ",")
+			quoted := make([]string, len(roles))
+			for i, r := range roles {
+				quoted[i] = fmt.Sprintf("%q", r)
+			}
+			trust += fmt.Sprintf("\n[[principal]]\nid = %q\nroles = [%s]\nkey = %q\n", c.ID, strings.Join(quoted, ", "), k.Public().String())
+			if slices.Contains(roles, "approver") {
 				trust += fmt.Sprintf("slack = %q\ngithub = %q\n", "U"+strings.ToUpper(c.ID), c.ID)
 			}
 		}

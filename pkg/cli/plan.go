@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/store"
 )
 
 // PlanOptions are plan's inputs.
@@ -131,7 +133,14 @@ func planRun(o *PlanOptions) error {
 		if err != nil {
 			return err
 		}
-		if err := st.PutPlan(plan.Fingerprint, env); err != nil {
+		err = st.PutPlan(plan.Fingerprint, env)
+		if errors.Is(err, store.ErrExists) {
+			// The same invocation was planned before: the first signed plan
+			// stands, with its planner and time.
+			if plan, err = storedPlan(st, policy, plan.Fingerprint); err != nil {
+				return err
+			}
+		} else if err != nil {
 			return fmt.Errorf("storing plan: %w", err)
 		}
 		stored = true
@@ -149,6 +158,19 @@ func planRun(o *PlanOptions) error {
 		fmt.Fprintf(f.IO.Out, "stored:      no (no --key: an unsigned plan cannot be approved)\n")
 	}
 	return nil
+}
+
+// storedPlan reads and verifies the plan stored under fp.
+func storedPlan(st store.Store, policy *approval.Policy, fp string) (*operations.Plan, error) {
+	env, err := st.GetPlan(fp)
+	if err != nil {
+		return nil, err
+	}
+	plan, _, err := policy.DecodePlan(env)
+	if err != nil {
+		return nil, fmt.Errorf("the plan already stored for %s does not verify: %w", fp, err)
+	}
+	return plan, nil
 }
 
 // printPlan writes the human summary of a plan, fingerprint first.

@@ -253,7 +253,7 @@ func Run(spec Spec) (*Result, error) {
 				continue
 			}
 			if s, ok := sig.(syscall.Signal); ok {
-				unix.Kill(-pid, s)
+				unix.Kill(pid, s)
 			}
 		}
 	}
