@@ -65,7 +65,6 @@ type Intent struct {
 // Invoker is who called run.
 type Invoker struct {
 	UID       int    `json:"uid"`
-	User      string `json:"user,omitempty"`
 	Principal string `json:"principal,omitempty"`
 }
 

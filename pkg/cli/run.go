@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"os/user"
-	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -112,6 +110,7 @@ func runnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *appro
 
 func runRun(o *RunOptions) error {
 	f := o.F
+	go keys.Warm()
 	// 1. Load the plan.
 	pc, err := loadPlan(f, o.Fingerprint)
 	if err != nil {
@@ -294,9 +293,6 @@ func (pc *planContext) intent(f *Factory, dec *approval.Decision, evidence []*ap
 
 func invoker(f *Factory, p *approval.Policy) receipts.Invoker {
 	inv := receipts.Invoker{UID: os.Getuid()}
-	if u, err := user.LookupId(strconv.Itoa(inv.UID)); err == nil {
-		inv.User = u.Username
-	}
 	if path := f.KeyFile(); path != "" {
 		if k, err := keys.Load(path); err == nil {
 			if pr, ok := p.ByKey(k.Public().ID()); ok {

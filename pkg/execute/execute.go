@@ -163,7 +163,7 @@ func Run(spec Spec) (*Result, error) {
 		Stdout:      stdout.w,
 		Stderr:      stderr.w,
 		ExtraFiles:  extra,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: false},
 	}
 	var feed func()
 	var stdinR, stdinW *os.File
@@ -253,7 +253,7 @@ func Run(spec Spec) (*Result, error) {
 				continue
 			}
 			if s, ok := sig.(syscall.Signal); ok {
-				unix.Kill(pid, s)
+				unix.Kill(-pid, s)
 			}
 		}
 	}

@@ -175,3 +175,13 @@ func (v Verifier) KeyID() (string, error) { return v.Key.ID(), nil }
 
 // Public implements dsse.Verifier.
 func (v Verifier) Public() crypto.PublicKey { return ed25519.PublicKey(v.Key) }
+
+// Warm builds the precomputed tables ed25519 uses to sign and verify. Go
+// builds them lazily on first use, which costs about a millisecond; run
+// calls Warm in the background so that this overlaps with reading its
+// configuration on another core instead of adding to its latency.
+func Warm() {
+	k := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	sig := ed25519.Sign(k, nil)
+	ed25519.Verify(k.Public().(ed25519.PublicKey), nil, sig)
+}

@@ -1,0 +1,322 @@
+// Command prod-write-bench measures the performance goals of SPEC §15, each
+// as a ratio against its floor measured in the same run. `make bench` runs
+// it; it is not part of prod-write itself.
+package main
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+var (
+	bin       = flag.String("bin", "bin/prod-write", "the prod-write binary")
+	floorBin  = flag.String("floor", "bin/floor", "the floor program for run")
+	only      = flag.String("only", "", "run only this benchmark: plan, run, parallel, replay")
+	fileSize  = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
+	runs      = flag.Int("runs", 200, "sequential runs timed for the run overhead")
+	nReceipts = flag.Int("receipts", 100_000, "receipts replayed")
+)
+
+func main() {
+	flag.Parse()
+	var err error
+	if *bin, err = filepath.Abs(*bin); err != nil {
+		fail(err)
+	}
+	if *floorBin, err = filepath.Abs(*floorBin); err != nil {
+		fail(err)
+	}
+	tmp, err := os.MkdirTemp("", "prod-write-bench-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Printf("prod-write bench: %d cores, GOMAXPROCS %d, %s\n\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+	type bench struct {
+		name string
+		fn   func(dir string) result
+	}
+	var results []result
+	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"parallel", benchParallel}, {"replay", benchReplay}} {
+		if *only != "" && *only != b.name {
+			continue
+		}
+		dir := filepath.Join(tmp, b.name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fail(err)
+		}
+		r := b.fn(dir)
+		results = append(results, r)
+	}
+	fmt.Println("\nsummary (one run, side by side):")
+	failed := false
+	for _, r := range results {
+		mark := "ok"
+		if !r.met {
+			mark, failed = "BELOW GOAL", true
+		}
+		fmt.Printf("  %-44s %7.3f  goal %s  %s\n", r.name, r.ratio, r.goal, mark)
+		for _, x := range r.extra {
+			fmt.Printf("  %-44s %s\n", "", x)
+		}
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+type result struct {
+	name  string
+	ratio float64
+	goal  string
+	met   bool
+	extra []string
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "prod-write-bench:", err)
+	os.Exit(2)
+}
+
+// pw runs prod-write in dir and returns its stdout.
+func pw(dir string, env []string, args ...string) []byte {
+	cmd := exec.Command(*bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		fail(fmt.Errorf("prod-write %v: %v\n%s%s", args, err, out.String(), errb.String()))
+	}
+	return out.Bytes()
+}
+
+var fpRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+
+// setup makes a demo deployment in dir with one extra operation file.
+func setup(dir, ops string) {
+	pw(dir, nil, "init", "--demo", ".")
+	if err := os.WriteFile(filepath.Join(dir, "operations", "bench.toml"), []byte(ops), 0o644); err != nil {
+		fail(err)
+	}
+}
+
+func benchPlan(dir string) result {
+	setup(dir, `
+[[operation]]
+name = "hash-big"
+program = "true"
+targets = ["staging"]
+[operation.files.big]
+max_size = "4GiB"
+`)
+	big := filepath.Join(dir, "big.bin")
+	f, err := os.Create(big)
+	if err != nil {
+		fail(err)
+	}
+	chunk := make([]byte, 1<<20)
+	rand.Read(chunk)
+	for n := int64(0); n < *fileSize; n += int64(len(chunk)) {
+		f.Write(chunk)
+	}
+	f.Close()
+	floor := func() time.Duration {
+		t := time.Now()
+		f, _ := os.Open(big)
+		h := sha256.New()
+		io.CopyBuffer(h, f, make([]byte, 1<<20))
+		f.Close()
+		return time.Since(t)
+	}
+	plan := func() time.Duration {
+		t := time.Now()
+		pw(dir, nil, "plan", "hash-big", "--target", "staging", "--file", "big="+big)
+		return time.Since(t)
+	}
+	floor() // warm the page cache
+	var fl, pl []time.Duration
+	for i := 0; i < 5; i++ {
+		fl = append(fl, floor())
+		pl = append(pl, plan())
+	}
+	fm, pm := median(fl), median(pl)
+	gb := float64(*fileSize) / 1e9
+	r := result{name: "plan throughput / crypto/sha256 streaming", ratio: fm.Seconds() / pm.Seconds(), goal: "≥ 0.9"}
+	r.met = r.ratio >= 0.9
+	r.extra = []string{fmt.Sprintf("sha256 %.2f GB/s, plan %.2f GB/s on %.2f GB (median of 5)", gb/fm.Seconds(), gb/pm.Seconds(), gb)}
+	fmt.Printf("plan: %s\n", r.extra[0])
+	return r
+}
+
+// approvedTrue plans n distinct /bin/true invocations and gives each a
+// Gera go with uses; it returns their fingerprints.
+func approvedTrue(dir string, n, uses int) []string {
+	setup(dir, `
+[[operation]]
+name = "noop"
+program = "/bin/true"
+args = ["{param.n}"]
+targets = ["staging"]
+[operation.params.n]
+pattern = "[0-9]+"
+`)
+	var fps []string
+	for i := 0; i < n; i++ {
+		out := pw(dir, nil, "plan", "noop", "--target", "staging", "--param", fmt.Sprintf("n=%d", i), "--key", "keys/agent.key")
+		fp := fpRE.FindString(string(out))
+		pw(dir, nil, "gera", "go", fp, "--uses", fmt.Sprint(uses), "--ttl", "24h", "--key", "keys/gera.key")
+		fps = append(fps, fp)
+	}
+	return fps
+}
+
+func timeCmd(dir, name string, args ...string) time.Duration {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	t := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fail(fmt.Errorf("%s %v: %v\n%s", name, args, err, out))
+	}
+	return time.Since(t)
+}
+
+func benchRun(dir string) result {
+	fp := approvedTrue(dir, 1, *runs+10)[0]
+	floorDir := filepath.Join(dir, "floor")
+	os.MkdirAll(floorDir, 0o700)
+	for i := 0; i < 5; i++ { // warm up both
+		timeCmd(dir, *floorBin, floorDir, "/bin/true")
+		timeCmd(dir, *bin, "run", fp)
+	}
+	var fl, rl []time.Duration
+	for i := 0; i < *runs; i++ { // interleaved, so drift hits both alike
+		fl = append(fl, timeCmd(dir, *floorBin, floorDir, "/bin/true"))
+		rl = append(rl, timeCmd(dir, *bin, "run", fp))
+	}
+	fm, rm := median(fl), median(rl)
+	r := result{name: "run wall time / floor (approved /bin/true)", ratio: rm.Seconds() / fm.Seconds(), goal: "≤ 1.2"}
+	r.met = r.ratio <= 1.2
+	r.extra = []string{fmt.Sprintf("floor %v, prod-write run %v (median of %d each)", fm.Round(time.Microsecond), rm.Round(time.Microsecond), *runs)}
+	fmt.Printf("run: %s\n", r.extra[0])
+	return r
+}
+
+func benchParallel(dir string) result {
+	const n, rounds = 32, 3
+	fps := approvedTrue(dir, n, 2*rounds)
+	var seq, par []time.Duration
+	for round := 0; round < rounds; round++ {
+		t := time.Now()
+		for _, fp := range fps {
+			timeCmd(dir, *bin, "run", fp)
+		}
+		seq = append(seq, time.Since(t))
+		t = time.Now()
+		var wg sync.WaitGroup
+		var failures atomic.Int32
+		for _, fp := range fps {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := exec.Command(*bin, "run", fp)
+				cmd.Dir = dir
+				if err := cmd.Run(); err != nil {
+					failures.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		par = append(par, time.Since(t))
+		if failures.Load() > 0 {
+			fail(fmt.Errorf("%d parallel runs failed", failures.Load()))
+		}
+	}
+	sm, pm := median(seq), median(par)
+	r := result{name: "32 parallel runs: throughput / one at a time", ratio: sm.Seconds() / pm.Seconds(), goal: "≥ 1.5"}
+	r.met = r.ratio >= 1.5
+	r.extra = []string{fmt.Sprintf("one at a time %v, parallel %v for 32 runs (median of %d rounds)", sm.Round(time.Millisecond), pm.Round(time.Millisecond), rounds)}
+	fmt.Printf("parallel: %s\n", r.extra[0])
+	out := pw(dir, nil, "replay")
+	if !bytes.Contains(out, []byte(" 0 failed, 0 incomplete")) {
+		fail(fmt.Errorf("replay after the parallel runs did not pass:\n%s", out))
+	}
+	return r
+}
+
+// verifyRate measures ed25519 verifications per second across all cores.
+func verifyRate() float64 {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	msg := make([]byte, 512)
+	sig := ed25519.Sign(priv, msg)
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(2 * time.Second)
+	t := time.Now()
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := int64(0)
+			for time.Now().Before(deadline) {
+				for i := 0; i < 100; i++ {
+					ed25519.Verify(pub, msg, sig)
+				}
+				n += 100
+			}
+			total.Add(n)
+		}()
+	}
+	wg.Wait()
+	return float64(total.Load()) / time.Since(t).Seconds()
+}
+
+func benchReplay(dir string) result {
+	journal := filepath.Join(dir, "receipts.jsonl")
+	trust, sigsPerReceipt, err := generateJournal(dir, journal, *nReceipts)
+	if err != nil {
+		fail(err)
+	}
+	rate := verifyRate()
+	limit := rate / sigsPerReceipt
+	cmd := exec.Command(*bin, "replay", journal, "--trust", trust, "--json")
+	cmd.Stdout = io.Discard
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	t := time.Now()
+	if err := cmd.Run(); err != nil {
+		fail(fmt.Errorf("replay of the generated journal failed: %v\n%s", err, errb.String()))
+	}
+	el := time.Since(t)
+	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+	got := float64(*nReceipts) / el.Seconds()
+	r := result{name: "replay receipts/s / ed25519 limit", ratio: got / limit, goal: "≥ 0.8"}
+	r.met = r.ratio >= 0.8 && rss < 100*1024
+	r.extra = []string{
+		fmt.Sprintf("%d receipts in %v: %.0f/s; ed25519 %.0f verifies/s on all cores ÷ %.2f distinct signatures per receipt = %.0f/s", *nReceipts, el.Round(time.Millisecond), got, rate, sigsPerReceipt, limit),
+		fmt.Sprintf("peak memory %.1f MB (goal < 100 MB)", float64(rss)/1024),
+	}
+	fmt.Printf("replay: %s\n        %s\n", r.extra[0], r.extra[1])
+	return r
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
