@@ -72,7 +72,7 @@ var demoCast = []member{
 	{ID: "agent", Roles: []string{"agent"}},
 	{ID: "smith", Roles: []string{"operator"}},
 	{ID: "olive", Roles: []string{"operator", "approver"}}, // files and approves
-	{ID: "pat", Roles: []string{"agent", "approver", "operator", "gera"}},
+	{ID: "pat", Roles: []string{"agent", "approver", "operator", "gera"}, Slack: "UPAT"},
 	{ID: "alice", Roles: []string{"approver"}, Slack: "UALICE", GitHub: "alice"},
 	{ID: "bob", Roles: []string{"approver"}, Slack: "UBOB", GitHub: "Bob"},
 	{ID: "carol", Roles: []string{"approver"}},

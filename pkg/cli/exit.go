@@ -12,7 +12,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
-// Exit codes (SPEC §8, sysexits.h). docs/EXIT_CODES.md lists them.
+// Exit codes (SPEC §8, sysexits.h), listed in README.md.
 const (
 	ExitOK        = 0
 	ExitInvalid   = 1  // replay found a receipt that does not verify
