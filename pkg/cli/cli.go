@@ -219,6 +219,15 @@ replays.`,
 		NewCmdReceipts(f),
 		NewCmdReplay(f, nil),
 	)
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Example = "  source <(prod-write completion bash)\n  prod-write completion zsh > \"${fpath[1]}/_prod-write\""
+			for _, sh := range c.Commands() {
+				sh.Example = fmt.Sprintf("  prod-write completion %s > prod-write.%s", sh.Name(), sh.Name())
+			}
+		}
+	}
 	for _, c := range root.Commands() {
 		if c.Args == nil {
 			c.Args = cobra.NoArgs
