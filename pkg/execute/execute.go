@@ -163,7 +163,7 @@ func Run(spec Spec) (*Result, error) {
 		Stdout:      stdout.w,
 		Stderr:      stderr.w,
 		ExtraFiles:  extra,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: false},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	var feed func()
 	var stdinR, stdinW *os.File

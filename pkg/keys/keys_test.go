@@ -172,10 +172,10 @@ func TestPublicForm(t *testing.T) {
 	for _, bad := range []string{
 		strings.TrimPrefix(s, "ed25519:"),
 		"ED25519:" + strings.TrimPrefix(s, "ed25519:"),
-		s[:len(s)-1],           // padding cut
-		s + "=",                // padding added
-		s[:len(s)-2] + "B=",    // non-zero trailing bits: not the strict encoding
-		"ed25519:AAAA",         // too short
+		s[:len(s)-1],        // padding cut
+		s + "=",             // padding added
+		s[:len(s)-2] + "B=", // non-zero trailing bits: not the strict encoding
+		"ed25519:AAAA",      // too short
 		strings.Replace(s, "ed25519:", "ed25519: ", 1),
 	} {
 		if _, err := keys.ParsePublic(bad); err == nil {
