@@ -10,13 +10,19 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/keys"
 )
+
+// tb is what the helpers need of a *testing.T or a *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
 
 // member is one principal of a test policy.
 type member struct {
@@ -56,7 +62,7 @@ func policyTOML(members []member) string {
 	return b.String()
 }
 
-func mustPolicy(t testing.TB, members []member) *approval.Policy {
+func mustPolicy(t tb, members []member) *approval.Policy {
 	t.Helper()
 	p, err := approval.ParsePolicy("trust.toml", []byte(policyTOML(members)))
 	if err != nil {
@@ -82,7 +88,7 @@ var demoCast = []member{
 }
 
 // mustOp parses one operation the way the registry does.
-func mustOp(t testing.TB, approvers int, paths []string, mutating bool) *operations.Operation {
+func mustOp(t tb, approvers int, paths []string, mutating bool) *operations.Operation {
 	t.Helper()
 	var ps []string
 	for _, p := range paths {
@@ -110,7 +116,7 @@ approvers = %d
 
 // planFor returns a signed plan of op by planner; salt makes distinct
 // fingerprints for one operation.
-func planFor(t testing.TB, op *operations.Operation, planner, salt string) (*operations.Plan, *approval.Envelope) {
+func planFor(t tb, op *operations.Operation, planner, salt string) (*operations.Plan, *approval.Envelope) {
 	t.Helper()
 	b := operations.Bound{
 		Operation:       op.Name,
@@ -137,7 +143,7 @@ func planFor(t testing.TB, op *operations.Operation, planner, salt string) (*ope
 // testNow is the gate's clock in these tests.
 var testNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func mustSign(t testing.TB, signer, payloadType string, v any) *approval.Envelope {
+func mustSign(t tb, signer, payloadType string, v any) *approval.Envelope {
 	t.Helper()
 	env, err := approval.Sign(keyFor(signer), payloadType, v)
 	if err != nil {
@@ -146,7 +152,7 @@ func mustSign(t testing.TB, signer, payloadType string, v any) *approval.Envelop
 	return env
 }
 
-func mustID(t testing.TB, env *approval.Envelope) string {
+func mustID(t tb, env *approval.Envelope) string {
 	t.Helper()
 	id, err := approval.ID(env)
 	if err != nil {
@@ -180,7 +186,7 @@ func answer(fp, record, verdict, by string) approval.Answer {
 }
 
 // flipSignature returns a copy of env whose signature has one bit flipped.
-func flipSignature(t testing.TB, env *approval.Envelope, bit int) *approval.Envelope {
+func flipSignature(t tb, env *approval.Envelope, bit int) *approval.Envelope {
 	t.Helper()
 	raw, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
 	if err != nil {
@@ -195,7 +201,7 @@ func flipSignature(t testing.TB, env *approval.Envelope, bit int) *approval.Enve
 
 // flipPayload returns a copy of env whose payload has one bit flipped at
 // byte i (modulo its length).
-func flipPayload(t testing.TB, env *approval.Envelope, i int) *approval.Envelope {
+func flipPayload(t tb, env *approval.Envelope, i int) *approval.Envelope {
 	t.Helper()
 	raw, err := base64.StdEncoding.DecodeString(env.Payload)
 	if err != nil {
