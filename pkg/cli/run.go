@@ -204,7 +204,7 @@ func runRun(o *RunOptions) error {
 	if runErr != nil {
 		out.ExitCode, out.Error = ExitSoftware, runErr.Error()
 	} else {
-		out.ExitCode, out.Signal, out.TimedOut, out.Duration = res.ExitCode, res.Signal, res.TimedOut, res.Duration
+		out.ExitCode, out.Signal, out.TimedOut, out.Duration, out.Error = res.ExitCode, res.Signal, res.TimedOut, res.Duration, res.Error
 		out.Stdout = receipts.Stream(res.Stdout)
 		out.Stderr = receipts.Stream(res.Stderr)
 	}

@@ -68,9 +68,11 @@ type Spec struct {
 	// hashed. Writes to them never overlap, so they may be the same writer.
 	Stdout, Stderr io.Writer
 
-	// Signals, if set, are forwarded to the program's process group: it has
-	// its own group (so that a timeout can kill all of it), which keeps it
-	// out of reach of a terminal's ^C.
+	// Signals, if set, are forwarded to the program's process group. It has
+	// a group of its own so that a timeout can kill all of it; that group is
+	// not the terminal's foreground group, so a terminal's ^C does not reach
+	// it except through here (and a read from the terminal stops it with
+	// SIGTTIN).
 	Signals <-chan os.Signal
 
 	// Started, if set, is called with the child's pid right after it starts
