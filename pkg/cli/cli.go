@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/boundary"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -70,7 +72,21 @@ func (f *Factory) Config() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return config.Load(path)
+	c, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if boundary.Privileged() {
+		// Running with privilege the caller lacks: the policy must come
+		// from files the caller cannot change (SPEC §13).
+		files, _ := filepath.Glob(filepath.Join(c.Registry, "*.toml"))
+		for _, p := range append([]string{c.Path, c.Trust, c.Registry}, files...) {
+			if err := boundary.CheckTrusted(p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c, nil
 }
 
 // Registry loads the operation registry.
@@ -108,7 +124,7 @@ func (f *Factory) Actor(p *approval.Policy, role string) (*keys.Private, *approv
 	if path == "" {
 		return nil, nil, &usageError{msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
 	}
-	k, err := keys.Load(path)
+	k, err := loadCallerKey(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,6 +136,33 @@ func (f *Factory) Actor(p *approval.Policy, role string) (*keys.Private, *approv
 		return nil, nil, refusal.New(refusal.RoleMissing, "%s does not hold the %s role", pr.ID, role).Needs("role " + role)
 	}
 	return k, pr, nil
+}
+
+// loadCallerKey reads a key the caller named with the caller's own
+// credentials, so a privileged prod-write cannot be made to read the runner
+// key on the caller's behalf.
+func loadCallerKey(path string) (*keys.Private, error) {
+	var k *keys.Private
+	err := boundary.AsCaller(func() (err error) {
+		k, err = keys.Load(path)
+		return err
+	})
+	return k, err
+}
+
+// callerFiles reads file parameters with the caller's own credentials
+// (the program, on the secure path, is read as prod-write).
+type callerFiles struct{ operations.Digester }
+
+func (c callerFiles) Digest(kind, name, path string, max int64) (size int64, sum string, err error) {
+	if kind != "file" {
+		return c.Digester.Digest(kind, name, path, max)
+	}
+	err = boundary.AsCaller(func() (err error) {
+		size, sum, err = c.Digester.Digest(kind, name, path, max)
+		return err
+	})
+	return size, sum, err
 }
 
 // printJSON writes v as indented JSON.
@@ -218,6 +261,7 @@ replays.`,
 		NewCmdRun(f, nil),
 		NewCmdReceipts(f),
 		NewCmdReplay(f, nil),
+		NewCmdDoctor(f, nil),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {

@@ -42,6 +42,9 @@ func loadPlan(f *Factory, fp string) (*planContext, error) {
 	if pc.policy, err = f.Policy(pc.cfg); err != nil {
 		return nil, err
 	}
+	if err := checkPins(pc.cfg, pc.policy, pc.reg); err != nil {
+		return nil, err
+	}
 	if pc.store, err = f.Store(pc.cfg); err != nil {
 		return nil, err
 	}
@@ -67,6 +70,19 @@ func loadPlan(f *Factory, fp string) (*planContext, error) {
 	}
 	pc.op = op
 	return pc, nil
+}
+
+// checkPins refuses to act on a trust policy or registry other than the
+// ones prod-write.toml pins (SPEC §13): a change that edits them cannot
+// also be judged by them.
+func checkPins(c *config.Config, p *approval.Policy, reg *operations.Registry) error {
+	if c.Pin.Trust != "" && c.Pin.Trust != p.Digest {
+		return refusal.New(refusal.PolicyPinMismatch, "the trust policy %s has digest %s, but prod-write.toml pins %s", c.Trust, p.Digest, c.Pin.Trust).Needs("the pinned trust policy")
+	}
+	if c.Pin.Registry != "" && c.Pin.Registry != reg.Digest {
+		return refusal.New(refusal.PolicyPinMismatch, "the registry %s has digest %s, but prod-write.toml pins %s", c.Registry, reg.Digest, c.Pin.Registry).Needs("the pinned registry")
+	}
+	return nil
 }
 
 func (pc *planContext) refuse(code refusal.Code, format string, args ...any) *refusal.Error {

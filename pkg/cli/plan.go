@@ -117,7 +117,7 @@ func planRun(o *PlanOptions) error {
 	plan, err := reg.Resolve(operations.Request{
 		Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files,
 		Cwd: cwd, Getenv: f.LookupEnv,
-	}, d)
+	}, callerFiles{d})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/boundary"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/failpoint"
@@ -130,7 +131,7 @@ func runRun(o *RunOptions) error {
 		snaps.progress = progressPrinter(f.IO.Err)
 	}
 	defer snaps.Close()
-	if err := pc.reality(f, snaps); err != nil {
+	if err := pc.reality(f, callerFiles{snaps}); err != nil {
 		return err
 	}
 	// 3. The gate.
@@ -177,14 +178,15 @@ func runRun(o *RunOptions) error {
 
 	// 6. Execute: the snapshots, the planned argv, no shell.
 	spec := execute.Spec{
-		Program: snaps.program,
-		Argv:    pc.execArgv(snaps),
-		Env:     env,
-		Dir:     pc.plan.Cwd,
-		Stdin:   f.IO.In,
-		Stdout:  f.IO.Out,
-		Stderr:  f.IO.Err,
-		Started: func(int) { failpoint.Hit("after-start") },
+		Program:    snaps.program,
+		Argv:       pc.execArgv(snaps),
+		Env:        env,
+		Dir:        pc.plan.Cwd,
+		Stdin:      f.IO.In,
+		Stdout:     f.IO.Out,
+		Stderr:     f.IO.Err,
+		Started:    func(int) { failpoint.Hit("after-start") },
+		Credential: boundary.ChildCredential(),
 	}
 	for _, fl := range pc.plan.Files {
 		spec.Files = append(spec.Files, snaps.files[fl.Name])
@@ -294,7 +296,7 @@ func (pc *planContext) intent(f *Factory, dec *approval.Decision, evidence []*ap
 func invoker(f *Factory, p *approval.Policy) receipts.Invoker {
 	inv := receipts.Invoker{UID: os.Getuid()}
 	if path := f.KeyFile(); path != "" {
-		if k, err := keys.Load(path); err == nil {
+		if k, err := loadCallerKey(path); err == nil {
 			if pr, ok := p.ByKey(k.Public().ID()); ok {
 				inv.Principal = pr.ID
 			}

@@ -132,7 +132,7 @@ func statusRun(o *StatusOptions) error {
 	if f.IO.ErrTTY && !f.JSON {
 		d.Progress = progressPrinter(f.IO.Err)
 	}
-	dec, problems, gateErr := pc.judge(f, d, f.Now())
+	dec, problems, gateErr := pc.judge(f, callerFiles{d}, f.Now())
 	if _, refused := refusal.As(gateErr); gateErr != nil && !refused {
 		return gateErr
 	}

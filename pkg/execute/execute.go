@@ -78,6 +78,11 @@ type Spec struct {
 	// Started, if set, is called with the child's pid right after it starts
 	// (a failpoint hook).
 	Started func(pid int)
+
+	// Credential, if set, is what the program runs as: prod-write running
+	// setgid passes the caller's own, so the program never inherits the
+	// privileged group (docs/DEPLOYMENT.md).
+	Credential *syscall.Credential
 }
 
 // FilePath returns the path by which the child opens file snapshot i.
@@ -165,7 +170,7 @@ func Run(spec Spec) (*Result, error) {
 		Stdout:      stdout.w,
 		Stderr:      stderr.w,
 		ExtraFiles:  extra,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Credential: spec.Credential},
 	}
 	var feed func()
 	var stdinR, stdinW *os.File
