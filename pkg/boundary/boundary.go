@@ -1,7 +1,7 @@
 // Package boundary holds what keeps the trust boundary of SPEC §13 when
-// prod-write runs with more privilege than its caller: as a setgid (or
-// setuid) binary whose group owns the state, the journal and the runner key
-// (docs/DEPLOYMENT.md).
+// prod-write runs with more privilege than its caller: as a binary setuid to
+// a dedicated, unprivileged user that owns the state, the journal and the
+// runner key (docs/DEPLOYMENT.md).
 //
 // In that mode three things must hold by mechanism:
 //
@@ -69,13 +69,17 @@ func mustRestore(set func(int) error, id int) {
 // ChildCredential is the credential the executed program gets: the
 // caller's, so it never inherits prod-write's privilege. Nil outside
 // privileged mode (the child inherits the caller's credentials anyway).
+//
+// An unprivileged setuid process's setuid(2) to its real uid changes only
+// the effective uid; the saved one is reset to it by the execve that
+// follows, so the program cannot regain prod-write's user.
 func ChildCredential() *syscall.Credential {
 	if !Privileged() {
 		return nil
 	}
 	return &syscall.Credential{
 		Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid()),
-		// setgroups needs CAP_SETGID, which a setgid binary lacks; the
+		// setgroups needs CAP_SETGID, which prod-write lacks; the
 		// supplementary groups are the caller's already.
 		NoSetGroups: true,
 	}

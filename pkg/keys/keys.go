@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 )
 
 // PublicPrefix starts every public key in its text form.
@@ -132,7 +131,7 @@ func Load(path string) (*Private, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !privateEnough(fi) {
+	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, &InsecureError{Path: path, Mode: fi.Mode(), What: "read or write"}
 	}
 	data := make([]byte, 4096)
@@ -153,20 +152,6 @@ func Load(path string) (*Private, error) {
 		return nil, fmt.Errorf("key %s: %w: not ed25519", path, ErrNotAKey)
 	}
 	return &Private{key: k}, nil
-}
-
-// privateEnough reports whether only the key's owner can read it, as ssh
-// requires. One exception makes the setgid deployment of docs/DEPLOYMENT.md
-// possible: a runner key may be readable by its group (mode 0640) when
-// prod-write runs setgid to exactly that group, so only prod-write, never
-// the caller, can read it.
-func privateEnough(fi os.FileInfo) bool {
-	perm := fi.Mode().Perm()
-	if perm&0o077 == 0 {
-		return true
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && perm&0o037 == 0 && int(st.Gid) == os.Getegid() && os.Getegid() != os.Getgid()
 }
 
 // ErrNotAKey is returned by [Load] for a file that holds no ed25519 private
