@@ -80,6 +80,9 @@ type Request struct {
 	Files     map[string]string // file param name → path, relative to Cwd
 	Cwd       string            // the caller's working directory
 	Getenv    func(string) (string, bool)
+	// ResolveDir resolves the working directory; nil means [ResolveDir].
+	// A privileged prod-write passes one that looks as the caller.
+	ResolveDir func(string) (string, error)
 }
 
 // Digester reads a file's bytes once and reports their size and sha256.
@@ -160,7 +163,11 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 		cwd = req.Cwd
 	}
 	var err error
-	if b.Cwd, err = ResolveDir(cwd); err != nil {
+	resolveDir := req.ResolveDir
+	if resolveDir == nil {
+		resolveDir = ResolveDir
+	}
+	if b.Cwd, err = resolveDir(cwd); err != nil {
 		return nil, &InputError{Err: fmt.Errorf("working directory: %w", err)}
 	}
 

@@ -165,6 +165,18 @@ func (c callerFiles) Digest(kind, name, path string, max int64) (size int64, sum
 	return size, sum, err
 }
 
+// resolveDirAsCaller resolves a working directory with the caller's own
+// credentials: it is the caller's directory, which prod-write's user may not
+// be able to search.
+func resolveDirAsCaller(dir string) (string, error) {
+	var out string
+	err := boundary.AsCaller(func() (err error) {
+		out, err = operations.ResolveDir(dir)
+		return err
+	})
+	return out, err
+}
+
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
