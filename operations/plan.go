@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -57,7 +58,7 @@ type Plan struct {
 	Bound
 	Mutating bool      `json:"mutating"`
 	Planner  string    `json:"planner,omitempty"`
-	Created  time.Time `json:"created"`
+	Created  time.Time `json:"created,omitzero"`
 }
 
 // Check reports whether the plan's fingerprint is the one its bound inputs
@@ -66,10 +67,35 @@ func (p *Plan) Check() error {
 	if p.Version != PlanVersion {
 		return fmt.Errorf("plan version %d: want %d", p.Version, PlanVersion)
 	}
+	for what, names := range map[string][]string{"env": envNames(p.Env), "file": fileNames(p.Files)} {
+		seen := map[string]bool{}
+		for _, n := range names {
+			if seen[n] {
+				return refusal.New(refusal.FingerprintMismatch, "the plan binds %s %q twice, so its fingerprint is ambiguous", what, n).For(p.Operation, p.Fingerprint)
+			}
+			seen[n] = true
+		}
+	}
 	if got := Fingerprint(&p.Bound); got != p.Fingerprint {
 		return refusal.New(refusal.FingerprintMismatch, "the plan's recorded inputs give %s, not the fingerprint it claims", got).For(p.Operation, p.Fingerprint)
 	}
 	return nil
+}
+
+func envNames(env []EnvVar) []string {
+	out := make([]string, len(env))
+	for i, e := range env {
+		out[i] = e.Name
+	}
+	return out
+}
+
+func fileNames(files []File) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.Name
+	}
+	return out
 }
 
 // Request is what a caller asks to plan.
@@ -273,7 +299,14 @@ type HashDigester struct {
 
 // Digest implements [Digester].
 func (h HashDigester) Digest(kind, name, path string, max int64) (int64, string, error) {
-	f, err := os.Open(path)
+	// Check before opening: opening a FIFO blocks and opening a device can
+	// have side effects. Then check what was opened, in case it changed.
+	if fi, err := os.Stat(path); err != nil {
+		return 0, "", err
+	} else if !fi.Mode().IsRegular() {
+		return 0, "", fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return 0, "", err
 	}

@@ -262,7 +262,7 @@ func Parse(file string, data []byte) ([]*Operation, error) {
 		return nil, &DefinitionError{File: file, Line: keyLine(data, md.Keys(), k),
 			Msg: fmt.Sprintf("unknown key %q", k.String())}
 	}
-	starts := tableLines(data, "[[operation]]")
+	starts := tableLines(data)
 	if len(f.Operation) == 0 {
 		return nil, &DefinitionError{File: file, Msg: "declares no [[operation]]"}
 	}
@@ -281,20 +281,78 @@ func Parse(file string, data []byte) ([]*Operation, error) {
 
 var tomlLineRE = regexp.MustCompile(`^line (\d+)(?: \(last key "[^"]*"\))?: `)
 
-// tableLines returns the 1-based lines on which header starts a table.
-func tableLines(data []byte, header string) []int {
+// tableLines returns the 1-based lines on which an [[operation]] table
+// starts, in order.
+func tableLines(data []byte) []int {
 	var out []int
-	for i, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), header) {
+	for i, l := range codeLines(data) {
+		if operationHeaderRE.MatchString(l) {
 			out = append(out, i+1)
 		}
 	}
 	return out
 }
 
+var operationHeaderRE = regexp.MustCompile(`^\s*\[\[\s*(operation|"operation"|'operation')\s*\]\]`)
+
+// codeLines returns the file's lines with the contents of strings (basic,
+// literal and multi-line) and comments blanked out, so that scanning for
+// keys and headers never matches text inside a value.
+func codeLines(data []byte) []string {
+	var out []string
+	var cur []byte
+	var quote string // the open string's delimiter, if any
+	b := data
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c == '\n' {
+			out = append(out, string(cur))
+			cur = cur[:0]
+			if len(quote) == 1 {
+				quote = "" // a one-line string cannot span lines
+			}
+			continue
+		}
+		if quote != "" {
+			if c == '\\' && quote[0] == '"' && i+1 < len(b) && b[i+1] != '\n' {
+				i++
+				cur = append(cur, ' ', ' ')
+				continue
+			}
+			if strings.HasPrefix(string(b[i:]), quote) {
+				i += len(quote) - 1
+				cur = append(cur, quote...)
+				quote = ""
+				continue
+			}
+			cur = append(cur, ' ')
+			continue
+		}
+		switch {
+		case c == '#':
+			for i < len(b) && b[i] != '\n' {
+				i++
+			}
+			i--
+		case c == '"' || c == '\'':
+			q := string(c)
+			if strings.HasPrefix(string(b[i:]), q+q+q) {
+				q = q + q + q
+			}
+			quote = q
+			i += len(q) - 1
+			cur = append(cur, q...)
+		default:
+			cur = append(cur, c)
+		}
+	}
+	return append(out, string(cur))
+}
+
 // keyLine finds the line defining key k. BurntSushi/toml keeps key positions
 // private, so this counts how many earlier keys share k's last name and
-// returns the line of that occurrence of the name in the file.
+// returns the line of that occurrence of the name in the file, looking only
+// at code, never inside strings or comments.
 func keyLine(data []byte, all []toml.Key, k toml.Key) int {
 	last := k[len(k)-1]
 	nth := 0
@@ -306,12 +364,8 @@ func keyLine(data []byte, all []toml.Key, k toml.Key) int {
 			nth++
 		}
 	}
-	re := regexp.MustCompile(`(^|[\s{,.\[])"?` + regexp.QuoteMeta(last) + `"?\s*(=|\])`)
-	for i, l := range strings.Split(string(data), "\n") {
-		code := l
-		if j := strings.IndexByte(code, '#'); j >= 0 {
-			code = code[:j]
-		}
+	re := regexp.MustCompile(`(^|[\s{,.\[])("` + regexp.QuoteMeta(last) + `"|'` + regexp.QuoteMeta(last) + `'|` + regexp.QuoteMeta(last) + `)\s*(=|\]|\.)`)
+	for i, code := range codeLines(data) {
 		for range re.FindAllStringIndex(code, -1) {
 			if nth == 0 {
 				return i + 1
@@ -467,6 +521,11 @@ func (p *Param) Validate(v string) error {
 	if strings.IndexByte(v, 0) >= 0 {
 		return errors.New("contains a NUL byte")
 	}
+	if p.Type == "" || (p.re == nil && p.Pattern != "") {
+		if err := p.compile(); err != nil {
+			return err
+		}
+	}
 	if p.Type == "integer" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || strconv.FormatInt(n, 10) != v {
@@ -482,11 +541,6 @@ func (p *Param) Validate(v string) error {
 	if len(p.Enum) > 0 && !slices.Contains(p.Enum, v) {
 		return fmt.Errorf("%q is not one of %s", v, strings.Join(p.Enum, ", "))
 	}
-	if p.re == nil && p.Pattern != "" {
-		if err := p.compile(); err != nil {
-			return err
-		}
-	}
 	if p.re != nil && !p.re.MatchString(v) {
 		return fmt.Errorf("%q does not match %s", v, p.Pattern)
 	}
@@ -495,7 +549,17 @@ func (p *Param) Validate(v string) error {
 
 var placeholderRE = regexp.MustCompile(`\{(target|param\.[A-Za-z0-9_]+|file\.[A-Za-z0-9_]+)\}`)
 
+// loosePlaceholderRE finds anything that looks meant as a placeholder, so
+// that a near miss ({param.my-svc}, { param.x }, {Param.x}) is an error
+// instead of literal text reaching the program.
+var loosePlaceholderRE = regexp.MustCompile(`\{\s*(?i:param|file|target)\b[^{}]*\}`)
+
 func (op *Operation) checkTemplate(t string, filesAllowed bool) error {
+	for _, m := range loosePlaceholderRE.FindAllString(t, -1) {
+		if !placeholderRE.MatchString(m) || placeholderRE.FindString(m) != m {
+			return fmt.Errorf("%s is not a placeholder: write {target}, {param.NAME} or {file.NAME} with NAME of letters, digits and _", m)
+		}
+	}
 	for _, m := range placeholderRE.FindAllStringSubmatch(t, -1) {
 		kind, name, _ := strings.Cut(m[1], ".")
 		switch kind {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,20 @@ type Bridge struct {
 	GitHubRepo   string `toml:"github_repo"`
 	GitHubAPI    string `toml:"github_api"`
 	GitHubPR     int    `toml:"github_pr"`
+
+	// Secrets come from the environment (PROD_WRITE_SLACK_SIGNING_SECRET,
+	// PROD_WRITE_SLACK_BOT_TOKEN, PROD_WRITE_GITHUB_TOKEN) or from these
+	// files, which only their owner may read; never from a flag. Relative
+	// paths are relative to this file (see docs/BRIDGES.md).
+	SlackSigningSecretFile string `toml:"slack_signing_secret_file"`
+	SlackBotTokenFile      string `toml:"slack_bot_token_file"`
+	GitHubTokenFile        string `toml:"github_token_file"`
+	// SlackTeam, when set, is the only Slack workspace (team id) whose
+	// clicks count.
+	SlackTeam string `toml:"slack_team"`
+	// GitHubPoll is how often bridge serve reads decision comments, as a
+	// Go duration ("30s" when empty).
+	GitHubPoll string `toml:"github_poll"`
 }
 
 // Error is a missing or broken configuration (exit 78).
@@ -86,10 +101,14 @@ func (e *Error) Error() string {
 	if e.Line > 0 {
 		loc = fmt.Sprintf("%s:%d", e.Path, e.Line)
 	}
-	if loc == "" {
-		return e.Msg
+	msg := e.Msg
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
 	}
-	return loc + ": " + e.Msg
+	if loc == "" {
+		return msg
+	}
+	return loc + ": " + msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -123,6 +142,10 @@ func Load(path string) (*Config, error) {
 	}
 	data, err := os.ReadFile(abs)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is already in the message
+		}
 		return nil, &Error{Path: path, Msg: "cannot read configuration", Err: err}
 	}
 	return Parse(abs, data)
