@@ -191,6 +191,12 @@ func (p *Policy) verified(pr *Principal, sum [32]byte, sig string, pae []byte) b
 		if _, ok := p.cache.Load(key); ok {
 			return true
 		}
+		// Bounded: replay streams any number of receipts, and most records
+		// appear in one or a few of them.
+		if p.cached.Add(1) > maxCached {
+			p.cache.Clear()
+			p.cached.Store(0)
+		}
 	}
 	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil || !ed25519.Verify(ed25519.PublicKey(pr.pub), pae, raw) {
@@ -201,6 +207,8 @@ func (p *Policy) verified(pr *Principal, sum [32]byte, sig string, pae []byte) b
 	}
 	return true
 }
+
+const maxCached = 8192
 
 // CacheVerifications makes the policy remember signatures it has verified.
 func (p *Policy) CacheVerifications() { p.cache = &sync.Map{} }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/BurntSushi/toml"
 
@@ -56,6 +57,7 @@ type Policy struct {
 
 	byID, byKey, bySlack, byGitHub map[string]*Principal
 	cache                          *sync.Map
+	cached                         atomic.Int64
 }
 
 // ConfigError is a broken configuration or policy file (exit 78).

@@ -270,15 +270,24 @@ func Decode(line []byte) (*approval.Envelope, *Receipt, error) {
 	if env.PayloadType != PayloadType {
 		return nil, nil, fmt.Errorf("payload type %q is not a receipt", env.PayloadType)
 	}
-	payload, err := base64.StdEncoding.Strict().DecodeString(env.Payload)
+	r, err := decodeReceipt(env.Payload)
 	if err != nil {
-		return nil, nil, fmt.Errorf("receipt payload: %w", err)
+		return nil, nil, err
+	}
+	return &env, r, nil
+}
+
+// decodeReceipt decodes a receipt payload strictly.
+func decodeReceipt(b64 string) (*Receipt, error) {
+	payload, err := base64.StdEncoding.Strict().DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("receipt payload: %w", err)
 	}
 	var r Receipt
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return nil, nil, fmt.Errorf("receipt payload: %w", err)
+		return nil, fmt.Errorf("receipt payload: %w", err)
 	}
-	return &env, &r, nil
+	return &r, nil
 }

@@ -203,14 +203,15 @@ func verifyParallel(rp *Replayer, batch []*entry, workers int) {
 func (rp *Replayer) verifyOne(e *entry) {
 	e.hash = LineHash(e.line.Bytes)
 	e.res = Result{Line: e.line.No, Problems: []Problem{}}
-	env, r, err := Decode(e.line.Bytes)
-	if err != nil {
-		e.res.add(Malformed, "line %d: %v", e.line.No, err)
+	var env approval.Envelope
+	if err := json.Unmarshal(e.line.Bytes, &env); err != nil {
+		e.res.add(Malformed, "line %d is not a DSSE envelope: %v", e.line.No, err)
 		return
 	}
-	e.receipt = r
-	e.res.Seq, e.res.Kind, e.res.RunID, e.res.Time, e.res.Runner = r.Seq, r.Kind, r.RunID, r.Time, r.Runner
-	if s, err := rp.Policy.Open(env); err != nil {
+	// The signature first: a flipped byte is a bad signature, whatever it
+	// does to the payload.
+	signer := ""
+	if s, err := rp.Policy.Open(&env); err != nil {
 		code := BadSignature
 		if refusal.Is(err, refusal.PrincipalUnknown) {
 			code = UnknownSigner
@@ -218,9 +219,23 @@ func (rp *Replayer) verifyOne(e *entry) {
 		e.res.add(code, "receipt: %v", err)
 	} else if !s.Signer.Has(approval.RoleRunner) {
 		e.res.add(NotRunner, "receipt is signed by %s, who does not hold the runner role", s.Signer.ID)
-	} else if s.Signer.ID != r.Runner {
-		e.res.add(BadSignature, "receipt names runner %q but is signed by %s", r.Runner, s.Signer.ID)
+	} else {
+		signer = s.Signer.ID
 	}
+	if env.PayloadType != PayloadType {
+		e.res.add(Malformed, "payload type %q is not a receipt", env.PayloadType)
+		return
+	}
+	r, err := decodeReceipt(env.Payload)
+	if err != nil {
+		e.res.add(Malformed, "line %d: %v", e.line.No, err)
+		return
+	}
+	if signer != "" && signer != r.Runner {
+		e.res.add(BadSignature, "receipt names runner %q but is signed by %s", r.Runner, signer)
+	}
+	e.receipt = r
+	e.res.Seq, e.res.Kind, e.res.RunID, e.res.Time, e.res.Runner = r.Seq, r.Kind, r.RunID, r.Time, r.Runner
 	switch r.Kind {
 	case KindIntent:
 		if r.Intent == nil {
@@ -244,49 +259,64 @@ func (rp *Replayer) verifyOne(e *entry) {
 func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	res := &e.res
 	res.Fingerprint = in.Fingerprint
+	if in.Operation == nil {
+		res.add(Malformed, "intent does not carry the operation definition")
+		return
+	}
+	// Judge the recorded definition by what it is, not by the digest it
+	// claims: the gate then checks that the plan binds exactly this one.
+	digest, err := in.Operation.DefinitionDigest()
+	if err != nil {
+		res.add(Malformed, "operation definition: %v", err)
+		return
+	}
+	in.Operation.Digest = digest
+	// Signatures, roles and the gate, as they stood at the receipt's time.
+	// The gate also recomputes the plan's fingerprint from its recorded
+	// inputs.
+	dec, gateErr := approval.Evaluate(approval.Input{
+		Plan: in.Plan, Evidence: in.Evidence, Policy: rp.Policy, Op: in.Operation, Now: e.receipt.Time,
+	})
+	if gateErr == nil {
+		res.Operation = dec.Plan.Operation
+		if dec.Plan.Fingerprint != in.Fingerprint {
+			res.add(FingerprintMismatch, "the receipt names %s but its plan is %s", in.Fingerprint, dec.Plan.Fingerprint)
+		}
+		if dec.Path != in.Path || dec.Anchor != in.Anchor {
+			res.add(GateNotSatisfied, "the receipt says path %q anchor %.12s, the gate gives path %q anchor %.12s", in.Path, in.Anchor, dec.Path, dec.Anchor)
+		}
+		for _, s := range dec.Relied {
+			e.relied = append(e.relied, s.ID)
+		}
+		e.slots = dec.AnchorUses
+		return
+	}
+	// Refused: look at the plan without trusting it, so that a bad
+	// signature and a bad fingerprint are both reported.
 	plan, err := rawPlan(in.Plan)
 	if err != nil {
 		res.add(Malformed, "plan: %v", err)
 		return
 	}
 	res.Operation = plan.Operation
-	// The fingerprint recomputed from the recorded inputs.
 	if got := operations.Fingerprint(&plan.Bound); got != plan.Fingerprint || plan.Fingerprint != in.Fingerprint {
 		res.add(FingerprintMismatch, "the recorded inputs give %s; the plan claims %s and the receipt %s", got, plan.Fingerprint, in.Fingerprint)
 	}
-	if in.Operation == nil {
-		res.add(Malformed, "intent does not carry the operation definition")
-		return
-	}
-	if d, err := in.Operation.DefinitionDigest(); err != nil || d != plan.OperationDigest {
+	if digest != plan.OperationDigest {
 		res.add(FingerprintMismatch, "the recorded operation definition does not have the digest the plan binds")
 	}
-	// Signatures, roles and the gate, as they stood at the receipt's time.
-	dec, err := approval.Evaluate(approval.Input{
-		Plan: in.Plan, Evidence: in.Evidence, Policy: rp.Policy, Op: in.Operation, Now: e.receipt.Time,
-	})
-	if err != nil {
-		r, _ := refusal.As(err)
-		switch {
-		case r == nil:
-			res.add(GateNotSatisfied, "%v", err)
-		case r.Code == refusal.SignatureInvalid:
-			res.add(BadSignature, "plan: %s", r.Reason)
-		case r.Code == refusal.PrincipalUnknown:
-			res.add(UnknownSigner, "plan: %s", r.Reason)
-		case r.Code == refusal.FingerprintMismatch && len(res.Problems) > 0:
-		default:
-			res.add(GateNotSatisfied, "%s: %s", r.Code, r.Reason)
-		}
-		return
+	r, _ := refusal.As(gateErr)
+	switch {
+	case r == nil:
+		res.add(GateNotSatisfied, "%v", gateErr)
+	case r.Code == refusal.SignatureInvalid:
+		res.add(BadSignature, "%s", r.Reason)
+	case r.Code == refusal.PrincipalUnknown:
+		res.add(UnknownSigner, "%s", r.Reason)
+	case r.Code == refusal.FingerprintMismatch && len(res.Problems) > 0:
+	default:
+		res.add(GateNotSatisfied, "%s: %s", r.Code, r.Reason)
 	}
-	if dec.Path != in.Path || dec.Anchor != in.Anchor {
-		res.add(GateNotSatisfied, "the receipt says path %q anchor %.12s, the gate gives path %q anchor %.12s", in.Path, in.Anchor, dec.Path, dec.Anchor)
-	}
-	for _, s := range dec.Relied {
-		e.relied = append(e.relied, s.ID)
-	}
-	e.slots = dec.AnchorUses
 }
 
 // rawPlan decodes a plan envelope's payload without verifying it, so that
