@@ -208,6 +208,10 @@ func (rp *Replayer) verifyOne(e *entry) {
 		e.res.add(Malformed, "line %d is not a DSSE envelope: %v", e.line.No, err)
 		return
 	}
+	if env.PayloadType == "" || env.Payload == "" || len(env.Signatures) == 0 {
+		e.res.add(Malformed, "line %d is not a DSSE envelope: payloadType, payload or signatures missing", e.line.No)
+		return
+	}
 	// The signature first: a flipped byte is a bad signature, whatever it
 	// does to the payload.
 	signer := ""
