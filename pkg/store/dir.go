@@ -21,7 +21,7 @@ import (
 //
 //	plans/HEX.json             the signed plan for fingerprint sha256:HEX
 //	evidence/HEX/ID.json       records bound to that fingerprint
-//	consumed/ID/SLOT           one empty file per spent use of record ID
+//	consumed/ID.SLOT           one empty file per spent use of record ID
 type Dir struct {
 	Root string
 }
@@ -160,30 +160,21 @@ func (d *Dir) Evidence(fp string) ([]*dsse.Envelope, []Problem, error) {
 	return out, problems, nil
 }
 
-// Consume implements [Store]: the use is spent by creating consumed/ID/SLOT
-// exclusively, and the directory is fsynced before Consume returns.
+// Consume implements [Store]: use SLOT of record ID is spent by creating
+// consumed/ID.SLOT exclusively, and the directory is fsynced before Consume
+// returns. Slots are taken lowest first, so the spent ones of a record are
+// always 0 to N-1.
 func (d *Dir) Consume(id string, uses int) (int, error) {
 	if err := checkID(id); err != nil {
 		return 0, err
 	}
-	dir := filepath.Join(d.Root, "consumed", id)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return 0, err
-	} else if err == nil {
-		if err := durable.SyncDir(filepath.Dir(dir)); err != nil {
-			return 0, err
-		}
-	}
+	dir := filepath.Join(d.Root, "consumed")
 	start := 0
 	if uses > 1 {
-		n, err := countSlots(dir)
-		if err != nil {
-			return 0, err
-		}
-		start = n
+		start = d.spent(id)
 	}
 	for slot := start; slot < uses; slot++ {
-		err := durable.CreateExclusive(filepath.Join(dir, strconv.Itoa(slot)), nil, 0o600, false)
+		err := durable.CreateExclusive(filepath.Join(dir, id+"."+strconv.Itoa(slot)), nil, 0o600, false)
 		if errors.Is(err, os.ErrExist) {
 			continue
 		}
@@ -198,14 +189,15 @@ func (d *Dir) Consume(id string, uses int) (int, error) {
 	return 0, fmt.Errorf("record %.12s…: %w", id, ErrConsumed)
 }
 
-func countSlots(dir string) (int, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return 0, err
+// spent counts the spent uses of id: slots are contiguous from 0.
+func (d *Dir) spent(id string) int {
+	n := 0
+	for {
+		if _, err := os.Lstat(filepath.Join(d.Root, "consumed", id+"."+strconv.Itoa(n))); err != nil {
+			return n
+		}
+		n++
 	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	return len(names), err
 }
 
 // Used implements [Store].
@@ -215,14 +207,9 @@ func (d *Dir) Used(ids []string) (map[string]int, error) {
 		if checkID(id) != nil {
 			continue
 		}
-		n, err := countSlots(filepath.Join(d.Root, "consumed", id))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
+		if n := d.spent(id); n > 0 {
+			out[id] = n
 		}
-		if err != nil {
-			return nil, err
-		}
-		out[id] = n
 	}
 	return out, nil
 }
