@@ -79,77 +79,24 @@ func pairs(flag string, in []string) (map[string]string, error) {
 	return out, nil
 }
 
+// planOutput is a plan as `plan --json` and the MCP plan tools show it.
+type planOutput struct {
+	*operations.Plan
+	Stored bool `json:"stored"`
+}
+
 func planRun(o *PlanOptions) error {
 	f := o.F
-	c, err := f.Config()
-	if err != nil {
-		return err
-	}
-	reg, err := f.Registry(c)
-	if err != nil {
-		return err
-	}
-	cwd, err := f.Getwd()
-	if err != nil {
-		return err
-	}
-	// With a key, know who plans before hashing anything.
-	var actor *approval.Principal
-	var signer *keys.Private
-	var policy *approval.Policy
-	if f.KeyFile() != "" {
-		if policy, err = f.Policy(c); err != nil {
-			return err
-		}
-		k, pr, err := f.Actor(policy, approval.RoleAgent)
-		if err != nil {
-			if r, ok := refusal.As(err); ok {
-				r.For(o.Operation, "")
-			}
-			return err
-		}
-		actor, signer = pr, k
-	}
 	d := operations.HashDigester{}
 	if f.IO.ErrTTY && !f.JSON {
 		d.Progress = progressPrinter(f.IO.Err)
 	}
-	plan, err := reg.Resolve(operations.Request{
-		Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files,
-		Cwd: cwd, Getenv: f.LookupEnv,
-	}, callerFiles{d})
+	plan, stored, err := planCore(o, d)
 	if err != nil {
 		return err
 	}
-	stored := false
-	if actor != nil {
-		plan.Planner = actor.ID
-		plan.Created = f.Now().UTC()
-		env, err := approval.Sign(signer, approval.TypePlan, plan)
-		if err != nil {
-			return err
-		}
-		st, err := f.Store(c)
-		if err != nil {
-			return err
-		}
-		err = st.PutPlan(plan.Fingerprint, env)
-		if errors.Is(err, store.ErrExists) {
-			// The same invocation was planned before: the first signed plan
-			// stands, with its planner and time.
-			if plan, err = storedPlan(st, policy, plan.Fingerprint); err != nil {
-				return err
-			}
-		} else if err != nil {
-			return fmt.Errorf("storing plan: %w", err)
-		}
-		stored = true
-	}
 	if f.JSON {
-		return printJSON(f.IO.Out, struct {
-			*operations.Plan
-			Stored bool `json:"stored"`
-		}{plan, stored})
+		return printJSON(f.IO.Out, planOutput{plan, stored})
 	}
 	printPlan(f.IO.Out, plan)
 	if stored {
@@ -158,6 +105,75 @@ func planRun(o *PlanOptions) error {
 		fmt.Fprintf(f.IO.Out, "stored:      no (no --key: an unsigned plan cannot be approved)\n")
 	}
 	return nil
+}
+
+// planCore is plan without output, shared by the CLI and the MCP plan
+// tools: it validates and resolves o against the registry, hashing through
+// d, and, when there is a key, signs the plan as its agent and stores it.
+// It reports whether the plan was stored; a plan stored before under the
+// same fingerprint is returned as it was first signed.
+func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, error) {
+	f := o.F
+	c, err := f.Config()
+	if err != nil {
+		return nil, false, err
+	}
+	reg, err := f.Registry(c)
+	if err != nil {
+		return nil, false, err
+	}
+	cwd, err := f.Getwd()
+	if err != nil {
+		return nil, false, err
+	}
+	// With a key, know who plans before hashing anything.
+	var actor *approval.Principal
+	var signer *keys.Private
+	var policy *approval.Policy
+	if f.KeyFile() != "" {
+		if policy, err = f.Policy(c); err != nil {
+			return nil, false, err
+		}
+		k, pr, err := f.Actor(policy, approval.RoleAgent)
+		if err != nil {
+			if r, ok := refusal.As(err); ok {
+				r.For(o.Operation, "")
+			}
+			return nil, false, err
+		}
+		actor, signer = pr, k
+	}
+	plan, err := reg.Resolve(operations.Request{
+		Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files,
+		Cwd: cwd, Getenv: f.LookupEnv, ResolveDir: resolveDirAsCaller,
+	}, callerFiles{d})
+	if err != nil {
+		return nil, false, err
+	}
+	if actor == nil {
+		return plan, false, nil
+	}
+	plan.Planner = actor.ID
+	plan.Created = f.Now().UTC()
+	env, err := approval.Sign(signer, approval.TypePlan, plan)
+	if err != nil {
+		return nil, false, err
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return nil, false, err
+	}
+	err = st.PutPlan(plan.Fingerprint, env)
+	if errors.Is(err, store.ErrExists) {
+		// The same invocation was planned before: the first signed plan
+		// stands, with its planner and time.
+		if plan, err = storedPlan(st, policy, plan.Fingerprint); err != nil {
+			return nil, false, err
+		}
+	} else if err != nil {
+		return nil, false, fmt.Errorf("storing plan: %w", err)
+	}
+	return plan, true, nil
 }
 
 // storedPlan reads and verifies the plan stored under fp.

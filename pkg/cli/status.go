@@ -71,7 +71,9 @@ func (pc *planContext) judge(f *Factory, d operations.Digester, now time.Time) (
 // reality recomputes the fingerprint from the program, files, cwd and
 // environment as they are now (SPEC §3 rule 2).
 func (pc *planContext) reality(f *Factory, d operations.Digester) error {
-	now, err := pc.op.Resolve(pc.plan.Request(f.LookupEnv), d)
+	req := pc.plan.Request(f.LookupEnv)
+	req.ResolveDir = resolveDirAsCaller
+	now, err := pc.op.Resolve(req, d)
 	if err != nil {
 		if r, ok := refusal.As(err); ok {
 			r.Fingerprint = pc.plan.Fingerprint
@@ -122,45 +124,77 @@ func differences(was, now *operations.Plan) []string {
 	return out
 }
 
+// statusReport is what status knows about a stored plan: the CLI prints
+// it, the MCP status tool returns it.
+type statusReport struct {
+	Plan *operations.Plan
+	// Decision is the gate's, with every piece of evidence assessed; nil
+	// when the plan itself could not be judged.
+	Decision *approval.Decision
+	Problems []store.Problem
+	// Refusal says why run would not pass the gate now; nil when it would.
+	Refusal *refusal.Error
+	gateErr error
+}
+
+// statusCore judges the plan stored under fp as run would now, hashing
+// through d. A gate that says no is not an error here: it is the report's
+// Refusal. The error is for a plan that cannot be loaded or judged at all.
+func statusCore(f *Factory, fp string, d operations.Digester) (*statusReport, error) {
+	pc, err := loadPlan(f, fp)
+	if err != nil {
+		return nil, err
+	}
+	dec, problems, gateErr := pc.judge(f, callerFiles{d}, f.Now())
+	r, refused := refusal.As(gateErr)
+	if gateErr != nil && !refused {
+		return nil, gateErr
+	}
+	return &statusReport{Plan: pc.plan, Decision: dec, Problems: problems, Refusal: r, gateErr: gateErr}, nil
+}
+
+// fields is the report as `status --json` prints it (and the MCP status
+// tool returns it). A map, so that the keys keep their sorted order.
+func (s *statusReport) fields() map[string]any {
+	out := map[string]any{
+		"fingerprint": s.Plan.Fingerprint,
+		"operation":   s.Plan.Operation,
+		"target":      s.Plan.Target,
+		"planner":     s.Plan.Planner,
+		"mutating":    s.Plan.Mutating,
+		"allowed":     s.gateErr == nil,
+		"evidence":    []*approval.Assessed{},
+		"problems":    s.Problems,
+	}
+	if s.Decision != nil {
+		out["evidence"] = s.Decision.Evidence
+		out["path"] = s.Decision.Path
+	}
+	if s.Refusal != nil {
+		out["refusal"] = s.Refusal
+	}
+	return out
+}
+
 func statusRun(o *StatusOptions) error {
 	f := o.F
-	pc, err := loadPlan(f, o.Fingerprint)
-	if err != nil {
-		return err
-	}
 	d := operations.HashDigester{}
 	if f.IO.ErrTTY && !f.JSON {
 		d.Progress = progressPrinter(f.IO.Err)
 	}
-	dec, problems, gateErr := pc.judge(f, callerFiles{d}, f.Now())
-	if _, refused := refusal.As(gateErr); gateErr != nil && !refused {
-		return gateErr
+	s, err := statusCore(f, o.Fingerprint, d)
+	if err != nil {
+		return err
 	}
 	if f.JSON {
-		out := map[string]any{
-			"fingerprint": pc.plan.Fingerprint,
-			"operation":   pc.plan.Operation,
-			"target":      pc.plan.Target,
-			"planner":     pc.plan.Planner,
-			"mutating":    pc.plan.Mutating,
-			"allowed":     gateErr == nil,
-			"evidence":    []*approval.Assessed{},
-			"problems":    problems,
-		}
-		if dec != nil {
-			out["evidence"] = dec.Evidence
-			out["path"] = dec.Path
-		}
-		if r, ok := refusal.As(gateErr); ok {
-			out["refusal"] = r
-		}
-		if err := printJSON(f.IO.Out, out); err != nil {
+		if err := printJSON(f.IO.Out, s.fields()); err != nil {
 			return err
 		}
-		return gateErr
+		return s.gateErr
 	}
 	w := f.IO.Out
-	printPlan(w, pc.plan)
+	printPlan(w, s.Plan)
+	dec := s.Decision
 	if dec != nil {
 		for _, a := range dec.Evidence {
 			state := "counts"
@@ -180,14 +214,14 @@ func statusRun(o *StatusOptions) error {
 			fmt.Fprintf(w, "%s (%.12s…) — %s\n", line, a.ID, state)
 		}
 	}
-	for _, p := range problems {
+	for _, p := range s.Problems {
 		fmt.Fprintf(w, "problem:     %s\n", p)
 	}
-	if gateErr == nil {
+	if s.Refusal == nil {
 		fmt.Fprintf(w, "gate:        open (path %s): run would proceed\n", dec.Path)
 		return nil
 	}
-	r, _ := refusal.As(gateErr)
+	r := s.Refusal
 	fmt.Fprintf(w, "gate:        closed (%s): %s\n", r.Code, r.Reason)
 	if len(r.Missing) > 0 {
 		fmt.Fprintf(w, "missing:     %s\n", strings.Join(r.Missing, "; "))

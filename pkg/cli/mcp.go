@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/mcpserver"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// MCPOptions are mcp's inputs.
+type MCPOptions struct {
+	F        *Factory
+	AllowRun bool
+}
+
+// NewCmdMCP builds `mcp`.
+func NewCmdMCP(f *Factory, runF func(*MCPOptions) error) *cobra.Command {
+	opts := &MCPOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "mcp [--allow-run]",
+		Short: "Serve the agent's surface over MCP on stdin and stdout",
+		Long: `mcp serves prod-write to an agent over the Model Context Protocol, on stdin and
+stdout. Its tools derive from the registry: list_operations, one plan tool
+per operation (plan_NAME, whose input schema is the operation's targets,
+params and files), status and show_receipt; with --allow-run, run, which
+still passes the gate. It acts for the principal of --key (or
+$PROD_WRITE_KEY): the plan tools need the agent role. Nothing that files,
+approves or records a decision is ever served. See docs/AGENTS.md.`,
+		Example: `  PROD_WRITE_KEY=keys/agent.key prod-write mcp
+  prod-write mcp --key keys/agent.key --config /etc/prod-write/prod-write.toml --allow-run`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return mcpRun(opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.AllowRun, "allow-run", false, "also serve run (approved plans only: it passes the same gate)")
+	return cmd
+}
+
+func mcpRun(o *MCPOptions) error {
+	f := o.F
+	b := newMCPBackend(f)
+	srv, err := mcpserver.New(b, mcpserver.Options{AllowRun: o.AllowRun, Version: Version})
+	if err != nil {
+		return err
+	}
+	if f.KeyFile() == "" {
+		fmt.Fprintf(f.IO.Err, "prod-write: warning: no key (--key or PROD_WRITE_KEY): serving read-only tools; plans cannot be made\n")
+	} else if pr, err := b.Principal(); err == nil && pr != nil {
+		var other []string
+		for _, r := range pr.Roles {
+			if r != approval.RoleAgent {
+				other = append(other, r)
+			}
+		}
+		if len(other) > 0 {
+			// SPEC §13: whatever the agent can read, it can use elsewhere.
+			fmt.Fprintf(f.IO.Err, "prod-write: warning: %s also holds %s; this server serves none of those roles, but whoever can read its key can act as %s on the CLI\n",
+				pr.ID, strings.Join(other, ", "), pr.ID)
+		}
+	}
+	// The MCP stream is f.IO's: nothing else may write to it, so the tools
+	// run with streams of their own (see mcpBackend).
+	t := &mcp.IOTransport{Reader: io.NopCloser(f.IO.In), Writer: nopWriteCloser{f.IO.Out}}
+	err = srv.Run(context.Background(), t)
+	// A run in progress finishes, with its outcome receipt, before we exit.
+	b.inflight.Wait()
+	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// MCPBackend returns the backend of `prod-write mcp`: the CLI's own code
+// paths, under f's configuration and key.
+func MCPBackend(f *Factory) mcpserver.Backend { return newMCPBackend(f) }
+
+// mcpBackend runs the tools through the same functions as the commands,
+// with a copy of the factory whose streams are not the MCP stream.
+type mcpBackend struct {
+	f        *Factory
+	inflight sync.WaitGroup
+}
+
+var _ mcpserver.Backend = (*mcpBackend)(nil)
+
+func newMCPBackend(f *Factory) *mcpBackend {
+	g := *f
+	g.IO = &IOStreams{Out: io.Discard, Err: io.Discard}
+	g.JSON = true
+	return &mcpBackend{f: &g}
+}
+
+// with returns a copy of the backend's factory writing to out and errOut.
+func (b *mcpBackend) with(out, errOut io.Writer) *Factory {
+	g := *b.f
+	g.IO = &IOStreams{Out: out, Err: errOut}
+	return &g
+}
+
+func (b *mcpBackend) Registry() (*operations.Registry, error) { return loadRegistry(b.f) }
+
+func (b *mcpBackend) Principal() (*approval.Principal, error) {
+	if b.f.KeyFile() == "" {
+		return nil, nil
+	}
+	c, err := b.f.Config()
+	if err != nil {
+		return nil, err
+	}
+	p, err := b.f.Policy(c)
+	if err != nil {
+		return nil, err
+	}
+	_, pr, err := b.f.Actor(p, "")
+	return pr, err
+}
+
+func (b *mcpBackend) Plan(req mcpserver.PlanRequest) (any, error) {
+	plan, stored, err := planCore(&PlanOptions{F: b.f, Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files}, operations.HashDigester{})
+	if err != nil {
+		return nil, err
+	}
+	return planOutput{plan, stored}, nil
+}
+
+func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
+	s, err := statusCore(b.f, fp, operations.HashDigester{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.fields(), s.Refusal, nil
+}
+
+func (b *mcpBackend) Receipt(id string) ([]json.RawMessage, error) {
+	var out bytes.Buffer
+	if err := receiptsShow(b.with(&out, io.Discard), id); err != nil {
+		return nil, err
+	}
+	var entries []json.RawMessage
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var e json.RawMessage
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf("reading receipts show output: %w", err)
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+// runOutputLimit bounds how much of a program's stdout and of its stderr a
+// run result carries; the receipts hold the size and sha256 of all of it.
+const runOutputLimit = 64 << 10
+
+func (b *mcpBackend) Run(fp string) (*mcpserver.RunResult, error) {
+	b.inflight.Add(1)
+	defer b.inflight.Done()
+	stdout, stderr := &capture{limit: runOutputLimit}, &capture{limit: runOutputLimit}
+	// No stdin (the program reads /dev/null), and the program's output goes
+	// to buffers: the MCP stream is never the program's.
+	err := runRun(&RunOptions{F: b.with(stdout, stderr), Fingerprint: fp})
+	var exit *ExitError
+	if err != nil && !errors.As(err, &exit) {
+		return nil, err
+	}
+	// With --json, run's last write to stderr, after the program is gone,
+	// is its outcome line.
+	var res mcpserver.RunResult
+	line := stderr.last
+	if json.Unmarshal(line, &res) != nil || res.Outcome != "ran" {
+		return nil, fmt.Errorf("run ended without its outcome line")
+	}
+	stderr.dropLast()
+	redact := b.secrets()
+	res.Stdout, res.StdoutTruncated = stdout.text(redact)
+	res.Stderr, res.StderrTruncated = stderr.text(redact)
+	return &res, nil
+}
+
+// secrets returns the values, as set now, of every variable that any
+// operation declares secret: they never appear in a result, even when a
+// program prints them.
+func (b *mcpBackend) secrets() []string {
+	reg, err := b.Registry()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, op := range reg.All() {
+		for _, n := range op.Env.Secret {
+			if v, ok := b.f.LookupEnv(n); ok && v != "" {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+func (b *mcpBackend) ErrorCode(err error) string { return errorCode(err) }
+
+// capture keeps the first limit bytes written to it, and the bytes of the
+// last write.
+type capture struct {
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	limit     int
+	truncated bool
+	last      []byte
+	lastKept  int  // how many bytes of last are in buf
+	wasCut    bool // truncated before the last write
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = append(c.last[:0], p...)
+	c.wasCut = c.truncated
+	c.lastKept = min(len(p), c.limit-c.buf.Len())
+	c.buf.Write(p[:c.lastKept])
+	if c.lastKept < len(p) {
+		c.truncated = true
+	}
+	return len(p), nil
+}
+
+// dropLast removes the last write from what was kept.
+func (c *capture) dropLast() {
+	c.buf.Truncate(c.buf.Len() - c.lastKept)
+	c.truncated = c.wasCut
+}
+
+// text is what was kept, with each secret value redacted. When the output
+// was cut, the cut may fall inside a secret, so as many bytes as the
+// longest secret (less one) are dropped from the end as well.
+func (c *capture) text(secrets []string) (string, bool) {
+	b := c.buf.Bytes()
+	if c.truncated {
+		longest := 0
+		for _, s := range secrets {
+			longest = max(longest, len(s))
+		}
+		b = b[:max(0, len(b)-max(0, longest-1))]
+	}
+	s := string(b)
+	// Longest first, so that a secret inside another goes with it.
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
+	for _, v := range secrets {
+		s = strings.ReplaceAll(s, v, "[redacted]")
+	}
+	return s, c.truncated
+}
