@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,10 +55,6 @@ func (j *Journal) Append(r *Receipt) (Appended, error) {
 	if err := durable.MkdirAll(filepath.Dir(j.Path), 0o700); err != nil {
 		return Appended{}, err
 	}
-	created := false
-	if _, err := os.Lstat(j.Path); errors.Is(err, os.ErrNotExist) {
-		created = true
-	}
 	f, err := os.OpenFile(j.Path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return Appended{}, fmt.Errorf("opening journal: %w", err)
@@ -84,6 +79,14 @@ func (j *Journal) Append(r *Receipt) (Appended, error) {
 			return Appended{}, err
 		}
 	}
+	if tail.end == 0 && tail.torn == nil {
+		// The first entry: make the journal's directory entry durable
+		// before anyone, this process or another, can rely on an entry in
+		// it (they all wait for the lock).
+		if err := durable.SyncDir(filepath.Dir(j.Path)); err != nil {
+			return Appended{}, err
+		}
+	}
 	r.Seq, r.Prev = tail.seq+1, tail.hash
 	line, err := j.sign(r)
 	if err != nil {
@@ -96,11 +99,6 @@ func (j *Journal) Append(r *Receipt) (Appended, error) {
 	locked = false
 	if err := f.Sync(); err != nil {
 		return Appended{}, fmt.Errorf("syncing journal: %w", err)
-	}
-	if created {
-		if err := durable.SyncDir(filepath.Dir(j.Path)); err != nil {
-			return Appended{}, err
-		}
 	}
 	return Appended{Seq: r.Seq, Hash: LineHash(line)}, nil
 }

@@ -148,8 +148,12 @@ func initRun(o *InitOptions) error {
 			return err
 		}
 	}
-	if err := durable.MkdirAll(filepath.Join(dir, "state"), 0o700); err != nil {
-		return err
+	// The state's directories exist, durably, before any run relies on an
+	// entry in them.
+	for _, d := range []string{"state/store/plans", "state/store/evidence", "state/store/consumed", "state/journal"} {
+		if err := durable.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return err
+		}
 	}
 	trust := "# The trust policy: who may act, in which roles, with which keys.\n# Add principals as printed by `prod-write keygen`.\n"
 	if o.Demo {

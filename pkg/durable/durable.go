@@ -114,6 +114,9 @@ func MkdirAll(dir string, perm os.FileMode) error {
 			return err
 		}
 	}
+	// Sync the parent even when another process won the race to create
+	// dir: it may not have synced yet, and the caller is about to rely on
+	// dir's entry.
 	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}

@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewCmdRunArgs(t *testing.T) {
+	const fp = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+	for _, tc := range []struct {
+		args    []string
+		wantErr bool
+	}{
+		{[]string{fp}, false},
+		{nil, true},
+		{[]string{fp, fp}, true},
+	} {
+		var got *RunOptions
+		cmd := NewCmdRun(&Factory{}, func(o *RunOptions) error { got = o; return nil })
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		err := cmd.Execute()
+		if (err != nil) != tc.wantErr {
+			t.Errorf("args %q: error %v, want error %v", tc.args, err, tc.wantErr)
+			continue
+		}
+		if !tc.wantErr && (got == nil || got.Fingerprint != fp) {
+			t.Errorf("args %q: options %+v", tc.args, got)
+		}
+	}
+}
+
+// runHarness runs commands in process against one deployment, with the
+// environment and clock faked through the Factory.
+type runHarness struct {
+	t   *testing.T
+	dir string
+	env map[string]string
+	now time.Time
+}
+
+func newRunHarness(t *testing.T) *runHarness {
+	h := &runHarness{t: t, dir: t.TempDir(), env: map[string]string{}, now: time.Now().UTC()}
+	// An absolute DIR: init resolves a relative one against the process's
+	// working directory, not the Factory's Getwd.
+	if code, _, stderr := h.run("init", "--demo", h.dir); code != 0 {
+		t.Fatalf("init: %d %s", code, stderr)
+	}
+	return h
+}
+
+func (h *runHarness) run(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	f := &Factory{
+		IO:        &IOStreams{In: strings.NewReader(""), Out: &stdout, Err: &stderr},
+		Now:       func() time.Time { return h.now },
+		LookupEnv: func(k string) (string, bool) { v, ok := h.env[k]; return v, ok },
+		Getwd:     func() (string, error) { return h.dir, nil },
+	}
+	code := Run(args, f)
+	return code, stdout.String(), stderr.String()
+}
+
+var runFPRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+
+func (h *runHarness) plan(op string, args ...string) string {
+	h.t.Helper()
+	code, stdout, stderr := h.run(append([]string{"plan", op, "--target", "staging", "--key", h.key("agent")}, args...)...)
+	fp := runFPRE.FindString(stdout)
+	if code != 0 || fp == "" {
+		h.t.Fatalf("plan: %d %s %s", code, stdout, stderr)
+	}
+	return fp
+}
+
+const inProcessOps = `
+[[operation]]
+name = "print-env"
+description = "print the environment"
+program = "env"
+targets = ["staging"]
+[operation.env]
+pass = ["PASSED"]
+secret = ["TOKEN"]
+set = { WHERE = "{target}" }
+
+[[operation]]
+name = "fail"
+description = "exit 1"
+program = "false"
+targets = ["staging"]
+`
+
+// TestRunThroughTheFactory runs an approved plan in process: the program's
+// environment comes only from the plan and the Factory's LookupEnv (the
+// secret read at run time), --json reports the run, and the secret is in
+// no output of prod-write's own.
+func TestRunThroughTheFactory(t *testing.T) {
+	h := newRunHarness(t)
+	if err := os.WriteFile(filepath.Join(h.dir, "operations", "test.toml"), []byte(inProcessOps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.env["PASSED"] = "p"
+	h.env["TOKEN"] = "tok-3141592653"
+	h.env["LD_PRELOAD"] = "/evil.so" // the caller's; never the program's
+	fp := h.plan("print-env")
+	if code, _, stderr := h.run("gera", "go", fp, "--key", h.key("gera")); code != 0 {
+		t.Fatal(stderr)
+	}
+
+	code, stdout, stderr := h.run("run", fp, "--json")
+	if code != 0 {
+		t.Fatalf("run: %d %s", code, stderr)
+	}
+	env := strings.Split(strings.TrimSpace(stdout), "\n")
+	slices.Sort(env)
+	if want := []string{"PASSED=p", "TOKEN=tok-3141592653", "WHERE=staging"}; !slices.Equal(env, want) {
+		t.Errorf("the program's environment %q, want %q", env, want)
+	}
+	var ran struct {
+		Outcome     string `json:"outcome"`
+		Operation   string `json:"operation"`
+		Fingerprint string `json:"fingerprint"`
+		ExitCode    *int   `json:"exit_code"`
+		Intent      uint64 `json:"intent"`
+		Receipt     uint64 `json:"receipt"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stderr)), &ran); err != nil {
+		t.Fatalf("--json: %v: %s", err, stderr)
+	}
+	if ran.Outcome != "ran" || ran.Operation != "print-env" || ran.Fingerprint != fp || ran.ExitCode == nil || *ran.ExitCode != 0 || ran.Intent != 1 || ran.Receipt != 2 {
+		t.Errorf("--json says %+v", ran)
+	}
+
+	// Refused: spent, then secret missing. Neither output holds the secret.
+	code, stdout, stderr = h.run("run", fp, "--json")
+	if code != ExitRefused || !strings.Contains(stderr, `"code":"evidence_consumed"`) {
+		t.Errorf("second run: %d %s", code, stderr)
+	}
+	delete(h.env, "TOKEN")
+	if code, _, _ := h.run("gera", "go", fp, "--key", h.key("gera")); code != 0 {
+		t.Fatal("gera go")
+	}
+	code, stdout2, stderr2 := h.run("run", fp, "--json")
+	if code != ExitRefused || !strings.Contains(stderr2, `"code":"param_invalid"`) || !strings.Contains(stderr2, "TOKEN") {
+		t.Errorf("run without the secret: %d %s", code, stderr2)
+	}
+	for _, s := range []string{stdout, stderr, stdout2, stderr2} {
+		if strings.Contains(s, "tok-3141592653") {
+			t.Errorf("the secret is in prod-write's output: %s", s)
+		}
+	}
+	journal, err := os.ReadFile(filepath.Join(h.dir, "state", "journal", "receipts.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(journal, []byte("\n")); n != 2 {
+		t.Errorf("the journal has %d entries; the refused runs must add none", n)
+	}
+}
+
+// TestRunPropagatesExitStatus: run returns the program's status, and
+// --json still reports the run.
+func TestRunPropagatesExitStatus(t *testing.T) {
+	h := newRunHarness(t)
+	if err := os.WriteFile(filepath.Join(h.dir, "operations", "test.toml"), []byte(inProcessOps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp := h.plan("fail")
+	if code, _, stderr := h.run("gera", "go", fp, "--key", h.key("gera")); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, _, stderr := h.run("run", fp, "--json")
+	if code != 1 || !strings.Contains(stderr, `"outcome":"ran"`) || !strings.Contains(stderr, `"exit_code":1`) {
+		t.Errorf("run: exit %d, stderr %s", code, stderr)
+	}
+}
+
+// TestRunRefusesWithoutApproval: an unapproved mutating plan is refused
+// with no_approval, and no receipt is written.
+func TestRunRefusesWithoutApproval(t *testing.T) {
+	h := newRunHarness(t)
+	if err := os.WriteFile(filepath.Join(h.dir, "operations", "test.toml"), []byte(inProcessOps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp := h.plan("fail")
+	code, stdout, stderr := h.run("run", fp, "--json")
+	if code != ExitRefused || !strings.Contains(stderr, `"code":"no_approval"`) || stdout != "" {
+		t.Errorf("run: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "state", "journal", "receipts.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("a refused run touched the journal: %v", err)
+	}
+}
+
+// key is the path of a demo principal's key (absolute: like init's DIR, a
+// --key path is resolved against the process's working directory).
+func (h *runHarness) key(name string) string { return filepath.Join(h.dir, "keys", name+".key") }
