@@ -274,6 +274,7 @@ replays.`,
 		NewCmdReceipts(f),
 		NewCmdReplay(f, nil),
 		NewCmdDoctor(f, nil),
+		NewCmdMCP(f, nil),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
