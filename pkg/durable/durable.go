@@ -85,6 +85,41 @@ func CreateExclusive(path string, data []byte, perm os.FileMode, sync bool) erro
 	return nil
 }
 
+// CreateOnce creates path with data, complete or not at all: the bytes
+// are written and fsynced in a temporary file, which is then hard-linked
+// into place (link(2) fails if path exists) and the directory fsynced.
+// Unlike [CreateExclusive], a reader never sees path empty or half
+// written, and a crash never leaves it so. It fails with an error matching
+// [os.ErrExist] when path exists.
+func CreateOnce(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("creating temporary file for %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := writeAll(f, data); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("syncing %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil {
+		return err // *LinkError wrapping ErrExist when taken.
+	}
+	return SyncDir(dir)
+}
+
 // SyncDir fsyncs a directory so that entries created or renamed in it
 // survive a crash.
 func SyncDir(dir string) error {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -230,5 +231,53 @@ func TestMkdirAll(t *testing.T) {
 	os.WriteFile(file, nil, 0o600)
 	if err := durable.MkdirAll(file, 0o700); err == nil {
 		t.Error("MkdirAll over a regular file succeeded")
+	}
+}
+
+// CreateOnce: of many concurrent creators exactly one wins, and a reader
+// never sees the file empty or partial.
+func TestCreateOnceIsAllOrNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "record")
+	data := bytes.Repeat([]byte("x"), 64<<10)
+	var wg sync.WaitGroup
+	var wins, exists atomic.Int32
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if b, err := os.ReadFile(path); err == nil && !bytes.Equal(b, data) {
+				t.Errorf("a reader saw %d bytes", len(b))
+				return
+			}
+		}
+	}()
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := durable.CreateOnce(path, data, 0o600)
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case errors.Is(err, os.ErrExist):
+				exists.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if wins.Load() != 1 || exists.Load() != 15 {
+		t.Fatalf("%d wins, %d ErrExist", wins.Load(), exists.Load())
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".*tmp-*"))
+	if len(left) != 0 {
+		t.Fatalf("temporary files left behind: %v", left)
 	}
 }

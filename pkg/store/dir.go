@@ -62,7 +62,7 @@ func decode(path string, data []byte) (*dsse.Envelope, error) {
 // putOnce creates path with data unless it exists; an existing file with
 // the same bytes is success, with other bytes ErrExists.
 func putOnce(path string, data []byte) error {
-	err := durable.CreateExclusive(path, data, 0o600, true)
+	err := durable.CreateOnce(path, data, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		old, rerr := os.ReadFile(path)
 		if rerr == nil && bytes.Equal(old, data) {
