@@ -312,6 +312,25 @@ func TestTamperSuite(t *testing.T) {
 		}
 	})
 
+	t.Run("receipt for a withdrawn plan", func(t *testing.T) {
+		lines := w.edit(w.journal, 2, w.runner, true, func(r *receipts.Receipt) {
+			payload, _ := base64.StdEncoding.DecodeString(r.Intent.Plan.Payload)
+			var plan struct {
+				Fingerprint string `json:"fingerprint"`
+			}
+			json.Unmarshal(payload, &plan)
+			env, err := approval.Sign(w.agent, approval.TypeWithdraw, approval.Withdrawal{Fingerprint: plan.Fingerprint, Planner: "agent", Issued: r.Time.Add(-time.Second)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Intent.Evidence = append(r.Intent.Evidence, env)
+		})
+		v := w.replay(lines)
+		if v.code != 1 || !contains(v.codes[3], receipts.GateNotSatisfied) || v.has(receipts.ChainBroken) {
+			t.Fatalf("exit %d, problems %v; want gate_not_satisfied on line 3", v.code, v.codes)
+		}
+	})
+
 	t.Run("not receipts at all", func(t *testing.T) {
 		v := verdict{}
 		path := filepath.Join(t.TempDir(), "x")
