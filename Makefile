@@ -11,9 +11,11 @@ BIN         := bin/prod-write
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/prod-write
 
-## test: lint, every test (race detector on), and a short run of every fuzz target.
+## test: lint, install and start what the tests need (dynalite, versitygw),
+## every test (race detector on), and a short run of every fuzz target.
 test: lint
-	$(GO) test -race -count=1 ./...
+	./scripts/test-deps.sh
+	PROD_WRITE_REQUIRE_SERVERS=1 $(GO) test -race -count=1 ./...
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 ## demo: plan → file → approve → run → replay in a temporary directory.

@@ -81,23 +81,39 @@ var (
 	expiresOffsets = []time.Duration{-time.Hour, -time.Second, 0, time.Nanosecond, time.Second, time.Hour, 48 * time.Hour}
 )
 
-func drawCommon(t *rapid.T, g *genRec, label string) {
-	g.Signer = rapid.SampledFrom(allSigners).Draw(t, label+".signer")
+// drawCommon draws who signs a piece of evidence, what it is bound to, when
+// it was issued and expires, whether it was tampered with and how often it
+// was used. Draws lean towards valid evidence, so that allowed plans and
+// every way of falling short are both common.
+func drawCommon(t *rapid.T, g *genRec, label string, likely []string) {
+	g.Signer = rapid.SampledFrom(likely).Draw(t, label+".signer")
+	if rapid.IntRange(0, 3).Draw(t, label+".anysigner") == 0 {
+		g.Signer = rapid.SampledFrom(allSigners).Draw(t, label+".signer2")
+	}
 	g.Named = g.Signer
-	if rapid.IntRange(0, 9).Draw(t, label+".misnamed") == 0 {
+	if rapid.IntRange(0, 11).Draw(t, label+".misnamed") == 0 {
 		g.Named = rapid.SampledFrom(allSigners).Draw(t, label+".named")
 	}
-	g.OtherFP = rapid.IntRange(0, 7).Draw(t, label+".otherfp") == 0
-	g.Issued = rapid.SampledFrom(issuedOffsets).Draw(t, label+".issued")
-	g.Expires = rapid.SampledFrom(expiresOffsets).Draw(t, label+".expires")
-	g.Tamper = rapid.SampledFrom([]string{"", "", "", "", "", "", "sig", "payload"}).Draw(t, label+".tamper")
-	g.Used = rapid.SampledFrom([]int{0, 0, 0, 1, 2, 3}).Draw(t, label+".used")
+	g.OtherFP = rapid.IntRange(0, 11).Draw(t, label+".otherfp") == 0
+	g.Issued = -time.Minute
+	if rapid.IntRange(0, 3).Draw(t, label+".oddissue") == 0 {
+		g.Issued = rapid.SampledFrom(issuedOffsets).Draw(t, label+".issued")
+	}
+	g.Expires = time.Hour
+	if rapid.IntRange(0, 3).Draw(t, label+".oddexpiry") == 0 {
+		g.Expires = rapid.SampledFrom(expiresOffsets).Draw(t, label+".expires")
+	}
+	g.Tamper = rapid.SampledFrom([]string{"", "", "", "", "", "", "", "", "", "", "sig", "payload"}).Draw(t, label+".tamper")
+	g.Used = rapid.SampledFrom([]int{0, 0, 0, 0, 0, 0, 1, 2, 3}).Draw(t, label+".used")
 }
 
 // TestEvaluateMatchesModel draws a planner, an operation's approval rule
 // and evidence, and compares Evaluate with the model.
 func TestEvaluateMatchesModel(t *testing.T) {
 	policy := mustPolicy(t, propCast)
+	// How the drawn cases split, to see that every outcome is exercised.
+	outcomes := map[string]int{}
+	defer func() { t.Logf("outcomes: %v", outcomes) }()
 	rapid.Check(t, func(t *rapid.T) {
 		approvers := rapid.IntRange(1, 3).Draw(t, "approvers")
 		paths := rapid.SampledFrom([][]string{{gera}, {smith}, {gera, smith}, {smith, gera}}).Draw(t, "paths")
@@ -108,36 +124,45 @@ func TestEvaluateMatchesModel(t *testing.T) {
 
 		var recs []*genRec
 		// Certainty records first, so answers can name them.
-		for i := range rapid.IntRange(0, 3).Draw(t, "records") {
+		for i := range rapid.IntRange(0, 2).Draw(t, "records") {
 			g := &genRec{Kind: "smith", Verdict: "record", RecordRef: -1}
 			label := fmt.Sprintf("smith%d", i)
-			drawCommon(t, g, label)
+			drawCommon(t, g, label, []string{"smith", "olive", "sam"})
 			// A record always names its signer as filer here: one filed
 			// under another name is refused on its own (TestEvaluate), and
 			// whether its named or its signing principal then "filed" it
 			// is beyond the spec.
-			g.Signer = rapid.SampledFrom(append([]string{"smith", "olive", "pat", "sam"}, allSigners...)).Draw(t, label+".filer")
 			g.Named = g.Signer
 			recs = append(recs, g)
 		}
 		nSmith := len(recs)
-		for i := range rapid.IntRange(0, 9).Draw(t, "answers") {
+		// Often, a certainty record with about as many approvals as the
+		// operation needs, so that cases near the threshold are common.
+		if nSmith > 0 && rapid.Bool().Draw(t, "nearthreshold") {
+			k := approvers + rapid.IntRange(-1, 0).Draw(t, "nearthreshold.k")
+			who := rapid.Permutation([]string{"alice", "bob", "carol", "gerb", "olive", "pat"}).Draw(t, "nearthreshold.who")
+			for i := range k {
+				recs = append(recs, &genRec{Kind: "trinity", Verdict: approval.Approve, Signer: who[i], Named: who[i],
+					Issued: -time.Minute, Expires: time.Hour, RecordRef: 0})
+			}
+		}
+		for i := range rapid.IntRange(0, 10).Draw(t, "answers") {
 			label := fmt.Sprintf("ev%d", i)
 			g := &genRec{RecordRef: -1}
-			switch rapid.IntRange(0, 3).Draw(t, label+".kind") {
+			switch rapid.IntRange(0, 4).Draw(t, label+".kind") {
 			case 0:
 				g.Kind = "gera"
-				drawCommon(t, g, label)
-				g.Verdict = rapid.SampledFrom([]string{approval.Go, approval.Go, approval.NoGo, "maybe"}).Draw(t, label+".decision")
+				drawCommon(t, g, label, []string{"gera", "gerb", "sam"})
+				g.Verdict = rapid.SampledFrom([]string{approval.Go, approval.Go, approval.Go, approval.Go, approval.NoGo, "maybe"}).Draw(t, label+".decision")
 				g.Uses = rapid.IntRange(0, 3).Draw(t, label+".uses")
 				if g.Verdict == approval.NoGo {
 					g.Uses = 0 // as the CLI writes it: a veto is not spent
 				}
 			default:
 				g.Kind = "trinity"
-				drawCommon(t, g, label)
-				g.Verdict = rapid.SampledFrom([]string{approval.Approve, approval.Approve, approval.Approve, approval.Deny, "maybe"}).Draw(t, label+".answer")
-				if nSmith > 0 && rapid.IntRange(0, 5).Draw(t, label+".norecord") > 0 {
+				drawCommon(t, g, label, []string{"alice", "bob", "carol", "olive", "gerb", "pat"})
+				g.Verdict = rapid.SampledFrom([]string{approval.Approve, approval.Approve, approval.Approve, approval.Approve, approval.Approve, approval.Approve, approval.Deny, "maybe"}).Draw(t, label+".answer")
+				if nSmith > 0 && rapid.IntRange(0, 9).Draw(t, label+".norecord") > 0 {
 					g.RecordRef = rapid.IntRange(0, nSmith-1).Draw(t, label+".record")
 				} else if rapid.Bool().Draw(t, label+".strangerecord") {
 					g.RecordRef = -2
@@ -206,9 +231,12 @@ func TestEvaluateMatchesModel(t *testing.T) {
 				env = flipPayload(t, env, rapid.IntRange(0, 1<<20).Draw(t, fmt.Sprintf("ev%d.payloadbyte", i)))
 			}
 			g.env, g.id = env, mustID(t, env)
-			if g.Used > 0 {
-				used[g.id] = g.Used
+			// Two draws may make the very same record (same payload and
+			// signer): consumption counts per record, so they share it.
+			if n, seen := used[g.id]; seen {
+				g.Used = n
 			}
+			used[g.id] = g.Used
 		}
 		order := rapid.Permutation(indices(len(recs))).Draw(t, "order")
 		var evidence []*approval.Envelope
@@ -230,6 +258,7 @@ func TestEvaluateMatchesModel(t *testing.T) {
 				t.Fatalf("model allows (%s), Evaluate refuses: %v", want.why, err)
 			}
 			m.checkDecision(t, d)
+			outcomes[fmt.Sprintf("allowed %s approvers=%d", d.Path, approvers)]++
 			return
 		}
 		if err == nil {
@@ -248,6 +277,7 @@ func TestEvaluateMatchesModel(t *testing.T) {
 		if r.Fingerprint != plan.Fingerprint || r.Operation != op.Name || r.Reason == "" {
 			t.Fatalf("refusal does not say what was refused: %+v", r)
 		}
+		outcomes[string(r.Code)]++
 	})
 }
 

@@ -1,5 +1,33 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond Go. Idempotent.
+#
+# The DynamoDB and S3 tests run against real local servers, pinned here and
+# installed into .cache/ (git-ignored), where pkg/testservers finds them:
+#   dynalite   (DynamoDB, npm)  .cache/node_modules/.bin/dynalite
+#   versitygw  (S3, Go)         .cache/bin/versitygw
+# Keep the versions in step with pkg/testservers (DynaliteVersion,
+# VersityGWVersion).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+DYNALITE_VERSION=4.0.0
+VERSITYGW_VERSION=v1.8.0
+
 go mod download
+
+# dynalite: exact version, no install scripts (its optional native LevelDB
+# binding is not needed: the tests keep tables in memory).
+have=$(node -p 'require("./.cache/node_modules/dynalite/package.json").version' 2>/dev/null || true)
+if [ "$have" != "$DYNALITE_VERSION" ]; then
+	echo "test-deps: installing dynalite $DYNALITE_VERSION into .cache/" >&2
+	npm install --prefix .cache --save-exact --ignore-scripts --no-audit --no-fund \
+		"dynalite@$DYNALITE_VERSION" >&2
+fi
+
+# versitygw: go install of the pinned module version (posix backend, with
+# versioning and object lock).
+have=$(go version -m .cache/bin/versitygw 2>/dev/null | awk '$1 == "mod" { print $3 }' || true)
+if [ "$have" != "$VERSITYGW_VERSION" ]; then
+	echo "test-deps: installing versitygw $VERSITYGW_VERSION into .cache/bin" >&2
+	GOBIN="$PWD/.cache/bin" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+fi

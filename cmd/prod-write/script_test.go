@@ -11,6 +11,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/prod-write/prod-write/pkg/cli"
+	"github.com/prod-write/prod-write/pkg/testservers"
 )
 
 func TestMain(m *testing.M) {
@@ -29,11 +30,20 @@ func TestScript(t *testing.T) {
 			// Scripts see none of the caller's prod-write settings.
 			env.Setenv("PROD_WRITE_CONFIG", "")
 			env.Setenv("PROD_WRITE_KEY", "")
-			return nil
+			// dynamo_* scripts get local DynamoDB and S3 servers.
+			return testservers.ScriptSetup(env)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"setfp": cmdSetFP,
-			"exits": cmdExits,
+			"setfp":        cmdSetFP,
+			"expand":       testservers.CmdExpand,
+			"s3":           testservers.CmdS3,
+			"addprincipal": cmdAddPrincipal,
+			"tamper":       cmdTamper,
+			"exits":        cmdExits,
+			"fakeslack":    cmdFakeSlack,
+			"slackclick":   cmdSlackClick,
+			"fakegithub":   cmdFakeGitHub,
+			"appendenv":    cmdAppendEnv,
 		},
 	})
 }

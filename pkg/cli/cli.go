@@ -104,6 +104,12 @@ func (f *Factory) Store(c *config.Config) (store.Store, error) {
 	switch c.Store.Backend {
 	case "embedded":
 		return store.OpenDir(c.StoreDir())
+	case "dynamodb":
+		s, err := openDynamo(c)
+		if err != nil {
+			return nil, err
+		}
+		return failClosed{s}, nil
 	}
 	return nil, &config.Error{Path: c.Path, Msg: fmt.Sprintf("store backend %q is not available in this build", c.Store.Backend)}
 }
@@ -272,7 +278,9 @@ replays.`,
 		NewCmdWithdraw(f, nil),
 		NewCmdRun(f, nil),
 		NewCmdReceipts(f),
+		NewCmdStore(f, nil),
 		NewCmdReplay(f, nil),
+		NewCmdBridge(f, nil),
 		NewCmdDoctor(f, nil),
 		NewCmdMCP(f, nil),
 	)

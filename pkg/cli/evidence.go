@@ -192,6 +192,7 @@ func fileRun(o *FileOptions) error {
 	if err != nil {
 		return err
 	}
+	notifyFiled(o.F, pc, id)
 	if o.F.JSON {
 		return printJSON(o.F.IO.Out, map[string]any{"record": id, "filer": pr.ID, "fingerprint": pc.plan.Fingerprint, "expires": rec.Expires})
 	}
@@ -442,6 +443,7 @@ func withdrawRun(o *WithdrawOptions) error {
 	if err != nil {
 		return err
 	}
+	notifyWithdrawn(o.F, pc)
 	if o.F.JSON {
 		return printJSON(o.F.IO.Out, map[string]any{"withdrawn": pc.plan.Fingerprint, "id": id, "by": pr.ID})
 	}

@@ -21,10 +21,11 @@ import (
 func NewCmdReceipts(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "receipts",
-		Short: "Read the receipt journal",
+		Short: "Read the receipt journal, and ship it to the S3 archive",
 		Example: `  prod-write receipts list
   prod-write receipts show 12
-  prod-write receipts checkpoint > head.json`,
+  prod-write receipts checkpoint > head.json
+  prod-write receipts sync`,
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:     "list",
@@ -54,6 +55,7 @@ off after it.`,
 	}
 	cp.Flags().StringVar(&out, "out", "", "write the checkpoint to `FILE` instead of stdout")
 	cmd.AddCommand(cp)
+	cmd.AddCommand(newCmdReceiptsSync(f, nil))
 	return cmd
 }
 
@@ -194,7 +196,7 @@ type ReplayOptions struct {
 func NewCmdReplay(f *Factory, runF func(*ReplayOptions) error) *cobra.Command {
 	opts := &ReplayOptions{F: f}
 	cmd := &cobra.Command{
-		Use:   "replay [PATH]",
+		Use:   "replay [PATH | s3://BUCKET/PREFIX]",
 		Short: "Verify every receipt offline; exit 0 only if all verify",
 		Long: `replay verifies each receipt of a journal (default: the configured one) with
 no network and no store: the runner's signature, the fingerprint recomputed
@@ -203,10 +205,14 @@ gate as it stood at the receipt's time, that no approval was spent twice, the
 hash chain, and intents left without an outcome. In CI, pass --trust with the
 policy of the protected default branch, never the one in the change.
 
+PATH may be s3://BUCKET/PREFIX: the S3 receipt archive, read in key order
+(journal order) one object at a time; the only network replay uses.
+
 Exit 0 when everything verifies, 1 when anything does not, 65 when the input
 is not receipts at all.`,
 		Example: `  prod-write replay
-  prod-write replay receipts.jsonl --trust /protected/trust.toml --checkpoint head.json --json`,
+  prod-write replay receipts.jsonl --trust /protected/trust.toml --checkpoint head.json --json
+  prod-write replay s3://receipts-bucket/prod/host-a --trust /protected/trust.toml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -254,7 +260,7 @@ func replayRun(o *ReplayOptions) error {
 		}
 		rp.Checkpoint = &env
 	}
-	in, err := os.Open(path)
+	in, err := openReplayInput(f, path)
 	if err != nil {
 		return err
 	}

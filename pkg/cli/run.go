@@ -214,6 +214,9 @@ func runRun(o *RunOptions) error {
 	if err != nil {
 		return fmt.Errorf("writing outcome receipt (the program ran; its intent is receipt %d): %w", in.Seq, err)
 	}
+	// Best effort: the journal holds both receipts durably already; an
+	// archive that cannot be reached only costs a warning (receipts sync).
+	shipReceipts(f, pc.cfg, in, done)
 	if runErr != nil {
 		return fmt.Errorf("executing %s: %w", pc.op.ProgramPath, runErr)
 	}

@@ -55,6 +55,11 @@ type Archive struct {
 	Prefix   string `toml:"prefix"`
 	Region   string `toml:"region"`
 	Endpoint string `toml:"endpoint"`
+	// LockMode is the object-lock mode of each receipt (GOVERNANCE or
+	// COMPLIANCE), with LockDays of retention; empty leaves the bucket's
+	// default retention.
+	LockMode string `toml:"lock_mode"`
+	LockDays int    `toml:"lock_days"`
 }
 
 // Pin fixes the trust policy and registry a run may be judged by.
@@ -189,6 +194,16 @@ func Parse(path string, data []byte) (*Config, error) {
 	case "embedded", "dynamodb":
 	default:
 		return nil, &Error{Path: path, Msg: fmt.Sprintf("store.backend %q: want \"embedded\" or \"dynamodb\"", c.Store.Backend)}
+	}
+	switch strings.ToUpper(c.Archive.LockMode) {
+	case "":
+	case "GOVERNANCE", "COMPLIANCE":
+		c.Archive.LockMode = strings.ToUpper(c.Archive.LockMode)
+		if c.Archive.LockDays < 1 {
+			return nil, &Error{Path: path, Msg: "archive.lock_days must be at least 1 when archive.lock_mode is set"}
+		}
+	default:
+		return nil, &Error{Path: path, Msg: fmt.Sprintf("archive.lock_mode %q: want GOVERNANCE or COMPLIANCE", c.Archive.LockMode)}
 	}
 	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key} {
 		*p = c.Abs(*p)

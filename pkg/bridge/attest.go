@@ -1,0 +1,244 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/store"
+)
+
+// Attestor signs the answers a bridge authenticated, with the bridge's key.
+type Attestor struct {
+	Source
+	key  *keys.Private
+	self *approval.Principal
+	now  func() time.Time
+	// mu serialises look-up-then-sign, so two deliveries of one click in
+	// this process cannot both miss each other.
+	mu sync.Mutex
+}
+
+// NewAttestor returns an attestor signing with key, whose principal must
+// hold the bridge role. now is the clock expiry is judged by.
+func NewAttestor(src Source, key *keys.Private, now func() time.Time) (*Attestor, error) {
+	pr, ok := src.Policy.ByKey(key.Public().ID())
+	if !ok {
+		return nil, refusal.New(refusal.PrincipalUnknown, "the bridge key belongs to no principal of the trust policy").Needs("a principal with the bridge's key and role bridge in trust.toml")
+	}
+	if !pr.Has(approval.RoleBridge) {
+		return nil, refusal.New(refusal.RoleMissing, "%s, whose key the bridge holds, lacks the bridge role", pr.ID).Needs("role bridge")
+	}
+	return &Attestor{Source: src, key: key, self: pr, now: now}, nil
+}
+
+// Now is the attestor's clock.
+func (a *Attestor) Now() time.Time { return a.now().UTC() }
+
+// Principal is the bridge's own principal.
+func (a *Attestor) Principal() *approval.Principal { return a.self }
+
+// Request is an answer a bridge authenticated: who (Channel), what
+// (Verdict on Record of Fingerprint) and when (Issued, the channel's own
+// timestamp of the click or comment).
+type Request struct {
+	Fingerprint string
+	Record      string
+	Verdict     string
+	Reason      string
+	Channel     approval.Channel
+	Issued      time.Time
+}
+
+// Result is a stored (or already stored) answer.
+type Result struct {
+	ID       string
+	Approver string
+	Verdict  string
+	// Duplicate is true when this click or comment had already been
+	// recorded: nothing new was stored.
+	Duplicate bool
+	// View is the decision after the answer.
+	View *View
+}
+
+// Answer checks req the way the gate will and, if it would count, signs and
+// stores it. It returns a *refusal.Error when it would not: plan_absent,
+// withdrawn, principal_unknown for a channel identity that maps to no
+// principal, role_missing for one that is not an approver, self_approval for
+// the planner or the filer of the record, no_approval for a record that is
+// not stored or does not verify, evidence_expired for a record that no
+// longer counts or an action older than an answer lives. Answers to a vetoed
+// plan are still recorded: they change nothing, and refusing them would
+// hide who answered what.
+func (a *Attestor) Answer(req Request) (*Result, error) {
+	if req.Verdict != approval.Approve && req.Verdict != approval.Deny {
+		return nil, refusal.New(refusal.SignatureInvalid, "answer %q is neither approve nor deny", req.Verdict).For("", req.Fingerprint)
+	}
+	if err := store.CheckFingerprint(req.Fingerprint); err != nil {
+		return nil, refusal.New(refusal.PlanAbsent, "%v", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now().UTC()
+	v, err := Describe(a.Source, req.Fingerprint, req.Record, now)
+	if err != nil {
+		return nil, err
+	}
+	refuse := func(code refusal.Code, format string, args ...any) *refusal.Error {
+		return refusal.New(code, format, args...).For(v.Plan.Operation, v.Plan.Fingerprint)
+	}
+	if v.Withdrawn {
+		return nil, refuse(refusal.Withdrawn, "%s", v.GateWhy)
+	}
+	pr, r := a.approver(req.Channel)
+	if r != nil {
+		return nil, r.For(v.Plan.Operation, v.Plan.Fingerprint)
+	}
+	if pr.ID == v.Plan.Planner {
+		return nil, refuse(refusal.SelfApproval, "%s planned this and cannot also answer it", pr.ID)
+	}
+	if v.Record == nil {
+		return nil, refuse(refusal.NoApproval, "no certainty record %.12s… of this plan verifies", req.Record)
+	}
+	if v.Record.Filer == pr.ID {
+		return nil, refuse(refusal.SelfApproval, "%s filed the certainty record and cannot also answer it", pr.ID)
+	}
+	if v.RecordProblem != "" {
+		return nil, refuse(refusal.EvidenceExpired, "the certainty record no longer counts: %s", v.RecordProblem)
+	}
+	issued := req.Issued.UTC()
+	expires := issued.Add(approval.DefaultAnswerTTL)
+	if issued.After(now.Add(approval.ClockSkew)) {
+		return nil, refuse(refusal.EvidenceExpired, "the %s action is dated %s, in the future", req.Channel.Kind, issued.Format(time.RFC3339))
+	}
+	if !now.Before(expires) {
+		return nil, refuse(refusal.EvidenceExpired, "the %s action of %s is older than an answer lives (%s)", req.Channel.Kind, issued.Format(time.RFC3339), approval.DefaultAnswerTTL)
+	}
+	if prev := a.recorded(v, req, pr.ID); prev != nil {
+		return &Result{ID: prev.ID, Approver: prev.By, Verdict: prev.Verdict, Duplicate: true, View: v}, nil
+	}
+
+	ch := req.Channel
+	ans := approval.Answer{
+		Fingerprint: req.Fingerprint, Record: req.Record, Answer: req.Verdict, Reason: req.Reason,
+		Approver: pr.ID, Channel: &ch, Issued: issued, Expires: expires,
+	}
+	env, err := approval.Sign(a.key, approval.TypeTrinity, ans)
+	if err != nil {
+		return nil, fmt.Errorf("signing answer: %w", err)
+	}
+	id, err := approval.ID(env)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.put(req.Fingerprint, id, env); err != nil {
+		return nil, fmt.Errorf("storing answer: %w", err)
+	}
+	after, err := Describe(a.Source, req.Fingerprint, req.Record, now)
+	if err != nil {
+		after = v
+	}
+	return &Result{ID: id, Approver: pr.ID, Verdict: req.Verdict, View: after}, nil
+}
+
+// put stores env. The same click delivered to two bridge processes at once
+// signs the same bytes under the same id; the embedded store creates the
+// file before it writes it, so the second writer can see it empty and report
+// ErrExists. It is retried briefly: once the first write lands, the bytes
+// are equal and PutEvidence succeeds.
+func (a *Attestor) put(fp, id string, env *approval.Envelope) error {
+	var err error
+	for i := 0; i < 20; i++ {
+		if err = a.Store.PutEvidence(fp, id, env); !errors.Is(err, store.ErrExists) {
+			return err
+		}
+		time.Sleep(time.Duration(i+1) * 5 * time.Millisecond)
+	}
+	return err
+}
+
+// approver maps a channel identity to its one principal, which must be an
+// approver.
+func (a *Attestor) approver(ch approval.Channel) (*approval.Principal, *refusal.Error) {
+	var pr *approval.Principal
+	var ok bool
+	var who string
+	switch ch.Kind {
+	case KindSlack:
+		who = "Slack user " + ch.SlackUser
+		if ch.SlackUser != "" {
+			pr, ok = a.Policy.BySlack(ch.SlackUser)
+		}
+	case KindGitHub:
+		who = "GitHub login " + ch.GitHubLogin
+		if ch.GitHubLogin != "" {
+			pr, ok = a.Policy.ByGitHub(ch.GitHubLogin)
+		}
+	default:
+		return nil, refusal.New(refusal.PrincipalUnknown, "unknown channel kind %q", ch.Kind)
+	}
+	if !ok {
+		return nil, refusal.New(refusal.PrincipalUnknown, "%s maps to no principal of the trust policy", who).Needs("a principal with this identity in trust.toml")
+	}
+	if !pr.Has(approval.RoleApprover) {
+		return nil, refusal.New(refusal.RoleMissing, "%s is %s, who does not hold the approver role", who, pr.ID).Needs("role approver")
+	}
+	return pr, nil
+}
+
+// recorded returns a bridge answer already stored for this click or comment
+// (same channel evidence), or the same approver's same verdict on the same
+// record, which a second click would only repeat.
+func (a *Attestor) recorded(v *View, req Request, approver string) *AnswerView {
+	for i := range v.Answers {
+		prev := &v.Answers[i]
+		if prev.Channel != nil && sameEvidence(*prev.Channel, req.Channel) && a.signedByBridge(v, prev.ID) {
+			return prev
+		}
+	}
+	for i := range v.Answers {
+		prev := &v.Answers[i]
+		if prev.Valid && prev.By == approver && prev.Record == req.Record && prev.Verdict == req.Verdict {
+			return prev
+		}
+	}
+	return nil
+}
+
+// signedByBridge reports whether answer id was signed by a principal
+// holding the bridge role: only such a record may stand for a click, or an
+// approver could pre-empt a click by storing a look-alike it signed itself.
+func (a *Attestor) signedByBridge(v *View, id string) bool {
+	evidence, _, err := a.Store.Evidence(v.Plan.Fingerprint)
+	if err != nil {
+		return false
+	}
+	for _, env := range evidence {
+		s, err := a.Policy.Open(env)
+		if err == nil && s.ID == id {
+			return s.Signer.Has(approval.RoleBridge)
+		}
+	}
+	return false
+}
+
+// sameEvidence reports whether two channel records describe the same click
+// or comment.
+func sameEvidence(x, y approval.Channel) bool {
+	if x.Kind != y.Kind {
+		return false
+	}
+	switch x.Kind {
+	case KindSlack:
+		return x.SlackActionTS != "" && x.SlackActionTS == y.SlackActionTS && x.SlackUser == y.SlackUser && x.SlackTeam == y.SlackTeam
+	case KindGitHub:
+		return x.GitHubComment != 0 && x.GitHubComment == y.GitHubComment && strings.EqualFold(x.GitHubRepo, y.GitHubRepo)
+	}
+	return false
+}

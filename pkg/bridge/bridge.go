@@ -1,0 +1,162 @@
+// Package bridge holds what Trinity's bridges (SPEC §11) share, whatever the
+// channel: the [View] of a decision they show (built from the signed plan,
+// the certainty record and the gate's own verdict), the [Attestor] that
+// turns an approver's authenticated click or comment into an answer signed
+// with the bridge's key, the [Ledger] of where each decision was posted, and
+// the [Poster] fan-out that `file` and `withdraw` call.
+//
+// # What a bridge may sign
+//
+// A bridge answer names the approver principal and the channel evidence
+// (Slack user, team and action timestamp, or GitHub login, repository and
+// comment id). The gate accepts it only when the signer holds the bridge
+// role and the channel identity maps, in the trust policy, to exactly that
+// approver; separation of duties is then judged on the approver, as for an
+// answer given on the CLI. The attestor refuses before signing what the gate
+// would refuse after, so a bridge never stores an answer that cannot count.
+// See docs/BRIDGES.md for the threat model.
+//
+// # Idempotence
+//
+// An answer's payload is a function of the click or comment alone (its
+// issue time is the action's or comment's timestamp, never the bridge's
+// clock), so the same click always signs to the same record id and the
+// store's PutEvidence makes a retry a no-op. The attestor also looks for an
+// answer with the same channel evidence before signing, so a retry never
+// makes a second record even when the trust policy changed in between.
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/store"
+)
+
+// Channel kinds of [approval.Channel].
+const (
+	KindSlack  = "slack"
+	KindGitHub = "github"
+)
+
+// Source is where a bridge reads plans, evidence and the rules that judge
+// them.
+type Source struct {
+	Policy   *approval.Policy
+	Registry *operations.Registry
+	Store    store.Store
+}
+
+// View is a decision as a bridge shows it: the plan, the certainty record
+// it asks about, the answers so far and the gate's verdict now.
+type View struct {
+	Plan     *operations.Plan
+	RecordID string
+	// Record is nil when no record with RecordID is stored for the plan or
+	// its signature does not verify.
+	Record *approval.CertaintyRecord
+	// RecordProblem says why the record does not count, or "".
+	RecordProblem string
+	Answers       []AnswerView
+	// Gate is "open" when run would pass the gate now, else the refusal
+	// code; GateWhy and Missing explain it.
+	Gate      string
+	GateWhy   string
+	Missing   []string
+	Withdrawn bool
+	Vetoed    bool
+	// Approvers is how many approvals the operation needs.
+	Approvers int
+	Now       time.Time
+}
+
+// AnswerView is one Trinity answer as the gate assessed it.
+type AnswerView struct {
+	ID      string
+	By      string
+	Verdict string
+	Record  string
+	Issued  time.Time
+	Channel *approval.Channel
+	Valid   bool
+	Why     string
+}
+
+// Closed reports whether the decision can no longer change what runs: the
+// plan was withdrawn or vetoed, or the record no longer counts.
+func (v *View) Closed() bool {
+	return v.Withdrawn || v.Vetoed || v.Record == nil || v.RecordProblem != ""
+}
+
+// Describe builds the view of record recordID of the plan fp as it stands
+// at now. It returns a refusal (plan_absent, operation_absent, or the
+// plan's own signature problem) when there is no plan to show.
+func Describe(src Source, fp, recordID string, now time.Time) (*View, error) {
+	if err := store.CheckFingerprint(fp); err != nil {
+		return nil, refusal.New(refusal.PlanAbsent, "%v", err).For("", fp)
+	}
+	env, err := src.Store.GetPlan(fp)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, refusal.New(refusal.PlanAbsent, "no plan with this fingerprint is stored").For("", fp)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading plan: %w", err)
+	}
+	plan, _, err := src.Policy.DecodePlan(env)
+	if err != nil {
+		return nil, err
+	}
+	if plan.Fingerprint != fp {
+		return nil, refusal.New(refusal.FingerprintMismatch, "the plan stored under this fingerprint is for %s", plan.Fingerprint).For(plan.Operation, fp)
+	}
+	op, ok := src.Registry.Get(plan.Operation)
+	if !ok {
+		return nil, refusal.New(refusal.OperationAbsent, "operation %q is no longer in the registry", plan.Operation).For(plan.Operation, fp)
+	}
+	evidence, _, err := src.Store.Evidence(fp)
+	if err != nil {
+		return nil, fmt.Errorf("reading evidence: %w", err)
+	}
+	ids := make([]string, 0, len(evidence))
+	for _, e := range evidence {
+		if id, err := approval.ID(e); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	used, err := src.Store.Used(ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading consumption: %w", err)
+	}
+	dec, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Policy: src.Policy, Op: op, Now: now, Used: used})
+	v := &View{Plan: plan, RecordID: recordID, Gate: "open", Approvers: op.Approval.Approvers, Now: now}
+	if r, ok := refusal.As(gateErr); ok {
+		v.Gate, v.GateWhy, v.Missing = string(r.Code), r.Reason, r.Missing
+		v.Withdrawn = r.Code == refusal.Withdrawn
+		v.Vetoed = r.Code == refusal.Vetoed
+	} else if gateErr != nil {
+		return nil, gateErr
+	}
+	if dec == nil {
+		return v, nil
+	}
+	for _, a := range dec.Evidence {
+		switch {
+		case a.Kind == "smith" && a.ID == recordID && a.Signed != nil:
+			var c approval.CertaintyRecord
+			if a.Signed.Decode(&c) == nil && c.Fingerprint == fp {
+				v.Record = &c
+				if !a.Valid {
+					v.RecordProblem = a.Why
+				}
+			}
+		case a.Kind == "trinity" && a.Signed != nil:
+			v.Answers = append(v.Answers, AnswerView{ID: a.ID, By: a.By, Verdict: a.Verdict, Record: a.Record,
+				Issued: a.Issued, Channel: a.Channel, Valid: a.Valid, Why: a.Why})
+		}
+	}
+	return v, nil
+}

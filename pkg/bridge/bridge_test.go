@@ -1,0 +1,190 @@
+package bridge_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/bridge/bridgetest"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+func TestSecretNeverPrints(t *testing.T) {
+	s := bridge.NewSecret("xoxb-very-secret")
+	for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%v %+v %#v %s %q %x", s, s, s, s, s, s), fmt.Sprintf("%v", struct{ S bridge.Secret }{s})} {
+		if strings.Contains(out, "very-secret") || strings.Contains(out, "766572792d736563726574") {
+			t.Errorf("printed %q", out)
+		}
+	}
+	if got := bridge.Redact("POST failed: token xoxb-very-secret rejected", s); strings.Contains(got, "very-secret") {
+		t.Errorf("Redact: %q", got)
+	}
+}
+
+func TestLoadSecret(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+
+	_, err := bridge.LoadSecret(lookup, bridge.EnvSlackBotToken, "bridge.slack_bot_token_file", "")
+	var missing *bridge.MissingSecretError
+	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "PROD_WRITE_SLACK_BOT_TOKEN") {
+		t.Fatalf("no secret: %v", err)
+	}
+
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("from-file-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := bridge.LoadSecret(lookup, bridge.EnvSlackBotToken, "k", file)
+	if err != nil || s.Reveal() != "from-file-value" {
+		t.Fatalf("from file: %q %v", s.Reveal(), err)
+	}
+	env[bridge.EnvSlackBotToken] = " from-env-value "
+	if s, err := bridge.LoadSecret(lookup, bridge.EnvSlackBotToken, "k", file); err != nil || s.Reveal() != "from-env-value" {
+		t.Fatalf("env wins: %q %v", s.Reveal(), err)
+	}
+	delete(env, bridge.EnvSlackBotToken)
+
+	if err := os.Chmod(file, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bridge.LoadSecret(lookup, bridge.EnvSlackBotToken, "k", file)
+	var insecure *keys.InsecureError
+	if !errors.As(err, &insecure) || strings.Contains(err.Error(), "from-file-value") {
+		t.Fatalf("group-readable file: %v", err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bridge.LoadSecret(lookup, bridge.EnvSlackBotToken, "k", empty); err == nil {
+		t.Fatal("empty file accepted")
+	}
+}
+
+func TestLedger(t *testing.T) {
+	l := &bridge.Ledger{Dir: filepath.Join(t.TempDir(), "posts")}
+	fp1, fp2 := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("b", 64)
+	now := time.Now().UTC()
+	posts := []bridge.Post{
+		{Kind: "slack", Fingerprint: fp1, Record: strings.Repeat("1", 64), Posted: now, SlackChannel: "C1", SlackTS: "1.2"},
+		{Kind: "github", Fingerprint: fp1, Record: strings.Repeat("1", 64), Posted: now.Add(time.Second), GitHubRepo: "o/r", GitHubIssue: 3},
+		{Kind: "github", Fingerprint: fp2, Record: strings.Repeat("2", 64), Posted: now, GitHubRepo: "o/r", GitHubIssue: 4},
+	}
+	for _, p := range append(posts, posts[0]) { // adding one twice keeps one
+		if err := l.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := l.Posts(fp1)
+	if err != nil || len(got) != 2 || got[0].Kind != "slack" || got[1].GitHubIssue != 3 {
+		t.Fatalf("Posts: %+v %v", got, err)
+	}
+	all, err := l.All()
+	if err != nil || len(all) != 3 {
+		t.Fatalf("All: %+v %v", all, err)
+	}
+	if _, err := l.Posts("sha256:../../etc"); err == nil {
+		t.Fatal("a bad fingerprint reached the file system")
+	}
+	if err := l.Add(bridge.Post{Kind: "slack", Fingerprint: "../x"}); err == nil {
+		t.Fatal("a bad fingerprint reached the file system")
+	}
+	if ps, err := (&bridge.Ledger{Dir: filepath.Join(t.TempDir(), "none")}).All(); err != nil || ps != nil {
+		t.Fatalf("empty ledger: %v %v", ps, err)
+	}
+}
+
+func TestCleanShowsWhatWouldHide(t *testing.T) {
+	in := "rm -rf /srv/app\u202e/cod.txt\x1b[2Jok\nnext line"
+	out := bridge.Clean(in)
+	if strings.ContainsAny(out, "\u202e\x1b") || !strings.Contains(out, `\u202e`) || !strings.Contains(out, `\x1b`) || !strings.Contains(out, "\nnext line") {
+		t.Errorf("Clean(%q) = %q", in, out)
+	}
+	if got := bridge.QuoteArgv([]string{"/bin/echo", "a b", "x;rm -rf /", "plain-word"}); got != `/bin/echo "a b" "x;rm -rf /" plain-word` {
+		t.Errorf("QuoteArgv: %s", got)
+	}
+}
+
+func TestAttestorNeedsTheBridgeRole(t *testing.T) {
+	w := bridgetest.New(t, 1)
+	if _, err := bridge.NewAttestor(w.Source(), bridgetest.Key("alice"), time.Now); !refusal.Is(err, refusal.RoleMissing) {
+		t.Errorf("alice's key: %v", err)
+	}
+	k, _ := keys.Generate()
+	if _, err := bridge.NewAttestor(w.Source(), k, time.Now); !refusal.Is(err, refusal.PrincipalUnknown) {
+		t.Errorf("unknown key: %v", err)
+	}
+}
+
+// The attestor refuses before signing what the gate would refuse after,
+// and what it signs the gate accepts.
+func TestAttestorAgreesWithTheGate(t *testing.T) {
+	w := bridgetest.New(t, 1)
+	a := w.Attestor(t)
+	now := time.Now().Add(-time.Second)
+	gh := func(login string, id int64) approval.Channel {
+		return approval.Channel{Kind: "github", GitHubLogin: login, GitHubComment: id, GitHubRepo: "o/r"}
+	}
+	for _, tc := range []struct {
+		req  bridge.Request
+		code refusal.Code
+	}{
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("nobody", 1), Issued: now}, refusal.PrincipalUnknown},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("eve", 2), Issued: now}, refusal.RoleMissing},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("agent-gh", 3), Issued: now}, refusal.SelfApproval},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("smith-gh", 4), Issued: now}, refusal.SelfApproval},
+		{bridge.Request{Fingerprint: w.FP, Record: strings.Repeat("0", 64), Verdict: "approve", Channel: gh("alice", 5), Issued: now}, refusal.NoApproval},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("alice", 6), Issued: now.Add(time.Hour)}, refusal.EvidenceExpired},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("alice", 7), Issued: now.Add(-2 * time.Hour)}, refusal.EvidenceExpired},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "maybe", Channel: gh("alice", 8), Issued: now}, refusal.SignatureInvalid},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: approval.Channel{Kind: "email"}, Issued: now}, refusal.PrincipalUnknown},
+	} {
+		if _, err := a.Answer(tc.req); !refusal.Is(err, tc.code) {
+			t.Errorf("%+v: %v, want %s", tc.req.Channel, err, tc.code)
+		}
+	}
+	if n := len(w.Answers(t)); n != 0 {
+		t.Fatalf("%d answers stored by refused requests", n)
+	}
+	res, err := a.Answer(bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("Alice", 9), Issued: now})
+	if err != nil || res.Approver != "alice" || res.Duplicate || res.View.Gate != "open" {
+		t.Fatalf("alice: %+v %v", res, err)
+	}
+	if err := w.Gate(t); err != nil {
+		t.Fatalf("gate: %v", err)
+	}
+	// Alice approving the same record again, from another comment, adds
+	// nothing.
+	res2, err := a.Answer(bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("alice", 10), Issued: now})
+	if err != nil || !res2.Duplicate || res2.ID != res.ID {
+		t.Fatalf("again: %+v %v", res2, err)
+	}
+	w.Withdraw(t)
+	if _, err := a.Answer(bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "deny", Channel: gh("bob", 11), Issued: now}); !refusal.Is(err, refusal.Withdrawn) {
+		t.Fatalf("after withdraw: %v", err)
+	}
+}
+
+// An approver cannot pre-empt a click by storing, under their own key, an
+// answer that carries the click's channel evidence: only a bridge-signed
+// record stands for a click.
+func TestLookAlikeAnswerDoesNotSwallowAClick(t *testing.T) {
+	w := bridgetest.New(t, 1)
+	now := time.Now().Add(-time.Second).UTC()
+	ch := approval.Channel{Kind: "slack", SlackUser: "UALICE", SlackTeam: "T1", SlackActionTS: "1700000000.000001"}
+	fake := approval.Answer{Fingerprint: w.FP, Record: w.Record, Answer: "deny", Approver: "bob", Channel: &ch, Issued: now, Expires: now.Add(time.Hour)}
+	w.Put(t, bridgetest.Sign(t, "bob", approval.TypeTrinity, fake))
+	res, err := w.Attestor(t).Answer(bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: ch, Issued: now})
+	if err != nil || res.Duplicate {
+		t.Fatalf("%+v %v", res, err)
+	}
+}

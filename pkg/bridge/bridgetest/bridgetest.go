@@ -1,0 +1,228 @@
+// Package bridgetest builds a small world for the bridges' tests: a trust
+// policy whose approvers have Slack and GitHub identities, a registry with
+// one operation, an embedded store holding a signed plan and a certainty
+// record, and the bridge's key. It is for tests only.
+package bridgetest
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/store"
+)
+
+// Member is one principal of the test policy.
+type Member struct {
+	ID     string
+	Roles  []string
+	Slack  string
+	GitHub string
+}
+
+// Cast is the test policy. The planner (agent) and the filer (smith) also
+// hold the approver role and have channel identities, so the bridges'
+// separation-of-duties checks are tested on principals the role check
+// alone would let through.
+var Cast = []Member{
+	{ID: "agent", Roles: []string{"agent", "approver"}, Slack: "UAGENT", GitHub: "agent-gh"},
+	{ID: "smith", Roles: []string{"operator", "approver"}, Slack: "USMITH", GitHub: "smith-gh"},
+	{ID: "alice", Roles: []string{"approver"}, Slack: "UALICE", GitHub: "alice"},
+	{ID: "bob", Roles: []string{"approver"}, Slack: "UBOB", GitHub: "Bob"},
+	{ID: "eve", Roles: []string{"operator"}, Slack: "UEVE", GitHub: "eve"},
+	{ID: "bridge", Roles: []string{"bridge"}},
+}
+
+// Key returns the fixed key of a principal.
+func Key(id string) *keys.Private {
+	seed := sha256.Sum256([]byte("prod-write bridge test key: " + id))
+	return keys.FromSeed(seed[:])
+}
+
+// PolicyTOML renders members as trust.toml.
+func PolicyTOML(members []Member) string {
+	var b strings.Builder
+	for _, m := range members {
+		fmt.Fprintf(&b, "\n[[principal]]\nid = %q\nroles = [", m.ID)
+		for i, r := range m.Roles {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", r)
+		}
+		fmt.Fprintf(&b, "]\nkey = %q\n", Key(m.ID).Public().String())
+		if m.Slack != "" {
+			fmt.Fprintf(&b, "slack = %q\n", m.Slack)
+		}
+		if m.GitHub != "" {
+			fmt.Fprintf(&b, "github = %q\n", m.GitHub)
+		}
+	}
+	return b.String()
+}
+
+// World is a plan filed and waiting for answers.
+type World struct {
+	Dir      string
+	Policy   *approval.Policy
+	Registry *operations.Registry
+	Store    *store.Dir
+	Ledger   *bridge.Ledger
+	Plan     *operations.Plan
+	FP       string
+	Record   string
+	Now      func() time.Time
+}
+
+// New makes a world whose operation needs approvers approvals.
+func New(t testing.TB, approvers int) *World {
+	t.Helper()
+	dir := t.TempDir()
+	w := &World{Dir: dir, Now: time.Now}
+	var err error
+	if w.Policy, err = approval.ParsePolicy("trust.toml", []byte(PolicyTOML(Cast))); err != nil {
+		t.Fatal(err)
+	}
+	opsDir := filepath.Join(dir, "operations")
+	if err := os.Mkdir(opsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ops := fmt.Sprintf(`
+[[operation]]
+name = "touch-flag"
+description = "touch a flag file"
+program = "touch"
+args = ["%s/{target}-{param.name}"]
+targets = ["staging"]
+
+[operation.params.name]
+pattern = "^[a-z]+$"
+
+[operation.approval]
+paths = ["smith+trinity"]
+approvers = %d
+`, dir, approvers)
+	if err := os.WriteFile(filepath.Join(opsDir, "ops.toml"), []byte(ops), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w.Registry, err = operations.Load(opsDir, operations.DefaultSecurePath); err != nil {
+		t.Fatal(err)
+	}
+	if w.Store, err = store.OpenDir(filepath.Join(dir, "state", "store")); err != nil {
+		t.Fatal(err)
+	}
+	w.Ledger = &bridge.Ledger{Dir: filepath.Join(dir, "state", "bridge", "posts")}
+	plan, err := w.Registry.Resolve(operations.Request{Operation: "touch-flag", Target: "staging",
+		Params: map[string]string{"name": "ready"}, Cwd: dir}, operations.HashDigester{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Planner, plan.Created = "agent", time.Now().UTC().Add(-time.Minute)
+	w.Plan, w.FP = plan, plan.Fingerprint
+	if err := w.Store.PutPlan(w.FP, Sign(t, "agent", approval.TypePlan, plan)); err != nil {
+		t.Fatal(err)
+	}
+	w.Record = w.File(t, "smith")
+	return w
+}
+
+// Source is the world as a bridge reads it.
+func (w *World) Source() bridge.Source {
+	return bridge.Source{Policy: w.Policy, Registry: w.Registry, Store: w.Store}
+}
+
+// Attestor is the bridge's attestor, signing with the bridge's key.
+func (w *World) Attestor(t testing.TB) *bridge.Attestor {
+	t.Helper()
+	a, err := bridge.NewAttestor(w.Source(), Key("bridge"), w.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// Sign signs v as signer.
+func Sign(t testing.TB, signer, payloadType string, v any) *approval.Envelope {
+	t.Helper()
+	env, err := approval.Sign(Key(signer), payloadType, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// Put stores env as evidence of the world's plan and returns its id.
+func (w *World) Put(t testing.TB, env *approval.Envelope) string {
+	t.Helper()
+	id, err := approval.ID(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Store.PutEvidence(w.FP, id, env); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// File stores a certainty record by filer and returns its id.
+func (w *World) File(t testing.TB, filer string) string {
+	t.Helper()
+	now := time.Now().UTC()
+	rec := approval.CertaintyRecord{Fingerprint: w.FP, Summary: "touch the ready flag", Effect: "a flag file appears",
+		BlastRadius: "staging only", Rollback: "rm the flag", Certainty: "high", Filer: filer,
+		Issued: now.Add(-30 * time.Second), Expires: now.Add(time.Hour)}
+	return w.Put(t, Sign(t, filer, approval.TypeSmith, rec))
+}
+
+// Withdraw stores the planner's withdrawal.
+func (w *World) Withdraw(t testing.TB) {
+	t.Helper()
+	w.Put(t, Sign(t, "agent", approval.TypeWithdraw, approval.Withdrawal{Fingerprint: w.FP, Planner: "agent", Issued: time.Now().UTC()}))
+}
+
+// Answers returns the Trinity answers stored for the plan.
+func (w *World) Answers(t testing.TB) []approval.Answer {
+	t.Helper()
+	evidence, _, err := w.Store.Evidence(w.FP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []approval.Answer
+	for _, env := range evidence {
+		s, err := w.Policy.Open(env)
+		if err != nil || s.Type != approval.TypeTrinity {
+			continue
+		}
+		var a approval.Answer
+		if err := s.Decode(&a); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// Gate asks the gate whether run would pass now (rule 2, reality, aside:
+// the world's program and files do not change).
+func (w *World) Gate(t testing.TB) error {
+	t.Helper()
+	env, err := w.Store.GetPlan(w.FP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evidence, _, err := w.Store.Evidence(w.FP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _ := w.Registry.Get(w.Plan.Operation)
+	_, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Policy: w.Policy, Op: op, Now: time.Now(), Used: map[string]int{}})
+	return gateErr
+}

@@ -1,0 +1,181 @@
+// Package githubbridge is Trinity's bridge on GitHub (SPEC §11): `file`
+// opens a decision issue (or comments on a pull request), and the bridge
+// polls for `/approve FINGERPRINT` and `/deny FINGERPRINT` comments, which
+// the [bridge.Attestor] turns into signed answers when their author's login
+// maps to an approver.
+//
+// A comment counts only when its first line is exactly the command and the
+// plan's full fingerprint (a prefix, another plan's fingerprint or a
+// different case never counts), and it was never edited: GitHub lets
+// repository admins edit anyone's comment, so an edited comment is not
+// proof of what its author wrote. The answer is dated by the comment and
+// names its id, so polling again signs the same record.
+package githubbridge
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/google/go-github/v66/github"
+
+	"github.com/prod-write/prod-write/pkg/bridge"
+)
+
+// NewClient returns a go-github client for the API at api ("" is
+// api.github.com; GitHub Enterprise Server is https://HOST/api/v3/) that
+// authenticates with token.
+func NewClient(api string, token bridge.Secret, hc *http.Client) (*github.Client, error) {
+	c := github.NewClient(hc)
+	if !token.Empty() {
+		c = c.WithAuthToken(token.Reveal())
+	}
+	if api != "" {
+		if !strings.HasSuffix(api, "/") {
+			api += "/"
+		}
+		u, err := url.Parse(api)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("bridge.github_api %q is not an http(s) URL", api)
+		}
+		c.BaseURL = u
+	}
+	return c, nil
+}
+
+// SplitRepo splits "owner/name".
+func SplitRepo(repo string) (owner, name string, err error) {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("bridge.github_repo %q: want owner/name", repo)
+	}
+	return owner, name, nil
+}
+
+var commandRE = regexp.MustCompile(`^/(approve|deny) (sha256:[0-9a-f]{64})$`)
+
+// ParseCommand reads a comment: its first line, trimmed of surrounding
+// white space, must be exactly "/approve FP" or "/deny FP" with a whole
+// fingerprint. The lines after it are the reason.
+func ParseCommand(body string) (verdict, fp, reason string, ok bool) {
+	first, rest, _ := strings.Cut(body, "\n")
+	m := commandRE.FindStringSubmatch(strings.TrimSpace(first))
+	if m == nil {
+		return "", "", "", false
+	}
+	reason = strings.TrimSpace(rest)
+	if r := []rune(reason); len(r) > 500 {
+		reason = string(r[:500]) + "…"
+	}
+	return m[1], m[2], reason, true
+}
+
+// edited reports whether a comment was changed after it was made, or
+// cannot be shown not to have been.
+func edited(c *github.IssueComment) bool {
+	return c.CreatedAt == nil || c.UpdatedAt == nil || !c.CreatedAt.Time.Equal(c.UpdatedAt.Time)
+}
+
+// fence puts untrusted text in a code block whose fence is longer than any
+// run of backticks inside, so nothing in it is read as Markdown, a mention
+// or a link.
+func fence(b *strings.Builder, lines []string) {
+	text := strings.Join(lines, "\n")
+	if r := []rune(text); len(r) > 20000 {
+		text = string(r[:20000]) + "\n… (truncated: see prod-write status)"
+	}
+	n, run := 3, 0
+	for _, c := range text {
+		if c == '`' {
+			run++
+			if run >= n {
+				n = run + 1
+			}
+		} else {
+			run = 0
+		}
+	}
+	f := strings.Repeat("`", n)
+	fmt.Fprintf(b, "%stext\n%s\n%s\n\n", f, text, f)
+}
+
+// Title is the decision issue's title.
+func Title(v *bridge.View) string {
+	return fmt.Sprintf("prod-write: approve %s on %s? (%.19s…)", v.Plan.Operation, v.Plan.Target, v.Plan.Fingerprint)
+}
+
+// Body is the decision, in Markdown.
+func Body(v *bridge.View) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s\n\n", bridge.Title(v))
+	b.WriteString("To answer, comment one line, exactly (with the whole fingerprint):\n\n")
+	fence(&b, []string{"/approve " + v.Plan.Fingerprint, "/deny " + v.Plan.Fingerprint})
+	b.WriteString("### Plan\n\n")
+	fence(&b, bridge.PlanLines(v.Plan))
+	b.WriteString("### Certainty record\n\n")
+	fence(&b, bridge.RecordLines(v))
+	b.WriteString("### Status\n\n")
+	fence(&b, bridge.StatusLines(v))
+	fmt.Fprintf(&b, "Only comments by GitHub logins mapped to an approver in the trust policy count. "+
+		"The planner (%s) and the filer cannot answer. An edited comment never counts. "+
+		"A deny is a veto; an approval lives one hour from its comment.\n", v.Plan.Planner)
+	return b.String()
+}
+
+// Poster opens decision issues in one repository, or comments on one pull
+// request.
+type Poster struct {
+	Client      *github.Client
+	Owner, Repo string
+	// PR, when not 0, is the pull request decisions are commented on
+	// instead of opening an issue each.
+	PR int
+}
+
+var _ bridge.Poster = (*Poster)(nil)
+
+// Kind implements [bridge.Poster].
+func (p *Poster) Kind() string { return bridge.KindGitHub }
+
+// Post implements [bridge.Poster].
+func (p *Poster) Post(ctx context.Context, v *bridge.View) (bridge.Post, error) {
+	post := bridge.Post{Kind: bridge.KindGitHub, Fingerprint: v.Plan.Fingerprint, Record: v.RecordID, Posted: v.Now,
+		GitHubRepo: p.Owner + "/" + p.Repo}
+	if p.PR != 0 {
+		c, _, err := p.Client.Issues.CreateComment(ctx, p.Owner, p.Repo, p.PR, &github.IssueComment{Body: github.String(Body(v))})
+		if err != nil {
+			return bridge.Post{}, fmt.Errorf("commenting on pull request %d: %w", p.PR, err)
+		}
+		post.GitHubIssue, post.GitHubPR, post.GitHubComment, post.URL = p.PR, true, c.GetID(), c.GetHTMLURL()
+		return post, nil
+	}
+	is, _, err := p.Client.Issues.Create(ctx, p.Owner, p.Repo, &github.IssueRequest{Title: github.String(Title(v)), Body: github.String(Body(v))})
+	if err != nil {
+		return bridge.Post{}, fmt.Errorf("opening a decision issue: %w", err)
+	}
+	post.GitHubIssue, post.URL = is.GetNumber(), is.GetHTMLURL()
+	return post, nil
+}
+
+// Withdrawn implements [bridge.Poster]: a comment saying so, and a decision
+// issue is closed as not planned. A pull request is left open: it is not
+// the bridge's.
+func (p *Poster) Withdrawn(ctx context.Context, post bridge.Post, v *bridge.View) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Withdrawn** by the planner (%s): this plan can never run, and answers to it no longer count.\n\n", v.Plan.Planner)
+	fence(&b, []string{"Fingerprint: " + v.Plan.Fingerprint, "Record:      " + post.Record})
+	if _, _, err := p.Client.Issues.CreateComment(ctx, p.Owner, p.Repo, post.GitHubIssue, &github.IssueComment{Body: github.String(b.String())}); err != nil {
+		return fmt.Errorf("commenting on #%d: %w", post.GitHubIssue, err)
+	}
+	if post.GitHubPR {
+		return nil
+	}
+	req := &github.IssueRequest{State: github.String("closed"), StateReason: github.String("not_planned")}
+	if _, _, err := p.Client.Issues.Edit(ctx, p.Owner, p.Repo, post.GitHubIssue, req); err != nil {
+		return fmt.Errorf("closing #%d: %w", post.GitHubIssue, err)
+	}
+	return nil
+}

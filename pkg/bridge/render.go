@@ -1,0 +1,152 @@
+package bridge
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/prod-write/prod-write/operations"
+)
+
+// The text a bridge shows comes partly from the agent (params, file paths,
+// pass variables) and the operator (the record's fields). It is rendered as
+// plain text only — Slack plain_text objects, GitHub code blocks — and every
+// rune that would not show as itself (control and format characters such as
+// bidirectional overrides) is escaped, so what the approver reads is what
+// runs.
+
+// Clean escapes runes that would not show as themselves, keeping newlines.
+func Clean(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			b.WriteRune(r)
+		case !unicode.IsPrint(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// QuoteArgv shows argv unambiguously: an element with anything but safe
+// characters is quoted Go-style, so spaces and control bytes are visible.
+func QuoteArgv(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = quoteWord(a)
+	}
+	return strings.Join(out, " ")
+}
+
+func quoteWord(a string) string {
+	if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@{}%") == "" {
+		return a
+	}
+	return strconv.Quote(a)
+}
+
+// Title is a one-line name of the decision.
+func Title(v *View) string {
+	return fmt.Sprintf("prod-write decision: %s on %s", v.Plan.Operation, v.Plan.Target)
+}
+
+// PlanLines describes the plan: everything its fingerprint binds that a
+// human can judge.
+func PlanLines(p *operations.Plan) []string {
+	mut := "mutating"
+	if !p.Mutating {
+		mut = "not mutating"
+	}
+	lines := []string{
+		"Fingerprint: " + p.Fingerprint,
+		fmt.Sprintf("Operation:   %s (%s)", p.Operation, mut),
+		"Target:      " + Clean(p.Target),
+		"Argv:        " + QuoteArgv(p.Argv),
+		"Cwd:         " + quoteWord(p.Cwd),
+		"Program:     " + p.ProgramSHA256,
+	}
+	for _, f := range p.Files {
+		lines = append(lines, fmt.Sprintf("File:        %s = %s (%d bytes, %s)", Clean(f.Name), quoteWord(f.Path), f.Size, f.SHA256))
+	}
+	for _, e := range p.Env {
+		switch e.Kind {
+		case operations.EnvSecret:
+			lines = append(lines, fmt.Sprintf("Env:         %s (secret: bound by name only)", e.Name))
+		case operations.EnvUnset:
+			lines = append(lines, fmt.Sprintf("Env:         %s (unset)", e.Name))
+		default:
+			lines = append(lines, fmt.Sprintf("Env:         %s=%s", e.Name, quoteWord(e.Value)))
+		}
+	}
+	lines = append(lines, fmt.Sprintf("Planned by:  %s at %s", p.Planner, stamp(p.Created)))
+	return lines
+}
+
+// RecordLines describes the certainty record of v.
+func RecordLines(v *View) []string {
+	if v.Record == nil {
+		return []string{fmt.Sprintf("Certainty record %s: not found or does not verify", v.RecordID)}
+	}
+	r := v.Record
+	lines := []string{
+		"Record:       " + v.RecordID,
+		fmt.Sprintf("Filed by:     %s at %s", r.Filer, stamp(r.Issued)),
+		"Expires:      " + stamp(r.Expires),
+		"Certainty:    " + Clean(r.Certainty),
+		"Summary:      " + Clean(r.Summary),
+		"Effect:       " + Clean(r.Effect),
+		"Blast radius: " + Clean(r.BlastRadius),
+		"Rollback:     " + Clean(r.Rollback),
+	}
+	if v.RecordProblem != "" {
+		lines = append(lines, "Does not count: "+v.RecordProblem)
+	}
+	return lines
+}
+
+// StatusLines describe the answers so far and what the gate says now.
+func StatusLines(v *View) []string {
+	var lines []string
+	for _, a := range v.Answers {
+		via := "CLI"
+		if a.Channel != nil {
+			switch a.Channel.Kind {
+			case KindSlack:
+				via = "Slack " + a.Channel.SlackUser
+			case KindGitHub:
+				via = fmt.Sprintf("GitHub @%s, comment %d", a.Channel.GitHubLogin, a.Channel.GitHubComment)
+			}
+		}
+		l := fmt.Sprintf("%s by %s (%s) at %s", a.Verdict, a.By, via, stamp(a.Issued))
+		if a.Record != "" && a.Record != v.RecordID {
+			l += fmt.Sprintf(", answering another record %.12s…", a.Record)
+		}
+		if !a.Valid {
+			l += " — does not count: " + a.Why
+		}
+		lines = append(lines, l)
+	}
+	switch {
+	case v.Withdrawn:
+		lines = append(lines, "Withdrawn by the planner: this plan can never run.")
+	case v.Vetoed:
+		lines = append(lines, "Vetoed: "+v.GateWhy)
+	case v.Gate == "open":
+		lines = append(lines, "Gate: open — `prod-write run "+v.Plan.Fingerprint+"` may run it.")
+	default:
+		l := "Gate: closed (" + v.Gate + ")"
+		if len(v.Missing) > 0 {
+			l += "; missing: " + strings.Join(v.Missing, "; ")
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }

@@ -1,0 +1,371 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
+	"github.com/prod-write/prod-write/pkg/bridge/slackbridge"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/keys"
+)
+
+// SlackInteractionsPath is where bridge serve takes Slack's interaction
+// requests: the Request URL of the Slack app is https://HOST/slack/interactions.
+const SlackInteractionsPath = "/slack/interactions"
+
+// bridgeTimeout bounds what file and withdraw wait for the bridges.
+const bridgeTimeout = 15 * time.Second
+
+// BridgeServeOptions are bridge serve's inputs. It takes no flags: its
+// configuration is prod-write.toml's [bridge] and its secrets come from the
+// environment or files named there, never from the command line.
+type BridgeServeOptions struct {
+	F *Factory
+}
+
+// NewCmdBridge builds `bridge` and `bridge serve`.
+func NewCmdBridge(f *Factory, runF func(*BridgeServeOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bridge",
+		Short: "Trinity's bridges: answer decisions on Slack and GitHub",
+		Long: `bridge runs the service that lets approvers answer filed plans where they
+work: Slack buttons and GitHub comments. See docs/BRIDGES.md.`,
+		Example: "  PROD_WRITE_SLACK_SIGNING_SECRET=… PROD_WRITE_SLACK_BOT_TOKEN=xoxb-… prod-write bridge serve",
+		Args:    cobra.NoArgs,
+	}
+	opts := &BridgeServeOptions{F: f}
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve Slack's interactions endpoint and poll GitHub for answers",
+		Long: `serve runs Trinity's bridge as prod-write.toml's [bridge] configures it.
+
+With slack_channel set it listens on bridge.listen for Slack's interaction
+requests at /slack/interactions: it verifies Slack's request signature and
+timestamp, maps the clicking Slack user to exactly one approver, refuses the
+planner, the filer and unknown users with an ephemeral reply, and stores the
+answer signed with the bridge key (bridge.key, a principal with role bridge).
+With github_repo set it polls decision issues (or the pull request
+github_pr) for "/approve FP" and "/deny FP" comments every github_poll.
+
+Secrets come from PROD_WRITE_SLACK_SIGNING_SECRET, PROD_WRITE_SLACK_BOT_TOKEN
+and PROD_WRITE_GITHUB_TOKEN, or from the files slack_signing_secret_file,
+slack_bot_token_file and github_token_file name; never from flags. It stops
+cleanly on SIGINT or SIGTERM.`,
+		Example: `  export PROD_WRITE_SLACK_SIGNING_SECRET=… PROD_WRITE_SLACK_BOT_TOKEN=xoxb-…
+  prod-write bridge serve --config /etc/prod-write/prod-write.toml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return bridgeServeRun(opts)
+		},
+	}
+	cmd.AddCommand(serve)
+	return cmd
+}
+
+// slackEnabled and githubEnabled say which bridges the configuration turns
+// on.
+func slackEnabled(b config.Bridge) bool  { return b.SlackChannel != "" }
+func githubEnabled(b config.Bridge) bool { return b.GitHubRepo != "" }
+
+func bridgeHTTPClient() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
+
+func slackClient(b config.Bridge, token bridge.Secret) *slack.Client {
+	api := b.SlackAPI
+	if api == "" {
+		api = slack.APIURL
+	}
+	if !strings.HasSuffix(api, "/") {
+		api += "/"
+	}
+	return slack.New(token.Reveal(), slack.OptionAPIURL(api), slack.OptionHTTPClient(bridgeHTTPClient()))
+}
+
+func secret(f *Factory, c *config.Config, env, key, file string) (bridge.Secret, error) {
+	s, err := bridge.LoadSecret(f.LookupEnv, env, "bridge."+key, c.Abs(file))
+	var missing *bridge.MissingSecretError
+	if errors.As(err, &missing) {
+		return s, &config.Error{Path: c.Path, Msg: "the bridge needs a secret", Err: err}
+	}
+	return s, err
+}
+
+// posters returns the bridges decisions are posted to. A bridge that is
+// configured but lacks its token is returned as an error, not silently
+// skipped.
+func posters(f *Factory, c *config.Config) ([]bridge.Poster, []bridge.Secret, []error) {
+	var out []bridge.Poster
+	var secrets []bridge.Secret
+	var errs []error
+	b := c.Bridge
+	if slackEnabled(b) {
+		token, err := secret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("slack: %w", err))
+		} else {
+			out = append(out, &slackbridge.Poster{API: slackClient(b, token), Channel: b.SlackChannel})
+			secrets = append(secrets, token)
+		}
+	}
+	if githubEnabled(b) {
+		p, token, err := githubPoster(f, c)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("github: %w", err))
+		} else {
+			out = append(out, p)
+			secrets = append(secrets, token)
+		}
+	}
+	return out, secrets, errs
+}
+
+func githubPoster(f *Factory, c *config.Config) (*githubbridge.Poster, bridge.Secret, error) {
+	b := c.Bridge
+	owner, repo, err := githubbridge.SplitRepo(b.GitHubRepo)
+	if err != nil {
+		return nil, bridge.Secret{}, &config.Error{Path: c.Path, Msg: err.Error()}
+	}
+	token, err := secret(f, c, bridge.EnvGitHubToken, "github_token_file", b.GitHubTokenFile)
+	if err != nil {
+		return nil, token, err
+	}
+	client, err := githubbridge.NewClient(b.GitHubAPI, token, bridgeHTTPClient())
+	if err != nil {
+		return nil, token, &config.Error{Path: c.Path, Msg: err.Error()}
+	}
+	return &githubbridge.Poster{Client: client, Owner: owner, Repo: repo, PR: b.GitHubPR}, token, nil
+}
+
+func ledger(c *config.Config) *bridge.Ledger {
+	return &bridge.Ledger{Dir: filepath.Join(c.State, "bridge", "posts")}
+}
+
+func warnf(f *Factory, format string, args ...any) {
+	fmt.Fprintf(f.IO.Err, "prod-write: warning: "+format+"\n", args...)
+}
+
+// notifyFiled posts the decision on a newly stored certainty record to the
+// configured bridges. It cannot fail the command: the record is stored, and
+// a decision that was not posted can still be answered with decide.
+func notifyFiled(f *Factory, pc *planContext, record string) {
+	if !slackEnabled(pc.cfg.Bridge) && !githubEnabled(pc.cfg.Bridge) {
+		return
+	}
+	ps, secrets, errs := posters(f, pc.cfg)
+	for _, err := range errs {
+		warnf(f, "the decision was not posted: %s", bridge.Redact(err.Error(), secrets...))
+	}
+	if len(ps) == 0 {
+		return
+	}
+	src := bridge.Source{Policy: pc.policy, Registry: pc.reg, Store: pc.store}
+	v, err := bridge.Describe(src, pc.plan.Fingerprint, record, f.Now().UTC())
+	if err != nil {
+		warnf(f, "the decision was not posted: %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+	defer cancel()
+	posts, errs := bridge.Notify(ctx, ledger(pc.cfg), ps, v)
+	for _, err := range errs {
+		warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
+	}
+	if f.JSON {
+		return
+	}
+	for _, p := range posts {
+		fmt.Fprintf(f.IO.Err, "prod-write: decision posted to %s%s\n", p.Kind, where(p))
+	}
+}
+
+// notifyWithdrawn marks the plan's posted decisions withdrawn (SPEC §3: its
+// pending decisions on the bridges are closed). The withdrawal is stored
+// already; a bridge that cannot be reached is a warning.
+func notifyWithdrawn(f *Factory, pc *planContext) {
+	l := ledger(pc.cfg)
+	posted, err := l.Posts(pc.plan.Fingerprint)
+	if err != nil {
+		warnf(f, "reading where the decision was posted: %v", err)
+		return
+	}
+	if len(posted) == 0 {
+		return
+	}
+	ps, secrets, errs := posters(f, pc.cfg)
+	for _, err := range errs {
+		warnf(f, "the posted decision was not closed: %s", bridge.Redact(err.Error(), secrets...))
+	}
+	src := bridge.Source{Policy: pc.policy, Registry: pc.reg, Store: pc.store}
+	now := f.Now().UTC()
+	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+	defer cancel()
+	done, errs := bridge.NotifyWithdrawn(ctx, l, ps, pc.plan.Fingerprint, func(record string) (*bridge.View, error) {
+		return bridge.Describe(src, pc.plan.Fingerprint, record, now)
+	})
+	for _, err := range errs {
+		warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
+	}
+	if f.JSON {
+		return
+	}
+	for _, p := range done {
+		fmt.Fprintf(f.IO.Err, "prod-write: decision on %s marked withdrawn%s\n", p.Kind, where(p))
+	}
+}
+
+func where(p bridge.Post) string {
+	switch {
+	case p.URL != "":
+		return " (" + p.URL + ")"
+	case p.Kind == bridge.KindSlack:
+		return fmt.Sprintf(" (channel %s, message %s)", p.SlackChannel, p.SlackTS)
+	case p.Kind == bridge.KindGitHub:
+		return fmt.Sprintf(" (%s#%d)", p.GitHubRepo, p.GitHubIssue)
+	}
+	return ""
+}
+
+func bridgeServeRun(o *BridgeServeOptions) error {
+	f := o.F
+	c, err := f.Config()
+	if err != nil {
+		return err
+	}
+	b := c.Bridge
+	if !slackEnabled(b) && !githubEnabled(b) {
+		return &config.Error{Path: c.Path, Msg: "no bridge is configured: set [bridge] slack_channel and/or github_repo"}
+	}
+	if b.Key == "" {
+		return &config.Error{Path: c.Path, Msg: "[bridge] key is required: the bridge's own key, of a principal with role bridge"}
+	}
+	reg, err := f.Registry(c)
+	if err != nil {
+		return err
+	}
+	policy, err := f.Policy(c)
+	if err != nil {
+		return err
+	}
+	if err := checkPins(c, policy, reg); err != nil {
+		return err
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return err
+	}
+	key, err := keys.Load(b.Key)
+	if err != nil {
+		return err
+	}
+	att, err := bridge.NewAttestor(bridge.Source{Policy: policy, Registry: reg, Store: st}, key, f.Now)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(f.IO.Err, nil))
+	if len(att.Principal().Roles) > 1 {
+		log.Warn("the bridge's principal holds roles besides bridge; give the bridge a principal of its own", "principal", att.Principal().ID)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var poll time.Duration
+	var poller *githubbridge.Poller
+	if githubEnabled(b) {
+		p, token, err := githubPoster(f, c)
+		if err != nil {
+			return err
+		}
+		poll = 30 * time.Second
+		if b.GitHubPoll != "" {
+			if poll, err = time.ParseDuration(b.GitHubPoll); err != nil || poll < time.Second {
+				return &config.Error{Path: c.Path, Msg: fmt.Sprintf("bridge.github_poll %q: want a duration of at least 1s", b.GitHubPoll)}
+			}
+		}
+		poller = &githubbridge.Poller{Client: p.Client, Owner: p.Owner, Repo: p.Repo, Attestor: att, Ledger: ledger(c), Log: log, Token: token}
+	}
+
+	var srv *http.Server
+	var ln net.Listener
+	if slackEnabled(b) {
+		if b.Listen == "" {
+			return &config.Error{Path: c.Path, Msg: "[bridge] listen is required for Slack: the address Slack's interaction requests reach (behind a TLS proxy)"}
+		}
+		signing, err := secret(f, c, bridge.EnvSlackSigningSecret, "slack_signing_secret_file", b.SlackSigningSecretFile)
+		if err != nil {
+			return err
+		}
+		token, err := secret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle(SlackInteractionsPath, &slackbridge.Handler{
+			SigningSecret: signing, BotToken: token, API: slackClient(b, token), Attestor: att, Team: b.SlackTeam, Log: log,
+		})
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		if ln, err = net.Listen("tcp", b.Listen); err != nil {
+			return fmt.Errorf("listening on %s: %w", b.Listen, err)
+		}
+	}
+
+	log.Info("bridge serving", "principal", att.Principal().ID, "slack", slackEnabled(b), "github", githubEnabled(b), "listen", addrOf(ln))
+	errc := make(chan error, 1)
+	if srv != nil {
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	done := make(chan struct{})
+	if poller != nil {
+		go func() {
+			defer close(done)
+			poller.Run(ctx, poll)
+		}()
+	} else {
+		close(done)
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+		stop()
+	}
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	<-done
+	log.Info("bridge stopped")
+	return serveErr
+}
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}

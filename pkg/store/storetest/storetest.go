@@ -1,0 +1,457 @@
+// Package storetest is the conformance suite of [store.Store]: the
+// behaviour every backend must show, the embedded directory store and the
+// DynamoDB one alike (SPEC §10). A backend's test calls [RunConformance]
+// with a function that opens a fresh, empty store:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.RunConformance(t, func(t *testing.T) store.Store { … })
+//	}
+//
+// The suite checks the contract of the interface only; what is particular
+// to a backend (files on disk, several processes sharing a directory) is
+// tested next to it.
+package storetest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/prod-write/prod-write/pkg/store"
+)
+
+// Goroutines is how many concurrent consumers race for one single-use
+// record.
+const Goroutines = 32
+
+// Envelope returns a well-formed DSSE envelope with payload body. The
+// store does not verify signatures (trust comes from them, not from the
+// store), so the signature is arbitrary but well-formed.
+func Envelope(body string) *dsse.Envelope {
+	sig := sha256.Sum256([]byte("sig:" + body))
+	return &dsse.Envelope{
+		PayloadType: "application/vnd.prod-write.test+json",
+		Payload:     base64.StdEncoding.EncodeToString([]byte(body)),
+		Signatures:  []dsse.Signature{{KeyID: strings.Repeat("0", 64), Sig: base64.StdEncoding.EncodeToString(append(sig[:], sig[:]...))}},
+	}
+}
+
+// Fingerprint returns a well-formed fingerprint derived from s.
+func Fingerprint(s string) string {
+	sum := sha256.Sum256([]byte("fp:" + s))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// ID returns a well-formed record id derived from s.
+func ID(s string) string {
+	sum := sha256.Sum256([]byte("id:" + s))
+	return hex.EncodeToString(sum[:])
+}
+
+// BadFingerprints are strings no store may accept as a fingerprint: each
+// could name another file, key or object than the plan's own.
+var BadFingerprints = []string{
+	"",
+	"sha256:",
+	"sha256:../../etc",
+	"sha256:../../../../../../etc/passwd",
+	"sha256:" + strings.Repeat("a", 63),
+	"sha256:" + strings.Repeat("a", 65),
+	"sha256:" + strings.Repeat("A", 64),
+	"sha256:" + strings.Repeat("a", 63) + "A",
+	"sha256:" + strings.Repeat("a", 63) + "g",
+	"sha256:" + strings.Repeat("a", 62) + "/a",
+	"sha256:" + strings.Repeat("a", 62) + "\x00a",
+	"sha256:" + strings.Repeat("a", 64) + "\n",
+	"SHA256:" + strings.Repeat("a", 64),
+	"sha512:" + strings.Repeat("a", 64),
+	strings.Repeat("a", 64),
+	" sha256:" + strings.Repeat("a", 64),
+}
+
+// BadIDs are strings no store may accept as a record id.
+var BadIDs = []string{
+	"",
+	"..",
+	"../" + strings.Repeat("a", 61),
+	strings.Repeat("a", 63),
+	strings.Repeat("A", 64),
+	strings.Repeat("a", 63) + "/",
+	strings.Repeat("a", 64) + ".json",
+	"sha256:" + strings.Repeat("a", 64),
+}
+
+func same(a, b *dsse.Envelope) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// RunConformance runs the whole suite against stores made by open, which
+// must return a new, empty store each time it is called.
+func RunConformance(t *testing.T, open func(t *testing.T) store.Store) {
+	RunConformanceWith(t, open, Options{})
+}
+
+// Options adjust a conformance run.
+type Options struct {
+	// Skip maps the name of a test of the suite to why it is skipped for
+	// this backend: a known bug, named so that it is not forgotten.
+	Skip map[string]string
+}
+
+// RunConformanceWith is [RunConformance] with options.
+func RunConformanceWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, store.Store)
+	}{
+		{"Plans", testPlans},
+		{"BadFingerprints", testBadFingerprints},
+		{"Evidence", testEvidence},
+		{"EvidenceNeverOverwritten", testEvidenceNeverOverwritten},
+		{"ConsumeOnce", testConsumeOnce},
+		{"ConsumeUses", testConsumeUses},
+		{"ConcurrentConsumeOnce", testConcurrentConsumeOnce},
+		{"ConcurrentConsumeUses", testConcurrentConsumeUses},
+		{"ConcurrentConsumeMany", testConcurrentConsumeMany},
+		{"ConcurrentPutPlan", testConcurrentPutPlan},
+		{"ConcurrentPutEvidence", testConcurrentPutEvidence},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if why, skip := o.Skip[c.name]; skip {
+				t.Skip(why)
+			}
+			c.test(t, open(t))
+		})
+	}
+}
+
+func testPlans(t *testing.T, s store.Store) {
+	fp := Fingerprint("plan")
+	if _, err := s.GetPlan(fp); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetPlan of nothing: %v, want ErrNotFound", err)
+	}
+	a, b := Envelope(`{"plan":"a"}`), Envelope(`{"plan":"b"}`)
+	if err := s.PutPlan(fp, a); err != nil {
+		t.Fatalf("PutPlan: %v", err)
+	}
+	if err := s.PutPlan(fp, a); err != nil {
+		t.Fatalf("PutPlan of the same bytes again: %v, want nil (idempotent)", err)
+	}
+	if err := s.PutPlan(fp, b); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("PutPlan of other bytes under the same fingerprint: %v, want ErrExists", err)
+	}
+	got, err := s.GetPlan(fp)
+	if err != nil || !same(got, a) {
+		t.Fatalf("GetPlan = %+v, %v; want the first plan, unchanged", got, err)
+	}
+	if _, err := s.GetPlan(Fingerprint("other")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetPlan of another fingerprint: %v, want ErrNotFound", err)
+	}
+}
+
+func testBadFingerprints(t *testing.T, s store.Store) {
+	env := Envelope(`{}`)
+	for _, fp := range BadFingerprints {
+		if err := store.CheckFingerprint(fp); err == nil {
+			t.Errorf("CheckFingerprint(%q) accepts it", fp)
+		} else {
+			var bad *store.BadFingerprintError
+			if !errors.As(err, &bad) || bad.FP != fp {
+				t.Errorf("CheckFingerprint(%q) = %v, want a *BadFingerprintError naming it", fp, err)
+			}
+		}
+		if err := s.PutPlan(fp, env); err == nil {
+			t.Errorf("PutPlan(%q) accepts it", fp)
+		}
+		if _, err := s.GetPlan(fp); err == nil || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetPlan(%q) = %v, want a bad fingerprint error", fp, err)
+		}
+		if err := s.PutEvidence(fp, ID("x"), env); err == nil {
+			t.Errorf("PutEvidence(%q, …) accepts it", fp)
+		}
+		if _, _, err := s.Evidence(fp); err == nil {
+			t.Errorf("Evidence(%q) accepts it", fp)
+		}
+	}
+	if err := store.CheckFingerprint(Fingerprint("ok")); err != nil {
+		t.Errorf("CheckFingerprint of a good fingerprint: %v", err)
+	}
+	for _, id := range BadIDs {
+		if err := s.PutEvidence(Fingerprint("ok"), id, env); err == nil {
+			t.Errorf("PutEvidence(…, %q) accepts it as an id", id)
+		}
+		if _, err := s.Consume(id, 1); err == nil || errors.Is(err, store.ErrConsumed) {
+			t.Errorf("Consume(%q) = %v, want a bad id error", id, err)
+		}
+	}
+	recs, problems, err := s.Evidence(Fingerprint("ok"))
+	if err != nil || len(recs) != 0 || len(problems) != 0 {
+		t.Fatalf("after refused writes: %d records, problems %v, err %v; want nothing", len(recs), problems, err)
+	}
+}
+
+func testEvidence(t *testing.T, s store.Store) {
+	fp, other := Fingerprint("e"), Fingerprint("other")
+	if recs, problems, err := s.Evidence(fp); err != nil || len(recs) != 0 || len(problems) != 0 {
+		t.Fatalf("Evidence of nothing = %v, %v, %v; want empty", recs, problems, err)
+	}
+	want := map[string]*dsse.Envelope{}
+	for i := range 5 {
+		env := Envelope(fmt.Sprintf(`{"n":%d}`, i))
+		id := ID(fmt.Sprint(i))
+		want[id] = env
+		if err := s.PutEvidence(fp, id, env); err != nil {
+			t.Fatalf("PutEvidence: %v", err)
+		}
+		if err := s.PutEvidence(fp, id, env); err != nil {
+			t.Fatalf("PutEvidence of the same record again: %v, want nil (idempotent)", err)
+		}
+	}
+	if err := s.PutEvidence(other, ID("o"), Envelope(`{"other":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	recs, problems, err := s.Evidence(fp)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("Evidence: %v, problems %v", err, problems)
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("Evidence returned %d records, want %d (each stored once)", len(recs), len(want))
+	}
+	for _, r := range recs {
+		found := false
+		for _, w := range want {
+			found = found || same(r, w)
+		}
+		if !found {
+			t.Fatalf("Evidence returned a record that was not stored for this fingerprint: %+v", r)
+		}
+	}
+}
+
+// An id names a record: a second, different envelope under the same id
+// must never replace the first (that would let a writer swap evidence).
+func testEvidenceNeverOverwritten(t *testing.T, s store.Store) {
+	fp, id := Fingerprint("o"), ID("o")
+	first, second := Envelope(`{"first":true}`), Envelope(`{"second":true}`)
+	if err := s.PutEvidence(fp, id, first); err != nil {
+		t.Fatal(err)
+	}
+	err := s.PutEvidence(fp, id, second)
+	if err != nil && !errors.Is(err, store.ErrExists) {
+		t.Fatalf("PutEvidence of other bytes under a stored id: %v, want nil or ErrExists", err)
+	}
+	recs, _, err := s.Evidence(fp)
+	if err != nil || len(recs) != 1 || !same(recs[0], first) {
+		t.Fatalf("after a second write under one id: %d records (%v); want only the first", len(recs), err)
+	}
+}
+
+func testConsumeOnce(t *testing.T, s store.Store) {
+	id := ID("once")
+	if used, err := s.Used([]string{id}); err != nil || used[id] != 0 {
+		t.Fatalf("Used before any consumption = %v, %v; want 0", used, err)
+	}
+	slot, err := s.Consume(id, 1)
+	if err != nil || slot != 0 {
+		t.Fatalf("Consume = %d, %v; want slot 0", slot, err)
+	}
+	if _, err := s.Consume(id, 1); !errors.Is(err, store.ErrConsumed) {
+		t.Fatalf("second Consume: %v, want ErrConsumed", err)
+	}
+	other := ID("other")
+	used, err := s.Used([]string{id, other, "not-an-id"})
+	if err != nil || used[id] != 1 || used[other] != 0 {
+		t.Fatalf("Used = %v, %v; want %s:1 and nothing else", used, err, id[:8])
+	}
+}
+
+func testConsumeUses(t *testing.T, s store.Store) {
+	id := ID("uses")
+	var slots []int
+	for i := range 3 {
+		slot, err := s.Consume(id, 3)
+		if err != nil {
+			t.Fatalf("Consume %d of 3: %v", i+1, err)
+		}
+		slots = append(slots, slot)
+		if used, err := s.Used([]string{id}); err != nil || used[id] != i+1 {
+			t.Fatalf("Used after %d = %v, %v", i+1, used, err)
+		}
+	}
+	slices.Sort(slots)
+	if !slices.Equal(slots, []int{0, 1, 2}) {
+		t.Fatalf("slots %v, want 0, 1, 2", slots)
+	}
+	if _, err := s.Consume(id, 3); !errors.Is(err, store.ErrConsumed) {
+		t.Fatalf("fourth Consume of 3 uses: %v, want ErrConsumed", err)
+	}
+	if used, _ := s.Used([]string{id}); used[id] != 3 {
+		t.Fatalf("Used after exhaustion = %d, want 3", used[id])
+	}
+}
+
+// Race runs n consumers of record id with uses uses, all released at
+// once, and returns the slots taken and how many got ErrConsumed. Any
+// other error fails t.
+func Race(t *testing.T, s store.Store, id string, uses, n int) (slots []int, consumed int) {
+	t.Helper()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		start = make(chan struct{})
+		errs  []error
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			slot, err := s.Consume(id, uses)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				slots = append(slots, slot)
+			case errors.Is(err, store.ErrConsumed):
+				consumed++
+			default:
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("Consume failed otherwise than ErrConsumed: %v", err)
+	}
+	slices.Sort(slots)
+	return slots, consumed
+}
+
+func testConcurrentConsumeOnce(t *testing.T, s store.Store) {
+	id := ID("race-once")
+	slots, consumed := Race(t, s, id, 1, Goroutines)
+	if len(slots) != 1 || slots[0] != 0 || consumed != Goroutines-1 {
+		t.Fatalf("%d goroutines consuming a single-use record: slots %v, %d ErrConsumed; want exactly one success", Goroutines, slots, consumed)
+	}
+	if used, err := s.Used([]string{id}); err != nil || used[id] != 1 {
+		t.Fatalf("Used = %v, %v; want 1", used, err)
+	}
+}
+
+func testConcurrentConsumeUses(t *testing.T, s store.Store) {
+	id := ID("race-uses")
+	slots, consumed := Race(t, s, id, 5, 16)
+	if !slices.Equal(slots, []int{0, 1, 2, 3, 4}) || consumed != 11 {
+		t.Fatalf("16 consumers of a 5-use record: slots %v, %d ErrConsumed; want slots 0 to 4 once each and 11 refusals", slots, consumed)
+	}
+	if used, err := s.Used([]string{id}); err != nil || used[id] != 5 {
+		t.Fatalf("Used = %v, %v; want 5", used, err)
+	}
+}
+
+// testConcurrentConsumeMany races for many records at once: each is spent
+// exactly once, whatever else is being consumed.
+func testConcurrentConsumeMany(t *testing.T, s store.Store) {
+	const records = 8
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		wins = map[string]int{}
+		errs []error
+	)
+	start := make(chan struct{})
+	for i := range records * 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := ID(fmt.Sprintf("many-%d", i%records))
+			<-start
+			_, err := s.Consume(id, 1)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				wins[id]++
+			} else if !errors.Is(err, store.ErrConsumed) {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i := range records {
+		if id := ID(fmt.Sprintf("many-%d", i)); wins[id] != 1 {
+			t.Errorf("record %d spent %d times, want once", i, wins[id])
+		}
+	}
+}
+
+// Rounds is how many times a write race is run: a backend that loses it
+// only sometimes still fails the suite.
+const Rounds = 20
+
+// testConcurrentPutPlan: concurrent writers of the same plan (two agents
+// planning one invocation) all succeed, and what is stored is that plan.
+func testConcurrentPutPlan(t *testing.T, s store.Store) {
+	for round := range Rounds {
+		fp, env := Fingerprint(fmt.Sprint("concurrent", round)), Envelope(fmt.Sprintf(`{"plan":%d}`, round))
+		errs := together(16, func() error { return s.PutPlan(fp, env) })
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: concurrent PutPlan of the same bytes: %v, want success for every writer", round, err)
+		}
+		if got, err := s.GetPlan(fp); err != nil || !same(got, env) {
+			t.Fatalf("round %d: GetPlan = %v, %v", round, got, err)
+		}
+	}
+}
+
+// testConcurrentPutEvidence: concurrent writers of the same record (a
+// bridge retrying, two replicas) all succeed and it is stored once.
+func testConcurrentPutEvidence(t *testing.T, s store.Store) {
+	fp := Fingerprint("concurrent evidence")
+	for round := range Rounds {
+		id, env := ID(fmt.Sprint("concurrent", round)), Envelope(fmt.Sprintf(`{"record":%d}`, round))
+		errs := together(16, func() error { return s.PutEvidence(fp, id, env) })
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: concurrent PutEvidence of the same record: %v, want success for every writer", round, err)
+		}
+	}
+	recs, problems, err := s.Evidence(fp)
+	if err != nil || len(problems) > 0 || len(recs) != Rounds {
+		t.Fatalf("Evidence: %d records, problems %v, %v; want %d records", len(recs), problems, err, Rounds)
+	}
+}
+
+// together runs f n times concurrently, released at once, and returns the
+// errors.
+func together(n int, f func() error) []error {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = f()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
