@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -144,10 +146,10 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 	refuse := func(code refusal.Code, format string, args ...any) *refusal.Error {
 		return refusal.New(code, format, args...).For(op.Name, "")
 	}
-	if !containsStr(op.Targets, req.Target) {
+	if !slices.Contains(op.Targets, req.Target) {
 		return nil, refuse(refusal.TargetNotAllowed, "operation %s does not allow target %q (allowed: %v)", op.Name, req.Target, op.Targets).Needs("target")
 	}
-	for _, name := range sortedKeys(req.Params) {
+	for _, name := range slices.Sorted(maps.Keys(req.Params)) {
 		p, ok := op.Params[name]
 		if !ok {
 			return nil, refuse(refusal.ParamInvalid, "operation %s declares no param %q", op.Name, name)
@@ -156,17 +158,17 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 			return nil, refuse(refusal.ParamInvalid, "param %s: %v", name, err)
 		}
 	}
-	for _, name := range sortedKeys(op.Params) {
+	for _, name := range slices.Sorted(maps.Keys(op.Params)) {
 		if _, ok := req.Params[name]; !ok {
 			return nil, refuse(refusal.ParamInvalid, "param %s is required", name).Needs("param " + name)
 		}
 	}
-	for _, name := range sortedKeys(req.Files) {
+	for _, name := range slices.Sorted(maps.Keys(req.Files)) {
 		if _, ok := op.Files[name]; !ok {
 			return nil, refuse(refusal.ParamInvalid, "operation %s declares no file %q", op.Name, name)
 		}
 	}
-	for _, name := range sortedKeys(op.Files) {
+	for _, name := range slices.Sorted(maps.Keys(op.Files)) {
 		if _, ok := req.Files[name]; !ok {
 			return nil, refuse(refusal.ParamInvalid, "file %s is required", name).Needs("file " + name)
 		}
@@ -203,7 +205,7 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 	}
 	b.ProgramSHA256 = sum
 
-	for _, name := range sortedKeys(op.Files) {
+	for _, name := range slices.Sorted(maps.Keys(op.Files)) {
 		path := req.Files[name]
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(req.Cwd, path)
@@ -236,7 +238,7 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 	for _, n := range op.Env.Secret {
 		b.Env = append(b.Env, EnvVar{Name: n, Kind: EnvSecret})
 	}
-	for _, n := range sortedKeys(op.Env.Set) {
+	for _, n := range slices.Sorted(maps.Keys(op.Env.Set)) {
 		b.Env = append(b.Env, EnvVar{Name: n, Kind: EnvValue, Value: expand(op.Env.Set[n], req.Target, req.Params, nil)})
 	}
 	sort.Slice(b.Env, func(i, j int) bool { return b.Env[i].Name < b.Env[j].Name })
@@ -374,22 +376,4 @@ func (p *progressWriter) Write(b []byte) (int, error) {
 		p.fn(p.name, p.done, p.total)
 	}
 	return len(b), nil
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -5,8 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -88,7 +89,7 @@ func planTool(op *operations.Operation) *mcp.Tool {
 	props := []prop{{"target", &jsonschema.Schema{Type: "string", Enum: anys(op.Targets), Description: "the target environment"}}}
 	if len(op.Params) > 0 {
 		var ps []prop
-		for _, name := range sortedKeys(op.Params) {
+		for _, name := range slices.Sorted(maps.Keys(op.Params)) {
 			ps = append(ps, prop{name, paramSchema(op.Params[name])})
 		}
 		params := object(ps...)
@@ -97,7 +98,7 @@ func planTool(op *operations.Operation) *mcp.Tool {
 	}
 	if len(op.Files) > 0 {
 		var fs []prop
-		for _, name := range sortedKeys(op.Files) {
+		for _, name := range slices.Sorted(maps.Keys(op.Files)) {
 			f := op.Files[name]
 			desc := fmt.Sprintf("path of the file (absolute, or relative to the server's working directory), at most %d bytes; its bytes are bound by the fingerprint", int64(f.MaxSize))
 			if f.Description != "" {
@@ -214,15 +215,6 @@ func anys(in []string) []any {
 	for i, v := range in {
 		out[i] = v
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
