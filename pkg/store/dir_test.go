@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prod-write/prod-write/pkg/durable"
 	"github.com/prod-write/prod-write/pkg/store"
 	"github.com/prod-write/prod-write/pkg/store/storetest"
 )
@@ -30,12 +31,7 @@ func openDir(t *testing.T) *store.Dir {
 // TestDirConformance runs the backend-independent suite on the embedded
 // store.
 func TestDirConformance(t *testing.T) {
-	torn := "BUG: pkg/store/dir.go putOnce creates the final file with O_EXCL and only then writes it, " +
-		"so a concurrent writer of the same bytes can read it half-written and get ErrExists " +
-		"(see TestDirTornWriteDoesNotBlock)"
-	storetest.RunConformanceWith(t, func(t *testing.T) store.Store { return openDir(t) }, storetest.Options{
-		Skip: map[string]string{"ConcurrentPutPlan": torn, "ConcurrentPutEvidence": torn},
-	})
+	storetest.RunConformance(t, func(t *testing.T) store.Store { return openDir(t) })
 }
 
 func evidenceDir(d *store.Dir, fp string) string {
@@ -107,34 +103,71 @@ func TestDirEvidenceProblems(t *testing.T) {
 	}
 }
 
-// TestDirTornWriteDoesNotBlock: a write that crashed half-way must leave
-// either nothing or something a retry of the same write repairs, never a
-// torn record that blocks the record or plan for good. SPEC §10: every
-// write of the embedded store is atomic (temp file, fsync, rename).
-func TestDirTornWriteDoesNotBlock(t *testing.T) {
+// TestDirCrashedWriteLeavesNoRecord: a write that fails or crashes
+// half-way leaves no record, nothing reported as a problem, and nothing
+// that stops the same write from succeeding later. SPEC §10: every write
+// of the embedded store is atomic.
+func TestDirCrashedWriteLeavesNoRecord(t *testing.T) {
 	d := openDir(t)
 	fp, id := storetest.Fingerprint("torn"), storetest.ID("torn")
 	env := storetest.Envelope(`{"torn":false}`)
-	// PutEvidence and PutPlan create their final file with O_EXCL and then
-	// write it: a crash in between leaves it empty or short under the final
-	// name. Make that state by hand.
-	if err := os.MkdirAll(evidenceDir(d, fp), 0o700); err != nil {
-		t.Fatal(err)
+
+	// A write that fails half-way: the temporary file cannot be written.
+	orig := durable.CreateTemp
+	t.Cleanup(func() { durable.CreateTemp = orig })
+	durable.CreateTemp = func(dir, pattern string) (*os.File, error) {
+		f, err := orig(dir, pattern)
+		if err != nil {
+			return nil, err
+		}
+		name := f.Name()
+		f.Close()
+		return os.Open(name) // read-only: every write fails
 	}
-	if err := os.WriteFile(filepath.Join(evidenceDir(d, fp), id+".json"), []byte(`{"payloadType":"app`), 0o600); err != nil {
-		t.Fatal(err)
+	if err := d.PutEvidence(fp, id, env); err == nil {
+		t.Fatal("PutEvidence succeeded through a failing write")
 	}
-	if err := os.WriteFile(filepath.Join(d.Root, "plans", strings.TrimPrefix(fp, "sha256:")+".json"), nil, 0o600); err != nil {
-		t.Fatal(err)
+	if err := d.PutPlan(fp, env); err == nil {
+		t.Fatal("PutPlan succeeded through a failing write")
 	}
-	errE := d.PutEvidence(fp, id, env)
-	errP := d.PutPlan(fp, env)
-	if errE != nil || errP != nil {
-		t.Skipf("BUG: pkg/store/dir.go putOnce writes the final file in place (durable.CreateExclusive), so a crash mid-write leaves a torn file that makes every retry fail: PutEvidence: %v; PutPlan: %v", errE, errP)
+	durable.CreateTemp = orig
+	if _, err := d.GetPlan(fp); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after a failed PutPlan, GetPlan: %v, want ErrNotFound", err)
+	}
+	if recs, problems, err := d.Evidence(fp); err != nil || len(recs) != 0 || len(problems) != 0 {
+		t.Fatalf("after a failed PutEvidence: %d records, problems %v, %v; want nothing", len(recs), problems, err)
+	}
+
+	// A write killed half-way leaves its temporary file behind.
+	for _, dir := range []string{evidenceDir(d, fp), filepath.Join(d.Root, "plans")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{
+		filepath.Join(evidenceDir(d, fp), "."+id+".json.tmp-4242"),
+		filepath.Join(d.Root, "plans", "."+strings.TrimPrefix(fp, "sha256:")+".json.tmp-4242"),
+	} {
+		if err := os.WriteFile(p, []byte(`{"payloadType":"app`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.PutEvidence(fp, id, env); err != nil {
+		t.Fatalf("PutEvidence after a crashed write: %v", err)
+	}
+	if err := d.PutPlan(fp, env); err != nil {
+		t.Fatalf("PutPlan after a crashed write: %v", err)
 	}
 	recs, problems, err := d.Evidence(fp)
 	if err != nil || len(recs) != 1 || len(problems) != 0 {
-		t.Fatalf("after the retry: %d records, problems %v, %v", len(recs), problems, err)
+		t.Fatalf("after the retry: %d records, problems %v, %v; want the record alone", len(recs), problems, err)
+	}
+	if got, err := d.GetPlan(fp); err != nil || got.Payload != env.Payload {
+		t.Fatalf("GetPlan after the retry: %v, %v", got, err)
+	}
+	plans, err := d.Plans()
+	if err != nil || len(plans) != 1 || plans[0] != fp {
+		t.Fatalf("Plans = %v, %v; want only %s (temporary files are no plans)", plans, err, fp)
 	}
 }
 
