@@ -18,6 +18,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/tomlpos"
 )
 
 // Roles a principal may hold (SPEC §2).
@@ -109,7 +110,7 @@ func ParsePolicy(name string, data []byte) (*Policy, error) {
 		return nil, &ConfigError{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return nil, &ConfigError{File: name, Msg: fmt.Sprintf("unknown key %q", und[0].String())}
+		return nil, &ConfigError{File: name, Line: tomlpos.KeyLine(data, md.Keys(), und[0]), Msg: fmt.Sprintf("unknown key %q", und[0].String())}
 	}
 	sum := sha256.Sum256(data)
 	p.Digest = "sha256:" + hex.EncodeToString(sum[:])

@@ -67,7 +67,7 @@ type Plan struct {
 // give.
 func (p *Plan) Check() error {
 	if p.Version != PlanVersion {
-		return fmt.Errorf("plan version %d: want %d", p.Version, PlanVersion)
+		return refusal.New(refusal.SignatureInvalid, "plan version %d is not one this prod-write reads (%d)", p.Version, PlanVersion).For(p.Operation, p.Fingerprint)
 	}
 	for what, names := range map[string][]string{"env": envNames(p.Env), "file": fileNames(p.Files)} {
 		seen := map[string]bool{}

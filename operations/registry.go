@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/prod-write/prod-write/pkg/tomlpos"
 )
 
 // DefaultSecurePath is where programs resolve when prod-write.toml names no
@@ -259,7 +261,7 @@ func Parse(file string, data []byte) ([]*Operation, error) {
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		k := und[0]
-		return nil, &DefinitionError{File: file, Line: keyLine(data, md.Keys(), k),
+		return nil, &DefinitionError{File: file, Line: tomlpos.KeyLine(data, md.Keys(), k),
 			Msg: fmt.Sprintf("unknown key %q", k.String())}
 	}
 	starts := tableLines(data)
@@ -285,7 +287,7 @@ var tomlLineRE = regexp.MustCompile(`^line (\d+)(?: \(last key "[^"]*"\))?: `)
 // starts, in order.
 func tableLines(data []byte) []int {
 	var out []int
-	for i, l := range codeLines(data) {
+	for i, l := range tomlpos.CodeLines(data) {
 		if operationHeaderRE.MatchString(l) {
 			out = append(out, i+1)
 		}
@@ -294,87 +296,6 @@ func tableLines(data []byte) []int {
 }
 
 var operationHeaderRE = regexp.MustCompile(`^\s*\[\[\s*(operation|"operation"|'operation')\s*\]\]`)
-
-// codeLines returns the file's lines with the contents of strings (basic,
-// literal and multi-line) and comments blanked out, so that scanning for
-// keys and headers never matches text inside a value.
-func codeLines(data []byte) []string {
-	var out []string
-	var cur []byte
-	var quote string // the open string's delimiter, if any
-	b := data
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if c == '\n' {
-			out = append(out, string(cur))
-			cur = cur[:0]
-			if len(quote) == 1 {
-				quote = "" // a one-line string cannot span lines
-			}
-			continue
-		}
-		if quote != "" {
-			if c == '\\' && quote[0] == '"' && i+1 < len(b) && b[i+1] != '\n' {
-				i++
-				cur = append(cur, ' ', ' ')
-				continue
-			}
-			if strings.HasPrefix(string(b[i:]), quote) {
-				i += len(quote) - 1
-				cur = append(cur, quote...)
-				quote = ""
-				continue
-			}
-			cur = append(cur, ' ')
-			continue
-		}
-		switch {
-		case c == '#':
-			for i < len(b) && b[i] != '\n' {
-				i++
-			}
-			i--
-		case c == '"' || c == '\'':
-			q := string(c)
-			if strings.HasPrefix(string(b[i:]), q+q+q) {
-				q = q + q + q
-			}
-			quote = q
-			i += len(q) - 1
-			cur = append(cur, q...)
-		default:
-			cur = append(cur, c)
-		}
-	}
-	return append(out, string(cur))
-}
-
-// keyLine finds the line defining key k. BurntSushi/toml keeps key positions
-// private, so this counts how many earlier keys share k's last name and
-// returns the line of that occurrence of the name in the file, looking only
-// at code, never inside strings or comments.
-func keyLine(data []byte, all []toml.Key, k toml.Key) int {
-	last := k[len(k)-1]
-	nth := 0
-	for _, other := range all {
-		if other.String() == k.String() {
-			break
-		}
-		if other[len(other)-1] == last {
-			nth++
-		}
-	}
-	re := regexp.MustCompile(`(^|[\s{,.\[])("` + regexp.QuoteMeta(last) + `"|'` + regexp.QuoteMeta(last) + `'|` + regexp.QuoteMeta(last) + `)\s*(=|\]|\.)`)
-	for i, code := range codeLines(data) {
-		for range re.FindAllStringIndex(code, -1) {
-			if nth == 0 {
-				return i + 1
-			}
-			nth--
-		}
-	}
-	return 0
-}
 
 func (op *Operation) check() error {
 	if !nameRE.MatchString(op.Name) {

@@ -9,7 +9,7 @@ while IFS= read -r line; do
   name=$(sed -E 's/^.*func (Fuzz[A-Za-z0-9_]+).*/\1/' <<<"$line")
   pkg=./$(dirname "$file")
   echo "fuzz: $pkg $name for $FUZZTIME"
-  go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" "$pkg"
+  go test -run='^$' -fuzz="^${name}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$pkg"
   n=$((n+1))
 done < <(grep -rn --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' . | sort)
 echo "fuzz: $n targets ran"

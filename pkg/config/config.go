@@ -16,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/tomlpos"
 )
 
 // FileName is the configuration file looked for in the working directory
@@ -168,7 +169,7 @@ func Parse(path string, data []byte) (*Config, error) {
 		return nil, &Error{Path: path, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return nil, &Error{Path: path, Msg: fmt.Sprintf("unknown key %q", und[0].String())}
+		return nil, &Error{Path: path, Line: tomlpos.KeyLine(data, md.Keys(), und[0]), Msg: fmt.Sprintf("unknown key %q", und[0].String())}
 	}
 	c.Path, c.Dir = path, filepath.Dir(path)
 	if c.Registry == "" {

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"filippo.io/edwards25519"
 )
 
 // PublicPrefix starts every public key in its text form.
@@ -62,6 +64,16 @@ func ParsePublic(s string) (Public, error) {
 	}
 	if len(raw) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("public key %q: %d bytes, want %d", s, len(raw), ed25519.PublicKeySize)
+	}
+	// A key of small order (the neutral element and its kin) verifies a
+	// forged signature for any message under Go's ed25519.Verify: refuse it,
+	// and anything that is not a point at all.
+	p, err := new(edwards25519.Point).SetBytes(raw)
+	if err != nil {
+		return nil, fmt.Errorf("public key %q is not a valid ed25519 point", s)
+	}
+	if new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1 {
+		return nil, fmt.Errorf("public key %q has small order: anyone could sign as it", s)
 	}
 	return Public(raw), nil
 }
