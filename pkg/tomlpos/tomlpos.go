@@ -90,4 +90,3 @@ func KeyLine(data []byte, all []toml.Key, k toml.Key) int {
 	}
 	return 0
 }
-
