@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hdevalence/ed25519consensus"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 
 	"github.com/prod-write/prod-write/operations"
@@ -183,32 +184,106 @@ func (p *Policy) Open(env *Envelope) (*Signed, error) {
 func (p *Policy) verified(pr *Principal, sum [32]byte, sig string, pae []byte) bool {
 	var key [32]byte
 	if p.cache != nil {
-		h := sha256.New()
-		h.Write(sum[:])
-		h.Write([]byte(pr.pub))
-		h.Write([]byte(sig))
-		copy(key[:], h.Sum(nil))
+		key = cacheKey(sum, pr.pub, sig)
 		if _, ok := p.cache.Load(key); ok {
 			return true
-		}
-		// Bounded: replay streams any number of receipts, and most records
-		// appear in one or a few of them.
-		if p.cached.Add(1) > maxCached {
-			p.cache.Clear()
-			p.cached.Store(0)
 		}
 	}
 	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil || !ed25519.Verify(ed25519.PublicKey(pr.pub), pae, raw) {
 		return false
 	}
-	if p.cache != nil {
-		p.cache.Store(key, struct{}{})
-	}
+	p.remember(key)
 	return true
 }
 
-const maxCached = 8192
+// cacheKey binds a verification to the message, the key and the signature.
+func cacheKey(sum [32]byte, pub keys.Public, sig string) [32]byte {
+	h := sha256.New()
+	h.Write(sum[:])
+	h.Write(pub)
+	h.Write([]byte(sig))
+	var key [32]byte
+	copy(key[:], h.Sum(nil))
+	return key
+}
+
+func (p *Policy) remember(key [32]byte) {
+	if p.cache == nil {
+		return
+	}
+	// Bounded: replay streams any number of receipts, and most records
+	// appear in one or a few of them.
+	if p.cached.Add(1) > maxCached {
+		p.cache.Clear()
+		p.cached.Store(0)
+	}
+	p.cache.Store(key, struct{}{})
+}
+
+const maxCached = 1 << 14
+
+// VerifyBatch checks the signatures of envs together, by ed25519 batch
+// verification (about twice as fast per signature as one by one), and
+// remembers those that verify, so that [Policy.Open] of them then costs no
+// verification. It does nothing unless the policy caches. When the batch
+// fails, each signature is checked alone, so one bad signature costs the
+// others nothing but time. Envelopes it cannot check (unknown key, bad
+// encoding) are left for Open to report.
+//
+// Batch verification follows ZIP-215, which accepts a few encodings that
+// Go's ed25519.Verify rejects; only the holder of a key can make such a
+// signature, never a forger (docs/REPLAY.md).
+func (p *Policy) VerifyBatch(envs []*Envelope) {
+	if p.cache == nil || len(envs) == 0 {
+		return
+	}
+	type item struct {
+		key      [32]byte
+		pub      ed25519.PublicKey
+		pae, sig []byte
+	}
+	items := make([]item, 0, len(envs))
+	bv := ed25519consensus.NewPreallocatedBatchVerifier(len(envs))
+	for _, env := range envs {
+		if env == nil || len(env.Signatures) != 1 {
+			continue
+		}
+		pr, ok := p.ByKey(env.Signatures[0].KeyID)
+		if !ok {
+			continue
+		}
+		body, err := decodePayload(env)
+		if err != nil {
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
+		if err != nil || len(sig) != ed25519.SignatureSize {
+			continue
+		}
+		pae := dsse.PAE(env.PayloadType, body)
+		key := cacheKey(sha256.Sum256(pae), pr.pub, env.Signatures[0].Sig)
+		if _, ok := p.cache.Load(key); ok {
+			continue
+		}
+		bv.Add(ed25519.PublicKey(pr.pub), pae, sig)
+		items = append(items, item{key: key, pub: ed25519.PublicKey(pr.pub), pae: pae, sig: sig})
+	}
+	if len(items) == 0 {
+		return
+	}
+	if bv.Verify() {
+		for _, it := range items {
+			p.remember(it.key)
+		}
+		return
+	}
+	for _, it := range items {
+		if ed25519.Verify(it.pub, it.pae, it.sig) {
+			p.remember(it.key)
+		}
+	}
+}
 
 // CacheVerifications makes the policy remember signatures it has verified.
 func (p *Policy) CacheVerifications() { p.cache = &sync.Map{} }

@@ -6,6 +6,10 @@
 package receipts
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
@@ -37,9 +41,9 @@ type Receipt struct {
 	Runner string    `json:"runner"`
 	Host   string    `json:"host,omitempty"`
 
-	*Intent  `json:"intent,omitempty"`
-	*Outcome `json:"outcome,omitempty"`
-	*Repair  `json:"repair,omitempty"`
+	Intent  *Intent  `json:"intent,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+	Repair  *Repair  `json:"repair,omitempty"`
 }
 
 // Intent is written and fsynced before the program starts. It carries all
@@ -101,4 +105,68 @@ type Checkpoint struct {
 	Head   string    `json:"head"`
 	Time   time.Time `json:"time"`
 	Runner string    `json:"runner"`
+}
+
+// UnmarshalJSON decodes an intent strictly, sharing one decoded operation
+// definition among all the intents that carry the same bytes: replay meets
+// the same few definitions in every receipt, and decoding them again is
+// most of the cost of reading one.
+func (in *Intent) UnmarshalJSON(b []byte) error {
+	type plain Intent // without this method
+	var w struct {
+		plain
+		// The shallower field wins: the definition arrives raw.
+		Operation json.RawMessage `json:"operation_definition"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return err
+	}
+	*in = Intent(w.plain)
+	if len(w.Operation) == 0 || string(w.Operation) == "null" {
+		in.Operation = nil
+		return nil
+	}
+	op, err := definitions.get(w.Operation)
+	in.Operation = op
+	return err
+}
+
+// definitions caches decoded operation definitions by their bytes.
+var definitions = &definitionCache{}
+
+type definitionCache struct {
+	mu sync.Mutex
+	m  map[[32]byte]*operations.Operation
+}
+
+func (c *definitionCache) get(raw []byte) (*operations.Operation, error) {
+	key := sha256.Sum256(raw)
+	c.mu.Lock()
+	op, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return op, nil
+	}
+	op = new(operations.Operation)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(op); err != nil {
+		return nil, err
+	}
+	// Fix the digest now, from the definition itself: intents sharing it
+	// are read by several goroutines at once and must not write to it.
+	d, err := op.DefinitionDigest()
+	if err != nil {
+		return nil, err
+	}
+	op.Digest = d
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= 256 {
+		c.m = map[[32]byte]*operations.Operation{}
+	}
+	c.m[key] = op
+	c.mu.Unlock()
+	return op, nil
 }

@@ -81,12 +81,15 @@ func (e *NotReceiptsError) Error() string { return e.Msg }
 
 // entry is one line after the parallel, order-free stage.
 type entry struct {
-	line    Line
-	hash    string
-	receipt *Receipt
-	res     Result
-	relied  []string
-	slots   int // uses of the anchor, for Gera decisions
+	line      Line
+	hash      string
+	env       *approval.Envelope // nil when the line is not an envelope
+	envErr    string             // why it is not
+	receipt   *Receipt           // nil when the payload does not decode
+	decodeErr error
+	res       Result
+	relied    []string
+	slots     int // uses of the anchor, for Gera decisions
 }
 
 // Replay reads a journal from r, calling emit with the result for every
@@ -112,9 +115,37 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 		}
 	}
 	var sum Summary
-	batch := make([]*entry, 0, 512)
-	flush := func() {
-		verifyParallel(rp, batch, workers)
+	// Three stages overlap: reading the next batch, verifying this one on
+	// every core, and checking the previous one in order.
+	const batchSize = 512
+	read := make(chan []*entry, 1)
+	verified := make(chan []*entry, 1)
+	var scanErr error
+	go func() {
+		defer close(read)
+		batch := make([]*entry, 0, batchSize)
+		scanErr = Scan(r, func(l Line) error {
+			b := make([]byte, len(l.Bytes))
+			copy(b, l.Bytes)
+			batch = append(batch, &entry{line: Line{No: l.No, Bytes: b}})
+			if len(batch) == batchSize {
+				read <- batch
+				batch = make([]*entry, 0, batchSize)
+			}
+			return nil
+		})
+		if len(batch) > 0 {
+			read <- batch
+		}
+	}()
+	go func() {
+		defer close(verified)
+		for batch := range read {
+			verifyParallel(rp, batch, workers)
+			verified <- batch
+		}
+	}()
+	for batch := range verified {
 		for _, e := range batch {
 			st.check(e)
 			sum.Entries++
@@ -127,21 +158,10 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 			}
 			emit(e.res)
 		}
-		batch = batch[:0]
 	}
-	err := Scan(r, func(l Line) error {
-		b := make([]byte, len(l.Bytes))
-		copy(b, l.Bytes)
-		batch = append(batch, &entry{line: Line{No: l.No, Bytes: b}})
-		if len(batch) == cap(batch) {
-			flush()
-		}
-		return nil
-	})
-	if err != nil {
-		return sum, err
+	if scanErr != nil {
+		return sum, scanErr
 	}
-	flush()
 	if sum.Entries > 0 && st.decoded == 0 {
 		return sum, &NotReceiptsError{Msg: "no line of the input is a receipt"}
 	}
@@ -180,38 +200,71 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 }
 
 // verifyParallel does everything that needs no order: decoding, the
-// runner's signature, and for intents the plan, evidence and gate.
+// runner's signature, and for intents the plan, evidence and gate. Each
+// worker takes a contiguous part of the batch, decodes it, verifies all of
+// its signatures in one ed25519 batch, then checks each entry (whose
+// signatures are by then remembered as verified).
 func verifyParallel(rp *Replayer, batch []*entry, workers int) {
 	var wg sync.WaitGroup
-	next := make(chan *entry)
-	for w := 0; w < workers; w++ {
+	chunk := (len(batch) + workers - 1) / workers
+	for lo := 0; lo < len(batch); lo += chunk {
+		part := batch[lo:min(lo+chunk, len(batch))]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for e := range next {
+			var envs []*approval.Envelope
+			for _, e := range part {
+				e.decode()
+				envs = e.envelopes(envs)
+			}
+			rp.Policy.VerifyBatch(envs)
+			for _, e := range part {
 				rp.verifyOne(e)
 			}
 		}()
 	}
-	for _, e := range batch {
-		next <- e
-	}
-	close(next)
 	wg.Wait()
 }
 
-func (rp *Replayer) verifyOne(e *entry) {
+// decode parses the line, without judging it.
+func (e *entry) decode() {
 	e.hash = LineHash(e.line.Bytes)
 	e.res = Result{Line: e.line.No, Problems: []Problem{}}
 	var env approval.Envelope
 	if err := json.Unmarshal(e.line.Bytes, &env); err != nil {
-		e.res.add(Malformed, "line %d is not a DSSE envelope: %v", e.line.No, err)
+		e.envErr = err.Error()
 		return
 	}
 	if env.PayloadType == "" || env.Payload == "" || len(env.Signatures) == 0 {
-		e.res.add(Malformed, "line %d is not a DSSE envelope: payloadType, payload or signatures missing", e.line.No)
+		e.envErr = "payloadType, payload or signatures missing"
 		return
 	}
+	e.env = &env
+	if env.PayloadType == PayloadType {
+		e.receipt, e.decodeErr = decodeReceipt(env.Payload)
+	}
+}
+
+// envelopes appends the signed records of e: the receipt, and for an
+// intent its plan and evidence.
+func (e *entry) envelopes(dst []*approval.Envelope) []*approval.Envelope {
+	if e.env == nil {
+		return dst
+	}
+	dst = append(dst, e.env)
+	if e.receipt != nil && e.receipt.Intent != nil {
+		dst = append(dst, e.receipt.Intent.Plan)
+		dst = append(dst, e.receipt.Intent.Evidence...)
+	}
+	return dst
+}
+
+func (rp *Replayer) verifyOne(e *entry) {
+	if e.env == nil {
+		e.res.add(Malformed, "line %d is not a DSSE envelope: %s", e.line.No, e.envErr)
+		return
+	}
+	env := *e.env
 	// The signature first: a flipped byte is a bad signature, whatever it
 	// does to the payload.
 	signer := ""
@@ -230,15 +283,14 @@ func (rp *Replayer) verifyOne(e *entry) {
 		e.res.add(Malformed, "payload type %q is not a receipt", env.PayloadType)
 		return
 	}
-	r, err := decodeReceipt(env.Payload)
-	if err != nil {
-		e.res.add(Malformed, "line %d: %v", e.line.No, err)
+	r := e.receipt
+	if e.decodeErr != nil {
+		e.res.add(Malformed, "line %d: %v", e.line.No, e.decodeErr)
 		return
 	}
 	if signer != "" && signer != r.Runner {
 		e.res.add(BadSignature, "receipt names runner %q but is signed by %s", r.Runner, signer)
 	}
-	e.receipt = r
 	e.res.Seq, e.res.Kind, e.res.RunID, e.res.Time, e.res.Runner = r.Seq, r.Kind, r.RunID, r.Time, r.Runner
 	switch r.Kind {
 	case KindIntent:
@@ -267,14 +319,10 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 		res.add(Malformed, "intent does not carry the operation definition")
 		return
 	}
-	// Judge the recorded definition by what it is, not by the digest it
-	// claims: the gate then checks that the plan binds exactly this one.
-	digest, err := in.Operation.DefinitionDigest()
-	if err != nil {
-		res.add(Malformed, "operation definition: %v", err)
-		return
-	}
-	in.Operation.Digest = digest
+	// The definition is judged by what it is, not by the digest it claims:
+	// decoding set its digest from its content (Intent.UnmarshalJSON), and
+	// the gate checks that the plan binds exactly this one.
+	digest := in.Operation.Digest
 	// Signatures, roles and the gate, as they stood at the receipt's time.
 	// The gate also recomputes the plan's fingerprint from its recorded
 	// inputs.
