@@ -153,7 +153,22 @@ func (r *Registry) All() []*Operation {
 	return out
 }
 
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+// nameRule is what operation and target names look like.
+const nameRule = "^[a-z][a-z0-9-]{0,62}$"
+
+// validName checks nameRule with a loop: as a regexp, its bounded
+// repetition would be compiled at every start of prod-write.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(s[1:]) {
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Load reads every *.toml file in dir (sorted by name) and resolves each
@@ -298,8 +313,8 @@ func tableLines(data []byte) []int {
 var operationHeaderRE = regexp.MustCompile(`^\s*\[\[\s*(operation|"operation"|'operation')\s*\]\]`)
 
 func (op *Operation) check() error {
-	if !nameRE.MatchString(op.Name) {
-		return fmt.Errorf("name must match %s", nameRE)
+	if !validName(op.Name) {
+		return fmt.Errorf("name must match %s", nameRule)
 	}
 	if op.Program == "" {
 		return errors.New("program is required")
@@ -308,8 +323,8 @@ func (op *Operation) check() error {
 		return errors.New("targets must name at least one target")
 	}
 	for _, t := range op.Targets {
-		if !nameRE.MatchString(t) {
-			return fmt.Errorf("target %q must match %s", t, nameRE)
+		if !validName(t) {
+			return fmt.Errorf("target %q must match %s", t, nameRule)
 		}
 	}
 	for name, p := range op.Params {

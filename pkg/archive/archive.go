@@ -162,7 +162,7 @@ func ParseURL(s string) (bucket, prefix string, ok bool) {
 	return bucket, strings.Trim(prefix, "/"), bucket != ""
 }
 
-var nameRE = regexp.MustCompile(`^([0-9]{12})-([0-9a-f]{64})\.json$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]{12})-([0-9a-f]{64})\.json$`) }) // compiled on first use, not at every start
 
 // Key is the object key of journal line seq with the given bytes.
 func (a *Archive) Key(seq uint64, line []byte) string {
@@ -180,7 +180,7 @@ func (a *Archive) parseKey(key string) (seq uint64, hash string, ok bool) {
 	if !ok {
 		return 0, "", false
 	}
-	m := nameRE.FindStringSubmatch(name)
+	m := nameRE().FindStringSubmatch(name)
 	if m == nil {
 		return 0, "", false
 	}

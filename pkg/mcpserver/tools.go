@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -195,10 +196,10 @@ func object(props ...prop) *jsonschema.Schema {
 	return s
 }
 
-var fpPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var fpPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) }) // compiled on first use, not at every start
 
 func fingerprintProp() prop {
-	return prop{"fingerprint", &jsonschema.Schema{Type: "string", Pattern: fpPattern.String(), Description: "the plan's fingerprint, as a plan tool returned it"}}
+	return prop{"fingerprint", &jsonschema.Schema{Type: "string", Pattern: fpPattern().String(), Description: "the plan's fingerprint, as a plan tool returned it"}}
 }
 
 func readOnly() *mcp.ToolAnnotations {

@@ -7,7 +7,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
@@ -50,14 +49,25 @@ type Problem struct {
 
 func (p Problem) String() string { return fmt.Sprintf("%s: %s", p.Path, p.Err) }
 
-var fpRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-var idRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+// hex64 reports whether s is 64 lowercase hex digits (a loop, not a
+// regexp, which would compile 64 states at every start of prod-write).
+func hex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // CheckFingerprint reports whether fp has the form "sha256:" and 64
 // lowercase hex digits. Everything that turns a fingerprint into a key or a
 // path checks it first.
 func CheckFingerprint(fp string) error {
-	if !fpRE.MatchString(fp) {
+	if h, ok := strings.CutPrefix(fp, "sha256:"); !ok || !hex64(h) {
 		return &BadFingerprintError{FP: fp}
 	}
 	return nil
@@ -73,7 +83,7 @@ func (e *BadFingerprintError) Error() string {
 func hexOf(fp string) string { return strings.TrimPrefix(fp, "sha256:") }
 
 func checkID(id string) error {
-	if !idRE.MatchString(id) {
+	if !hex64(id) {
 		return fmt.Errorf("%q is not a record id", id)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/google/go-github/v66/github"
 
@@ -55,14 +56,14 @@ func SplitRepo(repo string) (owner, name string, err error) {
 	return owner, name, nil
 }
 
-var commandRE = regexp.MustCompile(`^/(approve|deny) (sha256:[0-9a-f]{64})$`)
+var commandRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/(approve|deny) (sha256:[0-9a-f]{64})$`) }) // compiled on first use, not at every start
 
 // ParseCommand reads a comment: its first line, trimmed of surrounding
 // white space, must be exactly "/approve FP" or "/deny FP" with a whole
 // fingerprint. The lines after it are the reason.
 func ParseCommand(body string) (verdict, fp, reason string, ok bool) {
 	first, rest, _ := strings.Cut(body, "\n")
-	m := commandRE.FindStringSubmatch(strings.TrimSpace(first))
+	m := commandRE().FindStringSubmatch(strings.TrimSpace(first))
 	if m == nil {
 		return "", "", "", false
 	}
