@@ -169,6 +169,7 @@ func validName(s string) bool {
 	}
 	return true
 }
+
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Load reads every *.toml file in dir (sorted by name) and resolves each
