@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -112,6 +113,11 @@ func runnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *appro
 func runRun(o *RunOptions) error {
 	f := o.F
 	go keys.Warm()
+	// run is short and allocates little: collecting garbage would only
+	// add latency in front of the program (docs/PERFORMANCE.md). A memory
+	// limit still bounds it.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
 	// 1. Load the plan.
 	pc, err := loadPlan(f, o.Fingerprint)
 	if err != nil {
