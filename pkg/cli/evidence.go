@@ -105,7 +105,13 @@ func (pc *planContext) actor(f *Factory, role string) (*keys.Private, *approval.
 	return k, pr, nil
 }
 
-func (pc *planContext) put(env *approval.Envelope) (string, error) {
+// put signs v as a record of payloadType with k and stores it as evidence
+// for pc's plan, returning its id.
+func (pc *planContext) put(k *keys.Private, payloadType string, v any) (string, error) {
+	env, err := approval.Sign(k, payloadType, v)
+	if err != nil {
+		return "", err
+	}
 	id, err := approval.ID(env)
 	if err != nil {
 		return "", err
@@ -184,11 +190,7 @@ func fileRun(o *FileOptions) error {
 	now := o.F.Now().UTC()
 	rec := o.Record
 	rec.Fingerprint, rec.Filer, rec.Issued, rec.Expires = pc.plan.Fingerprint, pr.ID, now, pc.expiry(now, o.TTL)
-	env, err := approval.Sign(k, approval.TypeSmith, rec)
-	if err != nil {
-		return err
-	}
-	id, err := pc.put(env)
+	id, err := pc.put(k, approval.TypeSmith, rec)
 	if err != nil {
 		return err
 	}
@@ -266,11 +268,7 @@ func decideRun(o *DecideOptions) error {
 		Fingerprint: pc.plan.Fingerprint, Record: recID, Answer: o.Answer, Reason: o.Reason,
 		Approver: pr.ID, Issued: now, Expires: now.Add(o.TTL),
 	}
-	env, err := approval.Sign(k, approval.TypeTrinity, ans)
-	if err != nil {
-		return err
-	}
-	id, err := pc.put(env)
+	id, err := pc.put(k, approval.TypeTrinity, ans)
 	if err != nil {
 		return err
 	}
@@ -378,11 +376,7 @@ func geraRun(o *GeraOptions) error {
 	}
 	g := approval.GeraDecision{Fingerprint: pc.plan.Fingerprint, Decision: o.Decision, Uses: uses, Decider: pr.ID,
 		Reason: o.Reason, Issued: now, Expires: pc.expiry(now, o.TTL)}
-	env, err := approval.Sign(k, approval.TypeGera, g)
-	if err != nil {
-		return err
-	}
-	id, err := pc.put(env)
+	id, err := pc.put(k, approval.TypeGera, g)
 	if err != nil {
 		return err
 	}
@@ -435,11 +429,7 @@ func withdrawRun(o *WithdrawOptions) error {
 		return pc.refuse(refusal.RoleMissing, "only the planner (%s) may withdraw this plan, not %s", pc.plan.Planner, pr.ID).Needs("the planner's key")
 	}
 	w := approval.Withdrawal{Fingerprint: pc.plan.Fingerprint, Planner: pr.ID, Issued: o.F.Now().UTC()}
-	env, err := approval.Sign(k, approval.TypeWithdraw, w)
-	if err != nil {
-		return err
-	}
-	id, err := pc.put(env)
+	id, err := pc.put(k, approval.TypeWithdraw, w)
 	if err != nil {
 		return err
 	}
