@@ -203,7 +203,7 @@ func statusRun(o *StatusOptions) error {
 			}
 			line := fmt.Sprintf("evidence:    %s %s by %s", a.Kind, a.Verdict, a.By)
 			if a.Channel != nil {
-				line += " via " + a.Channel.Kind
+				line += " via " + channelEvidence(a.Channel)
 			}
 			if !a.Expires.IsZero() {
 				line += ", expires " + a.Expires.Format(time.RFC3339)
@@ -227,4 +227,16 @@ func statusRun(o *StatusOptions) error {
 		fmt.Fprintf(w, "missing:     %s\n", strings.Join(r.Missing, "; "))
 	}
 	return &ExitError{Code: ExitRefused}
+}
+
+// channelEvidence names what a bridge saw, so an answer can be checked
+// against Slack's or GitHub's own audit log.
+func channelEvidence(c *approval.Channel) string {
+	switch c.Kind {
+	case "slack":
+		return fmt.Sprintf("slack (user %s, team %s, action %s)", c.SlackUser, c.SlackTeam, c.SlackActionTS)
+	case "github":
+		return fmt.Sprintf("github (login %s, comment %d in %s)", c.GitHubLogin, c.GitHubComment, c.GitHubRepo)
+	}
+	return c.Kind
 }

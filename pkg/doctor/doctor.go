@@ -212,6 +212,15 @@ func Check(c *config.Config, a Account) []Finding {
 	if c.Bridge.Key != "" {
 		keyCheck("bridge-key", c.Bridge.Key, "bridge key")
 	}
+	for _, secret := range []struct{ path, what string }{
+		{c.Bridge.SlackSigningSecretFile, "Slack signing secret"},
+		{c.Bridge.SlackBotTokenFile, "Slack bot token"},
+		{c.Bridge.GitHubTokenFile, "GitHub token"},
+	} {
+		if secret.path != "" {
+			keyCheck("bridge-secret", c.Abs(secret.path), secret.what+" file")
+		}
+	}
 
 	if fs, err := statfsType(c.State); err == nil && fs == tmpfsMagic {
 		add(Warning, "state-not-durable", c.State, "the state directory is on tmpfs: fsync does not make receipts or consumption survive a reboot", "put the state directory on a disk-backed filesystem (ext4, xfs)")

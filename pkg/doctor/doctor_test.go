@@ -151,3 +151,22 @@ func TestRootIsTold(t *testing.T) {
 		t.Fatal("doctor run as root must say that it checked as root")
 	}
 }
+
+func TestBridgeSecretReadableIsFound(t *testing.T) {
+	cfg := deployment(t, "")
+	dir := filepath.Dir(cfg)
+	secret := filepath.Join(dir, "slack-signing-secret")
+	if err := os.WriteFile(secret, []byte("s3cret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("\n[bridge]\nslack_signing_secret_file = \"slack-signing-secret\"\n")
+	f.Close()
+	if got := strings.Join(weaknesses(check(t, cfg)), ","); !strings.Contains(got, "key-readable") {
+		t.Fatalf("a world-readable Slack signing secret was not found: %s", got)
+	}
+	os.Chmod(secret, 0o600)
+	if got := weaknesses(check(t, cfg)); len(got) != 0 {
+		t.Fatalf("a private secret file is reported: %v", got)
+	}
+}
