@@ -275,17 +275,39 @@ func Decode(line []byte) (*approval.Envelope, *Receipt, error) {
 	return &env, r, nil
 }
 
-// decodeReceipt decodes a receipt payload strictly.
+// decodeReceipt decodes a receipt payload strictly. The operation
+// definition an intent carries is decoded once per distinct definition and
+// shared: replay meets the same few definitions in every receipt.
 func decodeReceipt(b64 string) (*Receipt, error) {
 	payload, err := base64.StdEncoding.Strict().DecodeString(b64)
 	if err != nil {
 		return nil, fmt.Errorf("receipt payload: %w", err)
 	}
-	var r Receipt
+	// Shadow types: the shallower field wins, so the definition arrives
+	// raw while everything else decodes (strictly) as usual.
+	type plainReceipt Receipt
+	type plainIntent Intent
+	var w struct {
+		plainReceipt
+		Intent *struct {
+			plainIntent
+			Operation json.RawMessage `json:"operation_definition"`
+		} `json:"intent,omitempty"`
+	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := dec.Decode(&w); err != nil {
 		return nil, fmt.Errorf("receipt payload: %w", err)
+	}
+	r := Receipt(w.plainReceipt)
+	if w.Intent != nil {
+		in := Intent(w.Intent.plainIntent)
+		if raw := w.Intent.Operation; len(raw) > 0 && string(raw) != "null" {
+			if in.Operation, err = definitions.get(raw); err != nil {
+				return nil, fmt.Errorf("receipt payload: operation definition: %w", err)
+			}
+		}
+		r.Intent = &in
 	}
 	return &r, nil
 }

@@ -107,32 +107,6 @@ type Checkpoint struct {
 	Runner string    `json:"runner"`
 }
 
-// UnmarshalJSON decodes an intent strictly, sharing one decoded operation
-// definition among all the intents that carry the same bytes: replay meets
-// the same few definitions in every receipt, and decoding them again is
-// most of the cost of reading one.
-func (in *Intent) UnmarshalJSON(b []byte) error {
-	type plain Intent // without this method
-	var w struct {
-		plain
-		// The shallower field wins: the definition arrives raw.
-		Operation json.RawMessage `json:"operation_definition"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return err
-	}
-	*in = Intent(w.plain)
-	if len(w.Operation) == 0 || string(w.Operation) == "null" {
-		in.Operation = nil
-		return nil
-	}
-	op, err := definitions.get(w.Operation)
-	in.Operation = op
-	return err
-}
-
 // definitions caches decoded operation definitions by their bytes.
 var definitions = &definitionCache{}
 

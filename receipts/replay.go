@@ -205,21 +205,30 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 // its signatures in one ed25519 batch, then checks each entry (whose
 // signatures are by then remembered as verified).
 func verifyParallel(rp *Replayer, batch []*entry, workers int) {
-	var wg sync.WaitGroup
-	chunk := (len(batch) + workers - 1) / workers
+	// Smaller parts than one per worker, taken from a queue, so that no
+	// core waits long for another at the end of a batch.
+	parts := make(chan []*entry, 4*workers)
+	chunk := max(1, (len(batch)+4*workers-1)/(4*workers))
 	for lo := 0; lo < len(batch); lo += chunk {
-		part := batch[lo:min(lo+chunk, len(batch))]
+		parts <- batch[lo:min(lo+chunk, len(batch))]
+	}
+	close(parts)
+	var wg sync.WaitGroup
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var envs []*approval.Envelope
-			for _, e := range part {
-				e.decode()
-				envs = e.envelopes(envs)
-			}
-			rp.Policy.VerifyBatch(envs)
-			for _, e := range part {
-				rp.verifyOne(e)
+			for part := range parts {
+				envs = envs[:0]
+				for _, e := range part {
+					e.decode()
+					envs = e.envelopes(envs)
+				}
+				rp.Policy.VerifyBatch(envs)
+				for _, e := range part {
+					rp.verifyOne(e)
+				}
 			}
 		}()
 	}
