@@ -7,7 +7,6 @@ package receipts
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"sync"
 	"time"
@@ -112,13 +111,12 @@ var definitions = &definitionCache{}
 
 type definitionCache struct {
 	mu sync.Mutex
-	m  map[[32]byte]*operations.Operation
+	m  map[string]*operations.Operation // keyed by the exact bytes
 }
 
 func (c *definitionCache) get(raw []byte) (*operations.Operation, error) {
-	key := sha256.Sum256(raw)
 	c.mu.Lock()
-	op, ok := c.m[key]
+	op, ok := c.m[string(raw)]
 	c.mu.Unlock()
 	if ok {
 		return op, nil
@@ -138,9 +136,9 @@ func (c *definitionCache) get(raw []byte) (*operations.Operation, error) {
 	op.Digest = d
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= 256 {
-		c.m = map[[32]byte]*operations.Operation{}
+		c.m = map[string]*operations.Operation{}
 	}
-	c.m[key] = op
+	c.m[string(raw)] = op
 	c.mu.Unlock()
 	return op, nil
 }

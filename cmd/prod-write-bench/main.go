@@ -266,7 +266,7 @@ func verifyRate() float64 {
 	sig := ed25519.Sign(priv, msg)
 	var total atomic.Int64
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(time.Second)
 	t := time.Now()
 	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
 		wg.Add(1)
@@ -292,24 +292,42 @@ func benchReplay(dir string) result {
 	if err != nil {
 		fail(err)
 	}
-	rate := verifyRate()
-	limit := rate / sigsPerReceipt
-	cmd := exec.Command(*bin, "replay", journal, "--trust", trust, "--json")
-	cmd.Stdout = io.Discard
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	t := time.Now()
-	if err := cmd.Run(); err != nil {
-		fail(fmt.Errorf("replay of the generated journal failed: %v\n%s", err, errb.String()))
+	// Rounds interleave the limit and replay, so a shared CPU's drift hits
+	// both alike; the ratio reported is the median round's.
+	type round struct {
+		rate, got float64
+		el        time.Duration
+		rss       int64
 	}
-	el := time.Since(t)
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
-	got := float64(*nReceipts) / el.Seconds()
-	r := result{name: "replay receipts/s / ed25519 limit", ratio: got / limit, goal: "≥ 0.8"}
-	r.met = r.ratio >= 0.8 && rss < 100*1024
+	var rounds []round
+	for i := 0; i < 3; i++ {
+		rate := verifyRate()
+		cmd := exec.Command(*bin, "replay", journal, "--trust", trust, "--json")
+		cmd.Stdout = io.Discard
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		t := time.Now()
+		if err := cmd.Run(); err != nil {
+			fail(fmt.Errorf("replay of the generated journal failed: %v\n%s", err, errb.String()))
+		}
+		el := time.Since(t)
+		rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
+		rounds = append(rounds, round{rate: rate, got: float64(*nReceipts) / el.Seconds(), el: el, rss: rss})
+	}
+	sort.Slice(rounds, func(i, j int) bool {
+		return rounds[i].got/rounds[i].rate < rounds[j].got/rounds[j].rate
+	})
+	m := rounds[len(rounds)/2]
+	var peak int64
+	for _, r := range rounds {
+		peak = max(peak, r.rss)
+	}
+	limit := m.rate / sigsPerReceipt
+	r := result{name: "replay receipts/s / ed25519 limit", ratio: m.got / limit, goal: "≥ 0.8"}
+	r.met = r.ratio >= 0.8 && peak < 100*1024
 	r.extra = []string{
-		fmt.Sprintf("%d receipts in %v: %.0f/s; ed25519 %.0f verifies/s on all cores ÷ %.2f distinct signatures per receipt = %.0f/s", *nReceipts, el.Round(time.Millisecond), got, rate, sigsPerReceipt, limit),
-		fmt.Sprintf("peak memory %.1f MB (goal < 100 MB)", float64(rss)/1024),
+		fmt.Sprintf("%d receipts in %v: %.0f/s; ed25519 %.0f verifies/s on all cores ÷ %.2f distinct signatures per receipt = %.0f/s (median of 3 interleaved rounds)", *nReceipts, m.el.Round(time.Millisecond), m.got, m.rate, sigsPerReceipt, limit),
+		fmt.Sprintf("peak memory %.1f MB (goal < 100 MB)", float64(peak)/1024),
 	}
 	fmt.Printf("replay: %s\n        %s\n", r.extra[0], r.extra[1])
 	return r
