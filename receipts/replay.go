@@ -239,8 +239,8 @@ func verifyParallel(rp *Replayer, batch []*entry, workers int) {
 func (e *entry) decode() {
 	e.hash = LineHash(e.line.Bytes)
 	e.res = Result{Line: e.line.No, Problems: []Problem{}}
-	var env approval.Envelope
-	if err := json.Unmarshal(e.line.Bytes, &env); err != nil {
+	env, err := parseEnvelope(e.line.Bytes)
+	if err != nil {
 		e.envErr = err.Error()
 		return
 	}
@@ -248,7 +248,7 @@ func (e *entry) decode() {
 		e.envErr = "payloadType, payload or signatures missing"
 		return
 	}
-	e.env = &env
+	e.env = env
 	if env.PayloadType == PayloadType {
 		e.receipt, e.decodeErr = decodeReceipt(env.Payload)
 	}
