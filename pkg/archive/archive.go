@@ -44,7 +44,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/prod-write/prod-write/pkg/store/dynamo/awsconf"
+	"github.com/prod-write/prod-write/pkg/awsconf"
 	"github.com/prod-write/prod-write/receipts"
 )
 

@@ -106,7 +106,7 @@ func (d *Dir) PutEvidence(fp, id string, env *dsse.Envelope) error {
 	if err := CheckFingerprint(fp); err != nil {
 		return err
 	}
-	if err := checkID(id); err != nil {
+	if err := CheckID(id); err != nil {
 		return err
 	}
 	data, err := encode(env)
@@ -141,7 +141,7 @@ func (d *Dir) Evidence(fp string) ([]*dsse.Envelope, []Problem, error) {
 		if strings.HasPrefix(e.Name(), ".") && strings.Contains(e.Name(), ".tmp-") {
 			continue // a write in progress, or one a crash left behind
 		}
-		if !ok || checkID(id) != nil || !e.Type().IsRegular() {
+		if !ok || CheckID(id) != nil || !e.Type().IsRegular() {
 			problems = append(problems, Problem{Path: path, Err: "foreign file: not a record this store wrote"})
 			continue
 		}
@@ -165,7 +165,7 @@ func (d *Dir) Evidence(fp string) ([]*dsse.Envelope, []Problem, error) {
 // returns. Slots are taken lowest first, so the spent ones of a record are
 // always 0 to N-1.
 func (d *Dir) Consume(id string, uses int) (int, error) {
-	if err := checkID(id); err != nil {
+	if err := CheckID(id); err != nil {
 		return 0, err
 	}
 	dir := filepath.Join(d.Root, "consumed")
@@ -204,7 +204,7 @@ func (d *Dir) spent(id string) int {
 func (d *Dir) Used(ids []string) (map[string]int, error) {
 	out := map[string]int{}
 	for _, id := range ids {
-		if checkID(id) != nil {
+		if CheckID(id) != nil {
 			continue
 		}
 		if n := d.spent(id); n > 0 {
@@ -222,7 +222,7 @@ func (d *Dir) Plans() ([]string, error) {
 	}
 	var out []string
 	for _, e := range entries {
-		if h, ok := strings.CutSuffix(e.Name(), ".json"); ok && checkID(h) == nil {
+		if h, ok := strings.CutSuffix(e.Name(), ".json"); ok && CheckID(h) == nil {
 			out = append(out, "sha256:"+h)
 		}
 	}

@@ -82,7 +82,10 @@ func (e *BadFingerprintError) Error() string {
 
 func hexOf(fp string) string { return strings.TrimPrefix(fp, "sha256:") }
 
-func checkID(id string) error {
+// CheckID reports whether id is a record id: 64 lowercase hex digits (the
+// hex sha256 of a record's DSSE pre-authentication encoding). Every backend
+// checks it before an id becomes a key or a path.
+func CheckID(id string) error {
 	if !hex64(id) {
 		return fmt.Errorf("%q is not a record id", id)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/smithy-go"
 
-	"github.com/prod-write/prod-write/pkg/store/dynamo/awsconf"
+	"github.com/prod-write/prod-write/pkg/awsconf"
 )
 
 // Error is a DynamoDB call that failed: the service could not be reached

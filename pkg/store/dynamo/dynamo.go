@@ -41,8 +41,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 
+	"github.com/prod-write/prod-write/pkg/awsconf"
 	"github.com/prod-write/prod-write/pkg/store"
-	"github.com/prod-write/prod-write/pkg/store/dynamo/awsconf"
 )
 
 // Attribute names.
@@ -272,7 +272,7 @@ func (s *Store) PutEvidence(fp, id string, env *dsse.Envelope) error {
 	if err := store.CheckFingerprint(fp); err != nil {
 		return err
 	}
-	if err := checkID(id); err != nil {
+	if err := store.CheckID(id); err != nil {
 		return err
 	}
 	data, err := encode(env)
@@ -325,7 +325,7 @@ func (s *Store) Evidence(fp string) ([]*dsse.Envelope, []store.Problem, error) {
 				continue
 			}
 			path := s.path(pk, sk.Value)
-			if checkID(sk.Value) != nil {
+			if store.CheckID(sk.Value) != nil {
 				problems = append(problems, store.Problem{Path: path, Err: "foreign item: not a record this store wrote"})
 				continue
 			}
@@ -354,7 +354,7 @@ func (s *Store) Evidence(fp string) ([]*dsse.Envelope, []store.Problem, error) {
 // the count of spent slots is read first and the next slots are tried in
 // order, as the embedded store does (docs/adr/0006-consumption.md).
 func (s *Store) Consume(id string, uses int) (int, error) {
-	if err := checkID(id); err != nil {
+	if err := store.CheckID(id); err != nil {
 		return 0, err
 	}
 	ctx, cancel := s.ctx()
@@ -401,7 +401,7 @@ func (s *Store) Used(ids []string) (map[string]int, error) {
 	defer cancel()
 	out := map[string]int{}
 	for _, id := range ids {
-		if checkID(id) != nil {
+		if store.CheckID(id) != nil {
 			continue
 		}
 		n, err := s.count(ctx, consumedPK(id))
@@ -413,18 +413,4 @@ func (s *Store) Used(ids []string) (map[string]int, error) {
 		}
 	}
 	return out, nil
-}
-
-// checkID is the embedded store's record id rule: 64 lowercase hex digits.
-// (The store package keeps its own unexported; docs/DISTRIBUTED.md.)
-func checkID(id string) error {
-	if len(id) != 64 {
-		return fmt.Errorf("%q is not a record id", id)
-	}
-	for _, c := range id {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return fmt.Errorf("%q is not a record id", id)
-		}
-	}
-	return nil
 }
