@@ -55,6 +55,9 @@ func loadPlan(f *Factory, fp string) (*planContext, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The gate opens the plan again; remember the signature verified here
+	// rather than verify it twice.
+	pc.policy.CacheVerifications()
 	if pc.plan, _, err = pc.policy.DecodePlan(pc.env); err != nil {
 		if r, ok := refusal.As(err); ok {
 			r.For("", fp)

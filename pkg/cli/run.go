@@ -294,10 +294,8 @@ func (pc *planContext) intent(f *Factory, dec *approval.Decision, evidence []*ap
 			in.Signers[a.Signer] = a.Signed.Signer.Public().String()
 		}
 	}
-	if pl, _, err := pc.policy.DecodePlan(pc.env); err == nil {
-		if pr, ok := pc.policy.ByID(pl.Planner); ok {
-			in.Signers[pr.ID] = pr.Public().String()
-		}
+	if pr, ok := pc.policy.ByID(pc.plan.Planner); ok {
+		in.Signers[pr.ID] = pr.Public().String()
 	}
 	return in
 }
