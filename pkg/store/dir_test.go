@@ -325,3 +325,35 @@ func TestCheckFingerprint(t *testing.T) {
 		t.Errorf("CheckFingerprint of a good fingerprint: %v", err)
 	}
 }
+
+// TestDirSpentCounts: the count of spent uses, found by a galloping search
+// over the slot markers, is exact on each side of every power of two, and
+// the next Consume takes the slot right after the spent ones.
+func TestDirSpentCounts(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 100, 513} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			d := openDir(t)
+			id := storetest.ID("spent")
+			dir := filepath.Join(d.Root, "consumed")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for slot := 0; slot < n; slot++ {
+				if err := os.WriteFile(filepath.Join(dir, id+"."+strconv.Itoa(slot)), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			used, err := d.Used([]string{id})
+			if err != nil || used[id] != n {
+				t.Fatalf("Used = %v, %v; want %d", used, err, n)
+			}
+			slot, err := d.Consume(id, n+1)
+			if err != nil || slot != n {
+				t.Fatalf("Consume(%d uses) = %d, %v; want slot %d", n+1, slot, err, n)
+			}
+			if _, err := d.Consume(id, n+1); !errors.Is(err, store.ErrConsumed) {
+				t.Fatalf("Consume past %d uses: %v", n+1, err)
+			}
+		})
+	}
+}
