@@ -4,8 +4,8 @@
 package tomlpos
 
 import (
+	"bytes"
 	"regexp"
-	"strings"
 
 	"github.com/BurntSushi/toml"
 )
@@ -34,7 +34,7 @@ func CodeLines(data []byte) []string {
 				cur = append(cur, ' ', ' ')
 				continue
 			}
-			if strings.HasPrefix(string(b[i:]), quote) {
+			if bytes.HasPrefix(b[i:], []byte(quote)) {
 				i += len(quote) - 1
 				cur = append(cur, quote...)
 				quote = ""
@@ -51,7 +51,7 @@ func CodeLines(data []byte) []string {
 			i--
 		case c == '"' || c == '\'':
 			q := string(c)
-			if strings.HasPrefix(string(b[i:]), q+q+q) {
+			if bytes.HasPrefix(b[i:], []byte(q+q+q)) {
 				q = q + q + q
 			}
 			quote = q
