@@ -6,10 +6,12 @@ BIN         := bin/prod-write
 
 .PHONY: build test demo bench fuzz lint man clean
 
-# A static binary (no cgo): it starts in a third of the time of a dynamically
-# linked one, and run's latency is mostly start-up (docs/PERFORMANCE.md).
+# Static binaries (no cgo): they start in a third of the time of dynamically
+# linked ones, and run's latency is mostly start-up (docs/PERFORMANCE.md).
+# prod-write-aws, beside prod-write, serves the commands of a deployment on
+# DynamoDB and S3 (docs/adr/0009-aws-binary.md).
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/prod-write
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/prod-write ./cmd/prod-write-aws
 
 ## test: lint, install and start what the tests need (dynalite, versitygw),
 ## every test (race detector on), and a short run of every fuzz target.

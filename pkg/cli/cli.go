@@ -50,6 +50,16 @@ type Factory struct {
 	LookupEnv func(string) (string, bool)
 	Getwd     func() (string, error)
 
+	// AWS holds the distributed backends; nil in prod-write, which hands
+	// commands that need them to prod-write-aws (aws.go).
+	AWS AWS
+	// Args are the command line's arguments, for that hand-over.
+	Args []string
+	// Executable and Exec find and start prod-write-aws; nil means
+	// os.Executable and execve(2).
+	Executable func() (string, error)
+	Exec       func(path string, argv, env []string) error
+
 	// Global flags.
 	ConfigPath string
 	KeyPath    string
@@ -86,6 +96,9 @@ func (f *Factory) Config() (*config.Config, error) {
 			}
 		}
 	}
+	if why := needsAWS(c); why != "" && f.AWS == nil {
+		return nil, f.handOff(why)
+	}
 	return c, nil
 }
 
@@ -105,11 +118,9 @@ func (f *Factory) Store(c *config.Config) (store.Store, error) {
 	case "embedded":
 		return store.OpenDir(c.StoreDir())
 	case "dynamodb":
-		s, err := openDynamo(c)
-		if err != nil {
-			return nil, err
+		if f.AWS != nil {
+			return f.AWS.OpenStore(c)
 		}
-		return failClosed{s}, nil
 	}
 	return nil, &config.Error{Path: c.Path, Msg: fmt.Sprintf("store backend %q is not available in this build", c.Store.Backend)}
 }
@@ -191,13 +202,17 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// Main runs prod-write with os.Args and returns the exit status.
-func Main() int {
-	return Run(os.Args[1:], NewFactory())
+// Main runs prod-write with os.Args and returns the exit status. aws, if
+// not nil, links the distributed backends in (prod-write-aws).
+func Main(aws AWS) int {
+	f := NewFactory()
+	f.AWS = aws
+	return Run(os.Args[1:], f)
 }
 
 // Run runs prod-write with args and returns the exit status.
 func Run(args []string, f *Factory) int {
+	f.Args = args
 	root := NewCmdRoot(f)
 	root.SetArgs(args)
 	root.SetIn(f.IO.In)

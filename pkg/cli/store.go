@@ -8,89 +8,15 @@ import (
 	"os"
 	"time"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/pkg/archive"
-	"github.com/prod-write/prod-write/pkg/boundary"
 	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/pkg/refusal"
-	"github.com/prod-write/prod-write/pkg/store"
-	"github.com/prod-write/prod-write/pkg/store/dynamo"
 	"github.com/prod-write/prod-write/receipts"
 )
 
 // The distributed backends (SPEC §10, docs/DISTRIBUTED.md): the DynamoDB
 // store, `store init`, the S3 receipt archive, `receipts sync` and
 // `replay s3://…`.
-
-// openDynamo opens the DynamoDB store that c names. It does not contact
-// DynamoDB; the store fails closed on first use.
-func openDynamo(c *config.Config) (*dynamo.Store, error) {
-	if c.Store.Table == "" {
-		return nil, &config.Error{Path: c.Path, Msg: `store.table is not set: the dynamodb backend needs a table name`}
-	}
-	s, err := dynamo.Open(context.Background(), dynamo.Options{
-		Table: c.Store.Table, Region: c.Store.Region, Endpoint: c.Store.Endpoint,
-		// Setuid: the caller's environment and $HOME/.aws are not
-		// trusted (docs/DISTRIBUTED.md, "Credentials").
-		Isolated: boundary.Privileged(),
-	})
-	if err != nil {
-		return nil, &config.Error{Path: c.Path, Msg: "store: " + err.Error(), Err: err}
-	}
-	return s, nil
-}
-
-// failClosed turns a store that cannot be reached into a refusal
-// (store_unavailable, exit 77): the gate cannot be evaluated, so nothing
-// runs, and the caller is told so in the same typed way as any other "no"
-// (docs/DISTRIBUTED.md, "Failing closed"). Every other error and answer
-// passes through unchanged.
-type failClosed struct{ s store.Store }
-
-var _ store.Store = failClosed{}
-
-func unavailable(fp string, err error) error {
-	var de *dynamo.Error
-	if !errors.As(err, &de) {
-		return err
-	}
-	r := refusal.New(refusal.StoreUnavailable, "the DynamoDB store failed, so the gate cannot be evaluated and nothing runs: %s", de.Error()).
-		Needs("a reachable DynamoDB store")
-	if store.CheckFingerprint(fp) == nil {
-		r.Fingerprint = fp
-	}
-	return r
-}
-
-func (f failClosed) PutPlan(fp string, env *dsse.Envelope) error {
-	return unavailable(fp, f.s.PutPlan(fp, env))
-}
-
-func (f failClosed) GetPlan(fp string) (*dsse.Envelope, error) {
-	env, err := f.s.GetPlan(fp)
-	return env, unavailable(fp, err)
-}
-
-func (f failClosed) PutEvidence(fp, id string, env *dsse.Envelope) error {
-	return unavailable(fp, f.s.PutEvidence(fp, id, env))
-}
-
-func (f failClosed) Evidence(fp string) ([]*dsse.Envelope, []store.Problem, error) {
-	recs, problems, err := f.s.Evidence(fp)
-	return recs, problems, unavailable(fp, err)
-}
-
-func (f failClosed) Consume(id string, uses int) (int, error) {
-	slot, err := f.s.Consume(id, uses)
-	return slot, unavailable("", err)
-}
-
-func (f failClosed) Used(ids []string) (map[string]int, error) {
-	used, err := f.s.Used(ids)
-	return used, unavailable("", err)
-}
 
 // StoreInitOptions are store init's inputs.
 type StoreInitOptions struct {
@@ -140,21 +66,23 @@ func storeInitRun(o *StoreInitOptions) error {
 	out := map[string]any{"backend": c.Store.Backend}
 	switch c.Store.Backend {
 	case "dynamodb":
-		s, err := openDynamo(c)
-		if err != nil {
+		// Config hands the command to prod-write-aws when this build
+		// lacks f.AWS, so it is set here.
+		table, created, err := f.AWS.InitStore(context.Background(), c, o.Wait)
+		var ce *config.Error
+		if errors.As(err, &ce) {
 			return err
 		}
-		created, err := s.CreateTable(context.Background(), o.Wait)
 		if err != nil {
 			return &ExitError{Code: ExitIOErr, Msg: err.Error()}
 		}
-		out["table"], out["created"], out["status"] = s.Table(), created, "ACTIVE"
+		out["table"], out["created"], out["status"] = table, created, "ACTIVE"
 		if !f.JSON {
 			verb := "exists"
 			if created {
 				verb = "created (on-demand capacity)"
 			}
-			fmt.Fprintf(f.IO.Out, "table %s: %s, ACTIVE\n", s.Table(), verb)
+			fmt.Fprintf(f.IO.Out, "table %s: %s, ACTIVE\n", table, verb)
 		}
 	default:
 		if _, err := f.Store(c); err != nil {
@@ -171,14 +99,6 @@ func storeInitRun(o *StoreInitOptions) error {
 	return nil
 }
 
-// archiveConfig is the archive that c configures; ok is false when none
-// is.
-func archiveConfig(c *config.Config) (archive.Config, bool) {
-	a := c.Archive
-	return archive.Config{Bucket: a.Bucket, Prefix: a.Prefix, Region: a.Region, Endpoint: a.Endpoint,
-		LockMode: a.LockMode, LockDays: a.LockDays, Isolated: boundary.Privileged()}, a.Bucket != ""
-}
-
 // shipTimeout bounds shipping a run's receipts: an unreachable archive
 // must not hold a finished run for long, and they are shipped later by
 // `receipts sync` anyway.
@@ -189,23 +109,16 @@ const shipTimeout = 10 * time.Second
 // journal already, which stays the write-ahead record; on failure one
 // warning line says so and how to ship them later.
 func shipReceipts(f *Factory, c *config.Config, entries ...receipts.Appended) {
-	ac, ok := archiveConfig(c)
-	if !ok || len(entries) == 0 {
+	if c.Archive.Bucket == "" || len(entries) == 0 || f.AWS == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shipTimeout)
 	defer cancel()
 	var seqs []any
-	list := make([]archive.Entry, len(entries))
-	for i, e := range entries {
-		list[i] = archive.Entry{Seq: e.Seq, Hash: e.Hash}
+	for _, e := range entries {
 		seqs = append(seqs, e.Seq)
 	}
-	a, err := archive.Open(ctx, ac)
-	if err == nil {
-		err = a.Ship(ctx, c.JournalPath(), list...)
-	}
-	if err != nil {
+	if err := f.AWS.ShipReceipts(ctx, c, entries); err != nil {
 		fmt.Fprintf(f.IO.Err, "prod-write: warning: receipts %v are in the local journal but not archived (`prod-write receipts sync` ships them): %s\n", seqs, oneLine(err))
 	}
 }
@@ -257,35 +170,35 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 	if err != nil {
 		return err
 	}
-	ac, ok := archiveConfig(c)
-	if !ok {
+	if c.Archive.Bucket == "" {
 		return &config.Error{Path: c.Path, Msg: "no archive configured: set archive.bucket (and prefix) to sync receipts to S3"}
-	}
-	a, err := archive.Open(context.Background(), ac)
-	if err != nil {
-		return &config.Error{Path: c.Path, Msg: err.Error(), Err: err}
 	}
 	fl, err := openJournal(f)
 	if err != nil {
 		return err
 	}
 	defer fl.Close()
-	res, err := a.Sync(context.Background(), fl)
+	// Config hands the command to prod-write-aws when this build lacks
+	// f.AWS, so it is set here.
+	res, err := f.AWS.SyncReceipts(context.Background(), c, fl)
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return err
+	}
 	// Report what was done, unless the archive could not even be listed.
 	if err == nil || res.Lines > 0 {
 		if f.JSON {
-			if perr := printJSON(f.IO.Out, map[string]any{"archive": a.URL(), "lines": res.Lines, "shipped": res.Shipped, "present": res.Present, "ok": err == nil}); perr != nil {
+			if perr := printJSON(f.IO.Out, map[string]any{"archive": res.URL, "lines": res.Lines, "shipped": res.Shipped, "present": res.Present, "ok": err == nil}); perr != nil {
 				return perr
 			}
 		} else {
-			fmt.Fprintf(f.IO.Out, "%s: %d shipped, %d already there, of %d journal entries\n", a.URL(), res.Shipped, res.Present, res.Lines)
+			fmt.Fprintf(f.IO.Out, "%s: %d shipped, %d already there, of %d journal entries\n", res.URL, res.Shipped, res.Present, res.Lines)
 		}
 	}
-	var conflict *archive.ConflictError
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &conflict):
+	case errors.Is(err, ErrArchiveConflict):
 		return &dataError{err: fmt.Errorf("receipts sync: %s", oneLine(err))}
 	}
 	return &ExitError{Code: ExitIOErr, Msg: "receipts sync: " + oneLine(err)}
@@ -294,25 +207,25 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 // openReplayInput opens what replay reads: a journal file, or the S3
 // archive for an s3://bucket/prefix path.
 //
-// For the archive, the endpoint and region come from prod-write.toml only
-// when its archive names the same bucket; otherwise from the standard AWS
-// chain (AWS_REGION, AWS_ENDPOINT_URL_S3). What is read is judged by the
-// trust policy either way: an archive served from elsewhere cannot forge a
-// receipt, and a cut-off one is caught by --checkpoint.
+// What is read is judged by the trust policy either way: an archive served
+// from elsewhere cannot forge a receipt, and a cut-off one is caught by
+// --checkpoint.
 func openReplayInput(f *Factory, path string) (io.ReadCloser, error) {
-	bucket, prefix, ok := archive.ParseURL(path)
-	if !ok {
+	if !isArchiveURL(path) {
 		return os.Open(path)
 	}
-	ac := archive.Config{Bucket: bucket, Prefix: prefix, Isolated: boundary.Privileged()}
-	if c, err := f.Config(); err == nil && c.Archive.Bucket == bucket {
-		ac.Region, ac.Endpoint = c.Archive.Region, c.Archive.Endpoint
+	if f.AWS == nil {
+		return nil, f.handOff("replay reads an S3 archive")
 	}
-	a, err := archive.Open(context.Background(), ac)
+	c, err := f.Config()
 	if err != nil {
-		return nil, &config.Error{Msg: err.Error(), Err: err}
+		c = nil // replay of an archive needs no configuration
 	}
-	return ioFailure{a.Reader(context.Background())}, nil
+	r, err := f.AWS.OpenArchive(context.Background(), c, path)
+	if err != nil {
+		return nil, err
+	}
+	return ioFailure{r}, nil
 }
 
 // ioFailure makes a failure to read the archive an I/O error (exit 74),

@@ -382,7 +382,8 @@ var (
 	binErr  error
 )
 
-// Binary builds prod-write once per test binary and returns its path.
+// Binary builds prod-write and prod-write-aws once per test binary and
+// returns prod-write's path.
 func Binary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -397,11 +398,13 @@ func Binary(t testing.TB) string {
 		binPath = filepath.Join(binDir, "prod-write")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/prod-write")
+		// Both binaries, side by side as installed: prod-write hands
+		// commands that need DynamoDB or S3 to prod-write-aws.
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/prod-write", "./cmd/prod-write-aws")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/prod-write: %v\n%s", err, out)
+			binErr = fmt.Errorf("go build ./cmd/prod-write ./cmd/prod-write-aws: %v\n%s", err, out)
 		}
 	})
 	if binErr != nil {

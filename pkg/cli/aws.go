@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prod-write/prod-write/pkg/boundary"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/store"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// AWS is what the commands need of the distributed backends (SPEC §10):
+// the DynamoDB store and the S3 receipt archive. They link the AWS SDK,
+// whose package initialisation alone costs more than the whole of a run's
+// durable writes, so they live in a second binary, prod-write-aws, and
+// prod-write hands a command over to it when the configuration names them
+// (docs/adr/0009-aws-binary.md). pkg/awsbackend implements it.
+type AWS interface {
+	// OpenStore opens the DynamoDB store c names. Its errors from
+	// DynamoDB are refusals (store_unavailable): the gate fails closed.
+	OpenStore(c *config.Config) (store.Store, error)
+	// InitStore creates c's DynamoDB table, or finds it, and waits until
+	// it is ACTIVE.
+	InitStore(ctx context.Context, c *config.Config, wait time.Duration) (table string, created bool, err error)
+	// ShipReceipts copies journal entries to c's archive.
+	ShipReceipts(ctx context.Context, c *config.Config, entries []receipts.Appended) error
+	// SyncReceipts ships every complete journal line c's archive lacks.
+	// A line the archive holds with other bytes is an error wrapping
+	// [ErrArchiveConflict].
+	SyncReceipts(ctx context.Context, c *config.Config, journal *os.File) (ArchiveSync, error)
+	// OpenArchive reads the archive at url (s3://bucket/prefix) as one
+	// journal. c is nil when there is no configuration; when there is and
+	// its archive names the same bucket, its endpoint and region apply.
+	OpenArchive(ctx context.Context, c *config.Config, url string) (io.ReadCloser, error)
+}
+
+// ArchiveSync is what [AWS.SyncReceipts] did.
+type ArchiveSync struct {
+	URL     string // the archive, as s3://bucket/prefix
+	Lines   int    // complete journal lines read
+	Shipped int    // objects written now
+	Present int    // lines the archive held already
+}
+
+// ErrArchiveConflict is wrapped by a sync that found a journal line's
+// sequence number in the archive with other bytes.
+var ErrArchiveConflict = errors.New("the archive holds other bytes for a journal entry")
+
+// AWSBinary is the name of the binary that links the AWS backends.
+const AWSBinary = "prod-write-aws"
+
+// needsAWS says why c needs the AWS backends, or "" if it does not.
+func needsAWS(c *config.Config) string {
+	switch {
+	case c.Store.Backend == "dynamodb":
+		return "its store is DynamoDB"
+	case c.Archive.Bucket != "":
+		return "its receipts are archived to S3"
+	}
+	return ""
+}
+
+// handOff replaces this process with prod-write-aws, installed beside it,
+// running the same command: used when this build lacks the AWS backends
+// and the command needs them. It is called before the command has read
+// input or changed anything, so running it again from the start is exact.
+// It returns only on failure.
+//
+// With privilege (a setuid install), the binary that takes over gets that
+// privilege too, so it must be as trusted as the configuration: owned by
+// root or prod-write's user and writable by no one else, along its whole
+// path. A caller who hard-links prod-write into a directory of its own
+// cannot bring its own prod-write-aws along.
+func (f *Factory) handOff(why string) error {
+	executable, exec := f.Executable, f.Exec
+	if executable == nil {
+		executable = os.Executable
+	}
+	if exec == nil {
+		exec = execve
+	}
+	self, err := executable()
+	if err != nil {
+		return fmt.Errorf("finding %s: %w", AWSBinary, err)
+	}
+	path := filepath.Join(filepath.Dir(self), AWSBinary)
+	fail := func(err error) error {
+		return &config.Error{Msg: fmt.Sprintf("this command needs %s (%s), which is not usable: %v; install it beside %s (docs/DISTRIBUTED.md)", AWSBinary, why, err, self), Err: err}
+	}
+	if filepath.Base(self) == AWSBinary {
+		// A prod-write-aws built without its backends would hand the
+		// command to itself for ever.
+		return fail(errors.New("this build of it has no AWS backends"))
+	}
+	if boundary.Privileged() {
+		if err := boundary.CheckTrusted(path); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := os.Stat(path); err != nil {
+		return fail(err)
+	}
+	args := append([]string{path}, f.Args...)
+	return fail(exec(path, args, os.Environ()))
+}
+
+// isArchiveURL reports whether replay's input is the S3 archive.
+func isArchiveURL(path string) bool { return strings.HasPrefix(path, "s3://") }
+
+func execve(path string, argv, env []string) error { return syscall.Exec(path, argv, env) }
