@@ -93,7 +93,7 @@ func (f *Factory) handOff(why string) error {
 	}
 	path := filepath.Join(filepath.Dir(self), AWSBinary)
 	fail := func(err error) error {
-		return &config.Error{Msg: fmt.Sprintf("this command needs %s (%s), which is not usable: %v; install it beside %s (docs/DISTRIBUTED.md)", AWSBinary, why, err, self), Err: err}
+		return &config.Error{Msg: fmt.Sprintf("this command needs %s (%s), installed beside %s (docs/DISTRIBUTED.md)", AWSBinary, why, self), Err: err}
 	}
 	if filepath.Base(self) == AWSBinary {
 		// A prod-write-aws built without its backends would hand the

@@ -29,7 +29,7 @@ func TestHandOffToAWSBinary(t *testing.T) {
 		{"s3 archive", s3, []string{"ops", "list", "--json"}, "prod-write", true, false, "exec"},
 		{"replay of an archive", "", []string{"replay", "s3://receipts/host-a"}, "prod-write", true, false, "exec"},
 		{"replay of a file", "", []string{"replay", "state/journal/receipts.jsonl"}, "prod-write", true, false, "none"},
-		{"not installed", dynamo, []string{"receipts", "list"}, "prod-write", false, false, "needs prod-write-aws (its store is DynamoDB), which is not usable"},
+		{"not installed", dynamo, []string{"receipts", "list"}, "prod-write", false, false, "needs prod-write-aws (its store is DynamoDB), installed beside"},
 		{"linked in", dynamo, []string{"ops", "list"}, "prod-write-aws", false, true, "none"},
 		{"no loop", dynamo, []string{"receipts", "list"}, "prod-write-aws", true, false, "has no AWS backends"},
 	} {
