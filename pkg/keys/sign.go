@@ -79,4 +79,3 @@ func parsePKCS8Seed(der []byte) ([]byte, error) {
 	}
 	return k.Seed(), nil
 }
-
