@@ -36,24 +36,59 @@ func loadPlan(f *Factory, fp string) (*planContext, error) {
 	if pc.cfg, err = f.Config(); err != nil {
 		return nil, err
 	}
-	if pc.reg, err = f.Registry(pc.cfg); err != nil {
-		return nil, err
+	// Parsing the registry is the largest part of loading; it reads files
+	// and nothing else, so it runs on another core while the policy and
+	// the plan are read. Errors are still reported in the order of the
+	// steps: registry, policy, pins, then the plan.
+	type loaded struct {
+		reg *operations.Registry
+		err error
 	}
-	if pc.policy, err = f.Policy(pc.cfg); err != nil {
-		return nil, err
+	regC := make(chan loaded, 1)
+	go func() {
+		reg, err := f.Registry(pc.cfg)
+		regC <- loaded{reg, err}
+	}()
+	var planErr error
+	pc.policy, err = f.Policy(pc.cfg)
+	if err == nil {
+		planErr = pc.readPlan(f, fp)
 	}
-	if err := checkPins(pc.cfg, pc.policy, pc.reg); err != nil {
-		return nil, err
-	}
-	if pc.store, err = f.Store(pc.cfg); err != nil {
-		return nil, err
-	}
-	pc.env, err = pc.store.GetPlan(fp)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, refusal.New(refusal.PlanAbsent, "no plan with this fingerprint is stored").For("", fp).Needs("a signed plan (prod-write plan --key …)")
+	r := <-regC
+	if r.err != nil {
+		return nil, r.err
 	}
 	if err != nil {
 		return nil, err
+	}
+	pc.reg = r.reg
+	if err := checkPins(pc.cfg, pc.policy, pc.reg); err != nil {
+		return nil, err
+	}
+	if planErr != nil {
+		return nil, planErr
+	}
+	op, ok := pc.reg.Get(pc.plan.Operation)
+	if !ok {
+		return nil, refusal.New(refusal.OperationAbsent, "operation %q is no longer in the registry", pc.plan.Operation).For(pc.plan.Operation, fp)
+	}
+	pc.op = op
+	return pc, nil
+}
+
+// readPlan opens the store and reads, verifies and decodes the plan stored
+// under fp.
+func (pc *planContext) readPlan(f *Factory, fp string) error {
+	var err error
+	if pc.store, err = f.Store(pc.cfg); err != nil {
+		return err
+	}
+	pc.env, err = pc.store.GetPlan(fp)
+	if errors.Is(err, store.ErrNotFound) {
+		return refusal.New(refusal.PlanAbsent, "no plan with this fingerprint is stored").For("", fp).Needs("a signed plan (prod-write plan --key …)")
+	}
+	if err != nil {
+		return err
 	}
 	// The gate opens the plan again; remember the signature verified here
 	// rather than verify it twice.
@@ -62,17 +97,12 @@ func loadPlan(f *Factory, fp string) (*planContext, error) {
 		if r, ok := refusal.As(err); ok {
 			r.For("", fp)
 		}
-		return nil, err
+		return err
 	}
 	if pc.plan.Fingerprint != fp {
-		return nil, refusal.New(refusal.FingerprintMismatch, "the plan stored under this fingerprint is for %s", pc.plan.Fingerprint).For(pc.plan.Operation, fp)
+		return refusal.New(refusal.FingerprintMismatch, "the plan stored under this fingerprint is for %s", pc.plan.Fingerprint).For(pc.plan.Operation, fp)
 	}
-	op, ok := pc.reg.Get(pc.plan.Operation)
-	if !ok {
-		return nil, refusal.New(refusal.OperationAbsent, "operation %q is no longer in the registry", pc.plan.Operation).For(pc.plan.Operation, fp)
-	}
-	pc.op = op
-	return pc, nil
+	return nil
 }
 
 // checkPins refuses to act on a trust policy or registry other than the
