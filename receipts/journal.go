@@ -158,7 +158,7 @@ type tailInfo struct {
 
 // readTail finds the last complete line of f: its hash, and the sequence
 // number it implies. It reads backwards in growing chunks, so its cost does
-// not grow with the journal.
+// not grow with the journal; the first is small, as most receipts are.
 func readTail(f *os.File) (tailInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
@@ -168,11 +168,12 @@ func readTail(f *os.File) (tailInfo, error) {
 	if size == 0 {
 		return tailInfo{}, nil
 	}
-	chunk := int64(64 << 10)
-	for {
+	chunk := int64(8 << 10)
+	for ; ; chunk *= 4 {
 		if chunk > size {
 			chunk = size
 		}
+		whole := chunk == size
 		buf := make([]byte, chunk)
 		if _, err := f.ReadAt(buf, size-chunk); err != nil && err != io.EOF {
 			return tailInfo{}, fmt.Errorf("reading journal tail: %w", err)
@@ -180,8 +181,7 @@ func readTail(f *os.File) (tailInfo, error) {
 		var t tailInfo
 		body := buf
 		if nl := bytes.LastIndexByte(buf, '\n'); nl != len(buf)-1 {
-			if nl < 0 && chunk < size {
-				chunk *= 4
+			if nl < 0 && !whole {
 				continue
 			}
 			t.torn = append([]byte(nil), buf[nl+1:]...)
@@ -191,32 +191,39 @@ func readTail(f *os.File) (tailInfo, error) {
 		if len(body) == 0 {
 			return t, nil // the whole journal is one torn line
 		}
-		lines := bytes.Split(body[:len(body)-1], []byte{'\n'})
-		complete := lines
-		if chunk < size {
-			complete = lines[1:] // the first may be cut by the chunk boundary
-		}
-		t.hash = LineHash(lines[len(lines)-1])
-		// The sequence is one past the last entry that decodes, plus the
-		// lines after it that do not (replay reports those).
-		for i := len(complete) - 1; i >= 0; i-- {
-			if seq, ok := seqOf(complete[i]); ok {
-				t.seq = seq + uint64(len(complete)-1-i)
+		// Walk back line by line. The sequence is one past the last entry
+		// that decodes, plus the lines after it that do not (replay
+		// reports those). A line that may be cut by the chunk's start is
+		// read again from a larger chunk.
+		body = body[:len(body)-1]
+		var after uint64
+		for {
+			i := bytes.LastIndexByte(body, '\n')
+			if i < 0 && !whole {
+				break
+			}
+			line := body[i+1:]
+			if after == 0 {
+				t.hash = LineHash(line)
+			}
+			if seq, ok := seqOf(line); ok {
+				t.seq = seq + after
 				return t, nil
 			}
+			after++
+			if i < 0 {
+				t.seq = after
+				return t, nil
+			}
+			body = body[:i]
 		}
-		if chunk == size {
-			t.seq = uint64(len(lines))
-			return t, nil
-		}
-		chunk *= 4
 	}
 }
 
 // seqOf reads the sequence number of a journal line without verifying it.
 func seqOf(line []byte) (uint64, bool) {
-	var env approval.Envelope
-	if json.Unmarshal(line, &env) != nil {
+	env, err := parseEnvelope(line)
+	if err != nil {
 		return 0, false
 	}
 	payload, err := base64.StdEncoding.DecodeString(env.Payload)
