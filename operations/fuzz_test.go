@@ -108,6 +108,16 @@ func FuzzParse(f *testing.F) {
 			if d, err := op.DefinitionDigest(); err != nil || d != op.Digest {
 				t.Fatalf("%s: digest %q, definition gives %q (%v)", op.Name, op.Digest, d, err)
 			}
+			// Patterns are only parsed at load and compiled on first use:
+			// what loads must compile.
+			for name, p := range op.Params {
+				if p.Pattern == "" {
+					continue
+				}
+				if _, err := regexp.Compile(`^(?:` + p.Pattern + `)$`); err != nil {
+					t.Fatalf("%s: param %s's pattern loaded but does not compile: %v", op.Name, name, err)
+				}
+			}
 			for _, a := range op.Args {
 				for _, n := range placeholders(a, "param") {
 					if _, ok := op.Params[n]; !ok {

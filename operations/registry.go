@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"sort"
 	"strconv"
@@ -444,24 +445,36 @@ func (p *Param) compile() error {
 		return fmt.Errorf("min %d is above max %d", *p.Min, *p.Max)
 	}
 	if p.Pattern != "" {
-		re, err := regexp.Compile(`^(?:` + p.Pattern + `)$`)
-		if err != nil {
+		// Only parsed here: a registry has many operations and a run
+		// validates the params of one, so each pattern is compiled when a
+		// value is first checked against it (bounded repetitions such as
+		// {0,30} make compiling far dearer than parsing).
+		if _, err := syntax.Parse(p.anchored(), syntax.Perl); err != nil {
 			return fmt.Errorf("pattern: %v", err)
 		}
-		p.re = re
 	}
 	return nil
 }
+
+// anchored is the pattern as values must match it: whole.
+func (p *Param) anchored() string { return `^(?:` + p.Pattern + `)$` }
 
 // Validate checks a value against the param's type, pattern, enum and range.
 func (p *Param) Validate(v string) error {
 	if strings.IndexByte(v, 0) >= 0 {
 		return errors.New("contains a NUL byte")
 	}
-	if p.Type == "" || (p.re == nil && p.Pattern != "") {
+	if p.Type == "" {
 		if err := p.compile(); err != nil {
 			return err
 		}
+	}
+	if p.re == nil && p.Pattern != "" {
+		re, err := regexp.Compile(p.anchored())
+		if err != nil {
+			return fmt.Errorf("pattern: %v", err)
+		}
+		p.re = re
 	}
 	if p.Type == "integer" {
 		n, err := strconv.ParseInt(v, 10, 64)
