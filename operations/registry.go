@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -171,7 +172,13 @@ func validName(s string) bool {
 	return true
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// lazyRegexp compiles expr on first use, not at package initialisation,
+// which every prod-write process would pay for, loading operations or not.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
+
+var envNameRE = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Load reads every *.toml file in dir (sorted by name) and resolves each
 // operation's program against securePath.
@@ -270,7 +277,7 @@ func Parse(file string, data []byte) ([]*Operation, error) {
 		}
 		msg := strings.TrimPrefix(err.Error(), "toml: ")
 		line := 0
-		if m := tomlLineRE.FindStringSubmatch(msg); m != nil {
+		if m := tomlLineRE().FindStringSubmatch(msg); m != nil {
 			line, _ = strconv.Atoi(m[1])
 			msg = strings.TrimPrefix(msg, m[0])
 		}
@@ -298,21 +305,21 @@ func Parse(file string, data []byte) ([]*Operation, error) {
 	return f.Operation, nil
 }
 
-var tomlLineRE = regexp.MustCompile(`^line (\d+)(?: \(last key "[^"]*"\))?: `)
+var tomlLineRE = lazyRegexp(`^line (\d+)(?: \(last key "[^"]*"\))?: `)
 
 // tableLines returns the 1-based lines on which an [[operation]] table
 // starts, in order.
 func tableLines(data []byte) []int {
 	var out []int
 	for i, l := range tomlpos.CodeLines(data) {
-		if operationHeaderRE.MatchString(l) {
+		if operationHeaderRE().MatchString(l) {
 			out = append(out, i+1)
 		}
 	}
 	return out
 }
 
-var operationHeaderRE = regexp.MustCompile(`^\s*\[\[\s*(operation|"operation"|'operation')\s*\]\]`)
+var operationHeaderRE = lazyRegexp(`^\s*\[\[\s*(operation|"operation"|'operation')\s*\]\]`)
 
 func (op *Operation) check() error {
 	if !validName(op.Name) {
@@ -330,8 +337,8 @@ func (op *Operation) check() error {
 		}
 	}
 	for name, p := range op.Params {
-		if !envNameRE.MatchString(name) {
-			return fmt.Errorf("param name %q must match %s", name, envNameRE)
+		if !envNameRE().MatchString(name) {
+			return fmt.Errorf("param name %q must match %s", name, envNameRE())
 		}
 		if err := p.compile(); err != nil {
 			return fmt.Errorf("param %q: %v", name, err)
@@ -339,8 +346,8 @@ func (op *Operation) check() error {
 		op.Params[name] = p
 	}
 	for name, f := range op.Files {
-		if !envNameRE.MatchString(name) {
-			return fmt.Errorf("file name %q must match %s", name, envNameRE)
+		if !envNameRE().MatchString(name) {
+			return fmt.Errorf("file name %q must match %s", name, envNameRE())
 		}
 		if f.MaxSize <= 0 {
 			return fmt.Errorf("file %q: max_size is required", name)
@@ -360,7 +367,7 @@ func (op *Operation) check() error {
 		names []string
 	}{{"pass", op.Env.Pass}, {"secret", op.Env.Secret}, {"set", mapKeys(op.Env.Set)}} {
 		for _, n := range group.names {
-			if !envNameRE.MatchString(n) {
+			if !envNameRE().MatchString(n) {
 				return fmt.Errorf("env %s: %q is not a variable name", group.kind, n)
 			}
 			if prev, dup := seen[n]; dup {
@@ -497,20 +504,20 @@ func (p *Param) Validate(v string) error {
 	return nil
 }
 
-var placeholderRE = regexp.MustCompile(`\{(target|param\.[A-Za-z0-9_]+|file\.[A-Za-z0-9_]+)\}`)
+var placeholderRE = lazyRegexp(`\{(target|param\.[A-Za-z0-9_]+|file\.[A-Za-z0-9_]+)\}`)
 
 // loosePlaceholderRE finds anything that looks meant as a placeholder, so
 // that a near miss ({param.my-svc}, { param.x }, {Param.x}) is an error
 // instead of literal text reaching the program.
-var loosePlaceholderRE = regexp.MustCompile(`\{\s*(?i:param|file|target)\b[^{}]*\}`)
+var loosePlaceholderRE = lazyRegexp(`\{\s*(?i:param|file|target)\b[^{}]*\}`)
 
 func (op *Operation) checkTemplate(t string, filesAllowed bool) error {
-	for _, m := range loosePlaceholderRE.FindAllString(t, -1) {
-		if !placeholderRE.MatchString(m) || placeholderRE.FindString(m) != m {
+	for _, m := range loosePlaceholderRE().FindAllString(t, -1) {
+		if !placeholderRE().MatchString(m) || placeholderRE().FindString(m) != m {
 			return fmt.Errorf("%s is not a placeholder: write {target}, {param.NAME} or {file.NAME} with NAME of letters, digits and _", m)
 		}
 	}
-	for _, m := range placeholderRE.FindAllStringSubmatch(t, -1) {
+	for _, m := range placeholderRE().FindAllStringSubmatch(t, -1) {
 		kind, name, _ := strings.Cut(m[1], ".")
 		switch kind {
 		case "param":
@@ -532,7 +539,7 @@ func (op *Operation) checkTemplate(t string, filesAllowed bool) error {
 // expand replaces the placeholders of t. fileArg maps a file name to what
 // stands in its place.
 func expand(t, target string, params map[string]string, fileArg func(string) string) string {
-	return placeholderRE.ReplaceAllStringFunc(t, func(m string) string {
+	return placeholderRE().ReplaceAllStringFunc(t, func(m string) string {
 		kind, name, _ := strings.Cut(m[1:len(m)-1], ".")
 		switch kind {
 		case "target":

@@ -355,7 +355,7 @@ func fingerprintArg(req *mcp.CallToolRequest) (string, error) {
 	return in.Fingerprint, nil
 }
 
-var integerRE = regexp.MustCompile(`^-?[0-9]+$`)
+var integerRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-?[0-9]+$`) }) // compiled on first use, not at every start
 
 // planArgs decodes a plan tool's arguments into the request the CLI would
 // make. A param may be a string or, for integer params, a JSON integer;
@@ -380,7 +380,7 @@ func planArgs(op string, req *mcp.CallToolRequest) (PlanRequest, error) {
 				return PlanRequest{}, argError(req, "param %s: %v", name, err)
 			}
 			pr.Params[name] = s
-		case integerRE.Match(raw):
+		case integerRE().Match(raw):
 			pr.Params[name] = string(raw)
 		default:
 			return PlanRequest{}, argError(req, "param %s: want a string or an integer", name)
