@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/prod-write/prod-write/pkg/dsse"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
@@ -111,11 +111,7 @@ func FuzzSignedPayload(f *testing.F) {
 	f.Add(approval.TypeGera, []byte(`{"fingerprint":1}`), uint16(1000))
 	key := keyFor("gera")
 	f.Fuzz(func(t *testing.T, payloadType string, body []byte, bit uint16) {
-		signer, err := dsse.NewEnvelopeSigner(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		env, err := signer.SignPayload(context.Background(), payloadType, body)
+		env, err := dsse.Sign(context.Background(), key, payloadType, body)
 		if err != nil {
 			t.Fatal(err)
 		}

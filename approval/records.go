@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hdevalence/ed25519consensus"
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/prod-write/prod-write/pkg/dsse"
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/keys"
@@ -113,11 +113,7 @@ func Sign(k *keys.Private, payloadType string, v any) (*Envelope, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := dsse.NewEnvelopeSigner(k)
-	if err != nil {
-		return nil, err
-	}
-	return s.SignPayload(context.Background(), payloadType, body)
+	return dsse.Sign(context.Background(), k, payloadType, body)
 }
 
 // ID identifies a record by what was signed: the sha256 of its DSSE

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/prod-write/prod-write/pkg/dsse"
 
 	"github.com/prod-write/prod-write/approval"
 )

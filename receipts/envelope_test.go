@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/prod-write/prod-write/pkg/dsse"
 )
 
 // FuzzParseEnvelope: the fast path and encoding/json agree on every input

@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/prod-write/prod-write/pkg/dsse"
 
 	"github.com/prod-write/prod-write/pkg/archive"
 	"github.com/prod-write/prod-write/pkg/boundary"

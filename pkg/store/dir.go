@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/prod-write/prod-write/pkg/dsse"
 
 	"github.com/prod-write/prod-write/pkg/durable"
 )

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/prod-write/prod-write/pkg/dsse"
 )
 
 // Store is what the gate's callers need from a backend. The embedded [Dir]

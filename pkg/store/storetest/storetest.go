@@ -25,7 +25,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"github.com/prod-write/prod-write/pkg/dsse"
 
 	"github.com/prod-write/prod-write/pkg/store"
 )
