@@ -8,10 +8,10 @@ BIN         := bin/prod-write
 
 # Static binaries (no cgo): they start in a third of the time of dynamically
 # linked ones, and run's latency is mostly start-up (docs/PERFORMANCE.md).
-# prod-write-aws, beside prod-write, serves the commands of a deployment on
-# DynamoDB and S3 (docs/adr/0009-aws-binary.md).
+# prod-write-net, beside prod-write, serves the commands of a deployment on
+# DynamoDB and S3 (docs/adr/0009-aws-binary.md, docs/adr/0010-network-binary.md).
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/prod-write ./cmd/prod-write-aws
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/prod-write ./cmd/prod-write-net
 
 ## test: lint, install and start what the tests need (dynalite, versitygw),
 ## every test (race detector on), and a short run of every fuzz target.

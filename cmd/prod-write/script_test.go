@@ -12,15 +12,16 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/awsbackend"
 	"github.com/prod-write/prod-write/pkg/cli"
+	"github.com/prod-write/prod-write/pkg/netbackend"
 	"github.com/prod-write/prod-write/pkg/testservers"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		// prod-write links no AWS SDK and hands dynamo_* scripts' commands
-		// to prod-write-aws, as an installation does.
-		"prod-write":  func() { os.Exit(cli.Main(nil)) },
-		cli.AWSBinary: func() { os.Exit(cli.Main(awsbackend.Backend{})) },
+		// to prod-write-net, as an installation does.
+		"prod-write":  func() { os.Exit(cli.Main(nil, nil)) },
+		cli.NetBinary: func() { os.Exit(cli.Main(awsbackend.Backend{}, netbackend.Backend{})) },
 	})
 }
 

@@ -5,21 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/slack-go/slack"
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/bridge"
-	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
-	"github.com/prod-write/prod-write/pkg/bridge/slackbridge"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 )
@@ -85,19 +79,6 @@ cleanly on SIGINT or SIGTERM.`,
 func slackEnabled(b config.Bridge) bool  { return b.SlackChannel != "" }
 func githubEnabled(b config.Bridge) bool { return b.GitHubRepo != "" }
 
-func bridgeHTTPClient() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
-
-func slackClient(b config.Bridge, token bridge.Secret) *slack.Client {
-	api := b.SlackAPI
-	if api == "" {
-		api = slack.APIURL
-	}
-	if !strings.HasSuffix(api, "/") {
-		api += "/"
-	}
-	return slack.New(token.Reveal(), slack.OptionAPIURL(api), slack.OptionHTTPClient(bridgeHTTPClient()))
-}
-
 func secret(f *Factory, c *config.Config, env, key, file string) (bridge.Secret, error) {
 	s, err := bridge.LoadSecret(f.LookupEnv, env, "bridge."+key, c.Abs(file))
 	var missing *bridge.MissingSecretError
@@ -115,12 +96,17 @@ func posters(f *Factory, c *config.Config) ([]bridge.Poster, []bridge.Secret, []
 	var secrets []bridge.Secret
 	var errs []error
 	b := c.Bridge
+	if f.Net == nil && (slackEnabled(b) || githubEnabled(b)) {
+		// Config hands file and withdraw to prod-write-net when bridges
+		// are on, so this is a build or wiring error; say so.
+		return nil, nil, []error{fmt.Errorf("this build cannot reach the bridges: run %s", NetBinary)}
+	}
 	if slackEnabled(b) {
 		token, err := secret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("slack: %w", err))
 		} else {
-			out = append(out, &slackbridge.Poster{API: slackClient(b, token), Channel: b.SlackChannel})
+			out = append(out, f.Net.SlackPoster(b, token))
 			secrets = append(secrets, token)
 		}
 	}
@@ -136,21 +122,16 @@ func posters(f *Factory, c *config.Config) ([]bridge.Poster, []bridge.Secret, []
 	return out, secrets, errs
 }
 
-func githubPoster(f *Factory, c *config.Config) (*githubbridge.Poster, bridge.Secret, error) {
-	b := c.Bridge
-	owner, repo, err := githubbridge.SplitRepo(b.GitHubRepo)
-	if err != nil {
-		return nil, bridge.Secret{}, &config.Error{Path: c.Path, Msg: err.Error()}
-	}
-	token, err := secret(f, c, bridge.EnvGitHubToken, "github_token_file", b.GitHubTokenFile)
+func githubPoster(f *Factory, c *config.Config) (bridge.Poster, bridge.Secret, error) {
+	token, err := secret(f, c, bridge.EnvGitHubToken, "github_token_file", c.Bridge.GitHubTokenFile)
 	if err != nil {
 		return nil, token, err
 	}
-	client, err := githubbridge.NewClient(b.GitHubAPI, token, bridgeHTTPClient())
+	p, err := f.Net.GitHubPoster(c.Bridge, token)
 	if err != nil {
 		return nil, token, &config.Error{Path: c.Path, Msg: err.Error()}
 	}
-	return &githubbridge.Poster{Client: client, Owner: owner, Repo: repo, PR: b.GitHubPR}, token, nil
+	return p, token, nil
 }
 
 func ledger(c *config.Config) *bridge.Ledger {
@@ -242,8 +223,26 @@ func where(p bridge.Post) string {
 	return ""
 }
 
+// BridgeService is what bridge serve runs, checked and loaded: [Net]
+// serves it.
+type BridgeService struct {
+	Bridge   config.Bridge
+	Attestor *bridge.Attestor
+	Ledger   *bridge.Ledger
+	Log      *slog.Logger
+	// With the Slack bridge on: the secrets that verify Slack's requests
+	// and answer them.
+	SlackSigning, SlackToken bridge.Secret
+	// With the GitHub bridge on: its token and how often it polls.
+	GitHubToken bridge.Secret
+	GitHubPoll  time.Duration
+}
+
 func bridgeServeRun(o *BridgeServeOptions) error {
 	f := o.F
+	if f.Net == nil {
+		return f.handOff("it serves the bridges")
+	}
 	c, err := f.Config()
 	if err != nil {
 		return err
@@ -278,94 +277,33 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(f.IO.Err, nil))
+	s := &BridgeService{Bridge: b, Attestor: att, Ledger: ledger(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil))}
 	if len(att.Principal().Roles) > 1 {
-		log.Warn("the bridge's principal holds roles besides bridge; give the bridge a principal of its own", "principal", att.Principal().ID)
+		s.Log.Warn("the bridge's principal holds roles besides bridge; give the bridge a principal of its own", "principal", att.Principal().ID)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	var poll time.Duration
-	var poller *githubbridge.Poller
 	if githubEnabled(b) {
-		p, token, err := githubPoster(f, c)
-		if err != nil {
+		if _, s.GitHubToken, err = githubPoster(f, c); err != nil {
 			return err
 		}
-		poll = 30 * time.Second
+		s.GitHubPoll = 30 * time.Second
 		if b.GitHubPoll != "" {
-			if poll, err = time.ParseDuration(b.GitHubPoll); err != nil || poll < time.Second {
+			if s.GitHubPoll, err = time.ParseDuration(b.GitHubPoll); err != nil || s.GitHubPoll < time.Second {
 				return &config.Error{Path: c.Path, Msg: fmt.Sprintf("bridge.github_poll %q: want a duration of at least 1s", b.GitHubPoll)}
 			}
 		}
-		poller = &githubbridge.Poller{Client: p.Client, Owner: p.Owner, Repo: p.Repo, Attestor: att, Ledger: ledger(c), Log: log, Token: token}
 	}
-
-	var srv *http.Server
-	var ln net.Listener
 	if slackEnabled(b) {
 		if b.Listen == "" {
 			return &config.Error{Path: c.Path, Msg: "[bridge] listen is required for Slack: the address Slack's interaction requests reach (behind a TLS proxy)"}
 		}
-		signing, err := secret(f, c, bridge.EnvSlackSigningSecret, "slack_signing_secret_file", b.SlackSigningSecretFile)
-		if err != nil {
+		if s.SlackSigning, err = secret(f, c, bridge.EnvSlackSigningSecret, "slack_signing_secret_file", b.SlackSigningSecretFile); err != nil {
 			return err
 		}
-		token, err := secret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile)
-		if err != nil {
+		if s.SlackToken, err = secret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile); err != nil {
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle(SlackInteractionsPath, &slackbridge.Handler{
-			SigningSecret: signing, BotToken: token, API: slackClient(b, token), Attestor: att, Team: b.SlackTeam, Log: log,
-		})
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		if ln, err = net.Listen("tcp", b.Listen); err != nil {
-			return fmt.Errorf("listening on %s: %w", b.Listen, err)
-		}
 	}
-
-	log.Info("bridge serving", "principal", att.Principal().ID, "slack", slackEnabled(b), "github", githubEnabled(b), "listen", addrOf(ln))
-	errc := make(chan error, 1)
-	if srv != nil {
-		go func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-	}
-	done := make(chan struct{})
-	if poller != nil {
-		go func() {
-			defer close(done)
-			poller.Run(ctx, poll)
-		}()
-	} else {
-		close(done)
-	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-		stop()
-	}
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}
-	<-done
-	log.Info("bridge stopped")
-	return serveErr
-}
-
-func addrOf(ln net.Listener) string {
-	if ln == nil {
-		return ""
-	}
-	return ln.Addr().String()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return f.Net.ServeBridge(ctx, s)
 }

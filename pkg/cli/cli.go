@@ -50,12 +50,17 @@ type Factory struct {
 	LookupEnv func(string) (string, bool)
 	Getwd     func() (string, error)
 
-	// AWS holds the distributed backends; nil in prod-write, which hands
-	// commands that need them to prod-write-aws (aws.go).
+	// AWS holds the distributed backends and Net the bridges and the MCP
+	// server; both are nil in prod-write, which hands the commands that
+	// need them to prod-write-net (handoff.go).
 	AWS AWS
+	Net Net
+	// postsDecisions is set by the commands that post to the bridges
+	// (file, withdraw): Config hands them over when bridges are on.
+	postsDecisions bool
 	// Args are the command line's arguments, for that hand-over.
 	Args []string
-	// Executable and Exec find and start prod-write-aws; nil means
+	// Executable and Exec find and start prod-write-net; nil means
 	// os.Executable and execve(2).
 	Executable func() (string, error)
 	Exec       func(path string, argv, env []string) error
@@ -97,6 +102,9 @@ func (f *Factory) Config() (*config.Config, error) {
 		}
 	}
 	if why := needsAWS(c); why != "" && f.AWS == nil {
+		return nil, f.handOff(why)
+	}
+	if why := needsNet(c, f.postsDecisions); why != "" && f.Net == nil {
 		return nil, f.handOff(why)
 	}
 	return c, nil
@@ -202,11 +210,12 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// Main runs prod-write with os.Args and returns the exit status. aws, if
-// not nil, links the distributed backends in (prod-write-aws).
-func Main(aws AWS) int {
+// Main runs prod-write with os.Args and returns the exit status. aws and
+// net, when not nil, link the distributed backends, the bridges and the
+// MCP server in (prod-write-net).
+func Main(aws AWS, net Net) int {
 	f := NewFactory()
-	f.AWS = aws
+	f.AWS, f.Net = aws, net
 	return Run(os.Args[1:], f)
 }
 

@@ -212,6 +212,7 @@ it with decide (or on a bridge).`,
 }
 
 func fileRun(o *FileOptions) error {
+	o.F.postsDecisions = true // posting needs prod-write-net
 	pc, err := loadPlan(o.F, o.Fingerprint)
 	if err != nil {
 		return err
@@ -450,6 +451,7 @@ what may run.`,
 }
 
 func withdrawRun(o *WithdrawOptions) error {
+	o.F.postsDecisions = true // posting needs prod-write-net
 	pc, err := loadPlan(o.F, o.Fingerprint)
 	if err != nil {
 		return err

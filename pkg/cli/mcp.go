@@ -11,12 +11,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
-	"github.com/prod-write/prod-write/pkg/mcpserver"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -54,11 +53,10 @@ approves or records a decision is ever served. See docs/AGENTS.md.`,
 
 func mcpRun(o *MCPOptions) error {
 	f := o.F
-	b := newMCPBackend(f)
-	srv, err := mcpserver.New(b, mcpserver.Options{AllowRun: o.AllowRun, Version: Version})
-	if err != nil {
-		return err
+	if f.Net == nil {
+		return f.handOff("it serves MCP")
 	}
+	b := newMCPBackend(f)
 	if f.KeyFile() == "" {
 		fmt.Fprintf(f.IO.Err, "prod-write: warning: no key (--key or PROD_WRITE_KEY): serving read-only tools; plans cannot be made\n")
 	} else if pr, err := b.Principal(); err == nil && pr != nil {
@@ -76,23 +74,15 @@ func mcpRun(o *MCPOptions) error {
 	}
 	// The MCP stream is f.IO's: nothing else may write to it, so the tools
 	// run with streams of their own (see mcpBackend).
-	t := &mcp.IOTransport{Reader: io.NopCloser(f.IO.In), Writer: nopWriteCloser{f.IO.Out}}
-	err = srv.Run(context.Background(), t)
+	err := f.Net.ServeMCP(context.Background(), b, o.AllowRun, f.IO.In, f.IO.Out)
 	// A run in progress finishes, with its outcome receipt, before we exit.
 	b.inflight.Wait()
-	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
-		return nil
-	}
 	return err
 }
 
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
-
 // MCPBackend returns the backend of `prod-write mcp`: the CLI's own code
 // paths, under f's configuration and key.
-func MCPBackend(f *Factory) mcpserver.Backend { return newMCPBackend(f) }
+func MCPBackend(f *Factory) mcpapi.Backend { return newMCPBackend(f) }
 
 // mcpBackend runs the tools through the same functions as the commands,
 // with a copy of the factory whose streams are not the MCP stream.
@@ -101,7 +91,7 @@ type mcpBackend struct {
 	inflight sync.WaitGroup
 }
 
-var _ mcpserver.Backend = (*mcpBackend)(nil)
+var _ mcpapi.Backend = (*mcpBackend)(nil)
 
 func newMCPBackend(f *Factory) *mcpBackend {
 	g := *f
@@ -135,7 +125,7 @@ func (b *mcpBackend) Principal() (*approval.Principal, error) {
 	return pr, err
 }
 
-func (b *mcpBackend) Plan(req mcpserver.PlanRequest) (any, error) {
+func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (any, error) {
 	plan, stored, err := planCore(&PlanOptions{F: b.f, Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files}, operations.HashDigester{})
 	if err != nil {
 		return nil, err
@@ -172,7 +162,7 @@ func (b *mcpBackend) Receipt(id string) ([]json.RawMessage, error) {
 // run result carries; the receipts hold the size and sha256 of all of it.
 const runOutputLimit = 64 << 10
 
-func (b *mcpBackend) Run(fp string) (*mcpserver.RunResult, error) {
+func (b *mcpBackend) Run(fp string) (*mcpapi.RunResult, error) {
 	b.inflight.Add(1)
 	defer b.inflight.Done()
 	stdout, stderr := &capture{limit: runOutputLimit}, &capture{limit: runOutputLimit}
@@ -185,7 +175,7 @@ func (b *mcpBackend) Run(fp string) (*mcpserver.RunResult, error) {
 	}
 	// With --json, run's last write to stderr, after the program is gone,
 	// is its outcome line.
-	var res mcpserver.RunResult
+	var res mcpapi.RunResult
 	line := stderr.last
 	if json.Unmarshal(line, &res) != nil || res.Outcome != "ran" {
 		return nil, fmt.Errorf("run ended without its outcome line")

@@ -66,7 +66,7 @@ func storeInitRun(o *StoreInitOptions) error {
 	out := map[string]any{"backend": c.Store.Backend}
 	switch c.Store.Backend {
 	case "dynamodb":
-		// Config hands the command to prod-write-aws when this build
+		// Config hands the command to prod-write-net when this build
 		// lacks f.AWS, so it is set here.
 		table, created, err := f.AWS.InitStore(context.Background(), c, o.Wait)
 		var ce *config.Error
@@ -119,7 +119,7 @@ func shipReceipts(f *Factory, c *config.Config, entries ...receipts.Appended) {
 		seqs = append(seqs, e.Seq)
 	}
 	// Config hands a command whose configuration names an archive to
-	// prod-write-aws, so f.AWS is set here; if it is not, say so rather
+	// prod-write-net, so f.AWS is set here; if it is not, say so rather
 	// than skip the archive quietly.
 	err := errors.New("this build has no S3 archive backend")
 	if f.AWS != nil {
@@ -185,7 +185,7 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 		return err
 	}
 	defer fl.Close()
-	// Config hands the command to prod-write-aws when this build lacks
+	// Config hands the command to prod-write-net when this build lacks
 	// f.AWS, so it is set here.
 	res, err := f.AWS.SyncReceipts(context.Background(), c, fl)
 	var ce *config.Error

@@ -10,7 +10,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
@@ -124,10 +123,8 @@ func (k *Private) KeyID() (string, error) { return k.Public().ID(), nil }
 // WriteNew stores a new key at path with mode 0600, never overwriting an
 // existing file.
 func (k *Private) WriteNew(path string) error {
-	der, err := x509.MarshalPKCS8PrivateKey(ed25519.NewKeyFromSeed(k.seed[:]))
-	if err != nil {
-		return err
-	}
+	// PKCS#8 v1, as crypto/x509 writes it (a test holds them equal).
+	der := append(append([]byte{}, pkcs8Prefix...), k.seed[:]...)
 	data := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -3,7 +3,7 @@ package keys
 import (
 	"crypto/ed25519"
 	"crypto/sha512"
-	"crypto/x509"
+	"encoding/asn1"
 	"fmt"
 
 	"filippo.io/edwards25519"
@@ -63,19 +63,41 @@ func (k *Private) sign(msg []byte) []byte {
 var pkcs8Prefix = []byte{0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20}
 
 // parsePKCS8Seed returns the seed of a PKCS#8 ed25519 private key. The
-// common form is read directly; any other goes through crypto/x509, which
-// derives the public key with the table this file avoids.
+// common form is read directly; any other is decoded the way crypto/x509's
+// ParsePKCS8PrivateKey decodes it (a fuzz test holds the two equal), without
+// linking crypto/x509, whose dependencies every process would pay for at
+// start-up (docs/PERFORMANCE.md).
 func parsePKCS8Seed(der []byte) ([]byte, error) {
 	if len(der) == len(pkcs8Prefix)+ed25519.SeedSize && string(der[:len(pkcs8Prefix)]) == string(pkcs8Prefix) {
 		return der[len(pkcs8Prefix):], nil
 	}
-	parsed, err := x509.ParsePKCS8PrivateKey(der)
-	if err != nil {
+	var k struct {
+		Version int
+		Algo    struct {
+			Algorithm  asn1.ObjectIdentifier
+			Parameters asn1.RawValue `asn1:"optional"`
+		}
+		PrivateKey []byte
+		// Attributes and the public key (PKCS#8 v2) are not read.
+	}
+	if _, err := asn1.Unmarshal(der, &k); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNotAKey, err)
 	}
-	k, ok := parsed.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("%w: not ed25519", ErrNotAKey)
+	if !k.Algo.Algorithm.Equal(oidEd25519) {
+		return nil, fmt.Errorf("%w: algorithm %v, not ed25519", ErrNotAKey, k.Algo.Algorithm)
 	}
-	return k.Seed(), nil
+	if len(k.Algo.Parameters.FullBytes) != 0 {
+		return nil, fmt.Errorf("%w: ed25519 takes no parameters", ErrNotAKey)
+	}
+	var seed []byte
+	if _, err := asn1.Unmarshal(k.PrivateKey, &seed); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotAKey, err)
+	}
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("%w: seed of %d bytes", ErrNotAKey, len(seed))
+	}
+	return seed, nil
 }
+
+// oidEd25519 is id-Ed25519 (RFC 8410 §3).
+var oidEd25519 = asn1.ObjectIdentifier{1, 3, 101, 112}

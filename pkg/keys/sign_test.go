@@ -113,13 +113,18 @@ func TestLoadPKCS8Forms(t *testing.T) {
 	}
 }
 
-// FuzzParsePKCS8Seed: the direct reading of the common form never accepts
-// what crypto/x509 refuses, and agrees with it on the seed.
+// FuzzParsePKCS8Seed: parsePKCS8Seed, which does without crypto/x509,
+// accepts exactly the ed25519 keys crypto/x509 reads, and the same seed.
 func FuzzParsePKCS8Seed(f *testing.F) {
 	v1, _ := x509.MarshalPKCS8PrivateKey(ed25519.NewKeyFromSeed(make([]byte, 32)))
 	f.Add(v1)
 	f.Add(v1[:len(v1)-1])
 	f.Add(append(v1, 0))
+	f.Add(append([]byte{0x30, 0x30, 0x02, 0x01, 0x01}, v1[5:]...)) // version 1
+	f.Add([]byte{0x30, 0x30, 0x02, 0x01, 0x00, 0x30, 0x07, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x05, 0x00, 0x04, 0x22, 0x04, 0x20,
+		1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32}) // NULL parameters
+	f.Add([]byte{0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x04, 0x22, 0x04, 0x20,
+		1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32}) // X25519
 	f.Fuzz(func(t *testing.T, der []byte) {
 		seed, err := parsePKCS8Seed(der)
 		parsed, xerr := x509.ParsePKCS8PrivateKey(der)

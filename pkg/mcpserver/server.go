@@ -42,6 +42,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -49,58 +50,13 @@ import (
 // under any key.
 const ToolAbsent refusal.Code = "tool_absent"
 
-// Backend is what the tools call: the CLI's code paths. Package cli holds
-// the one implementation (cli.MCPBackend). Every method reads the
-// configuration, registry, trust policy and store as they are at call time.
-type Backend interface {
-	// Registry loads the operation registry.
-	Registry() (*operations.Registry, error)
-	// Principal returns the principal of the server's key; nil, nil when
-	// the server has no key.
-	Principal() (*approval.Principal, error)
-	// Plan is `prod-write plan`: it returns the plan as `plan --json`
-	// prints it.
-	Plan(req PlanRequest) (any, error)
-	// Status is `prod-write status`: it returns the report as `status
-	// --json` prints it and, when run would not pass the gate now, why.
-	Status(fingerprint string) (report any, refused *refusal.Error, err error)
-	// Receipt is `prod-write receipts show`: the journal entries of one
-	// run id or sequence number.
-	Receipt(id string) ([]json.RawMessage, error)
-	// Run is `prod-write run`, with the program's output captured.
-	Run(fingerprint string) (*RunResult, error)
-	// ErrorCode is the stable code of an error that is not a refusal, as
-	// `--json` reports it ("usage", "config", "bad_input", "io",
-	// "internal").
-	ErrorCode(err error) string
-}
-
-// PlanRequest is one call of a plan tool.
-type PlanRequest struct {
-	Operation string
-	Target    string
-	Params    map[string]string
-	Files     map[string]string
-}
-
-// RunResult is what run returns: the program ran, with this status.
-type RunResult struct {
-	Outcome     string `json:"outcome"` // "ran"
-	Operation   string `json:"operation"`
-	Fingerprint string `json:"fingerprint"`
-	ExitCode    int    `json:"exit_code"`
-	// Intent and Receipt are the journal sequence numbers of the run's
-	// intent and outcome receipts (show_receipt takes either).
-	Intent  uint64 `json:"intent"`
-	Receipt uint64 `json:"receipt"`
-	// Stdout and Stderr are the program's output, at most a bounded
-	// prefix (the receipts hold the size and sha256 of all of it), with
-	// the value of every secret variable redacted.
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
-	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
-}
+// Backend, PlanRequest and RunResult are defined in package mcpapi, which
+// links no MCP SDK, so that package cli can implement Backend without it.
+type (
+	Backend     = mcpapi.Backend
+	PlanRequest = mcpapi.PlanRequest
+	RunResult   = mcpapi.RunResult
+)
 
 // Options configure the server.
 type Options struct {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
+	"github.com/prod-write/prod-write/pkg/netbackend"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -70,6 +71,7 @@ func (d *deployment) factory(key string) (*cli.Factory, *bytes.Buffer, *bytes.Bu
 		Getwd:      func() (string, error) { return d.dir, nil },
 		ConfigPath: filepath.Join(d.dir, "prod-write.toml"),
 		KeyPath:    key,
+		Net:        netbackend.Backend{}, // as in prod-write-net, which serves mcp
 	}, &out, &errb
 }
 

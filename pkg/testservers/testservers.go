@@ -382,7 +382,7 @@ var (
 	binErr  error
 )
 
-// Binary builds prod-write and prod-write-aws once per test binary and
+// Binary builds prod-write and prod-write-net once per test binary and
 // returns prod-write's path.
 func Binary(t testing.TB) string {
 	t.Helper()
@@ -399,12 +399,12 @@ func Binary(t testing.TB) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		// Both binaries, side by side as installed: prod-write hands
-		// commands that need DynamoDB or S3 to prod-write-aws.
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/prod-write", "./cmd/prod-write-aws")
+		// commands that need DynamoDB or S3 to prod-write-net.
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/prod-write", "./cmd/prod-write-net")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/prod-write ./cmd/prod-write-aws: %v\n%s", err, out)
+			binErr = fmt.Errorf("go build ./cmd/prod-write ./cmd/prod-write-net: %v\n%s", err, out)
 		}
 	})
 	if binErr != nil {

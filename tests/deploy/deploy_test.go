@@ -109,13 +109,13 @@ func deploy(t *testing.T) *deployment {
 	d.bin = filepath.Join(binDir, "prod-write")
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	must(t, err)
-	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/prod-write", "./cmd/prod-write-aws")
+	build := exec.Command("go", "build", "-o", binDir+"/", "./cmd/prod-write", "./cmd/prod-write-net")
 	build.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building prod-write and prod-write-aws: %v\n%s", err, out)
+		t.Fatalf("building prod-write and prod-write-net: %v\n%s", err, out)
 	}
-	must(t, os.Chmod(filepath.Join(binDir, "prod-write-aws"), 0o755))
+	must(t, os.Chmod(filepath.Join(binDir, "prod-write-net"), 0o755))
 	must(t, os.Chown(d.bin, d.service.uid, d.service.gid))
 	must(t, os.Chmod(d.bin, 0o4755|os.ModeSetuid))
 
@@ -265,8 +265,8 @@ func TestAgentCannotCrossTheBoundary(t *testing.T) {
 }
 
 // TestHandOffKeepsTheBoundary: the setuid prod-write hands a command whose
-// configuration names S3 to the prod-write-aws installed beside it, which
-// runs with prod-write's privilege; a prod-write-aws of the agent's own,
+// configuration names S3 to the prod-write-net installed beside it, which
+// runs with prod-write's privilege; a prod-write-net of the agent's own,
 // beside a hard link to prod-write in the agent's directory (possible where
 // fs.protected_hardlinks is off), is refused and never runs.
 func TestHandOffKeepsTheBoundary(t *testing.T) {
@@ -280,7 +280,7 @@ func TestHandOffKeepsTheBoundary(t *testing.T) {
 	// The installed pair: ops list needs no AWS call, so it succeeds only
 	// through the hand-over.
 	if out, e, code := d.as(t, agent, d.bin, "ops", "list", "--config", s3); code != 0 || !strings.Contains(out, "read-runner-key") {
-		t.Fatalf("ops list through prod-write-aws: exit %d\n%s%s", code, out, e)
+		t.Fatalf("ops list through prod-write-net: exit %d\n%s%s", code, out, e)
 	}
 
 	// The agent's own pair.
@@ -289,12 +289,12 @@ func TestHandOffKeepsTheBoundary(t *testing.T) {
 	must(t, os.Chown(evil, agent.uid, agent.gid))
 	must(t, os.Link(d.bin, filepath.Join(evil, "prod-write")))
 	marker := filepath.Join(evil, "ran")
-	write(t, filepath.Join(evil, "prod-write-aws"), "#!/bin/sh\nid > "+marker+"\n", 0o755, agent)
+	write(t, filepath.Join(evil, "prod-write-net"), "#!/bin/sh\nid > "+marker+"\n", 0o755, agent)
 	out, e, code := d.as(t, agent, filepath.Join(evil, "prod-write"), "ops", "list", "--config", s3)
-	if code == 0 || !strings.Contains(e, "prod-write-aws") || !strings.Contains(e, "cannot be trusted") {
-		t.Errorf("the hard-linked prod-write handed over to the agent's prod-write-aws: exit %d\n%s%s", code, out, e)
+	if code == 0 || !strings.Contains(e, "prod-write-net") || !strings.Contains(e, "cannot be trusted") {
+		t.Errorf("the hard-linked prod-write handed over to the agent's prod-write-net: exit %d\n%s%s", code, out, e)
 	}
 	if _, err := os.Stat(marker); err == nil {
-		t.Fatal("the agent's prod-write-aws ran")
+		t.Fatal("the agent's prod-write-net ran")
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/pkg/boundary"
+	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/store"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -20,7 +22,7 @@ import (
 // AWS is what the commands need of the distributed backends (SPEC §10):
 // the DynamoDB store and the S3 receipt archive. They link the AWS SDK,
 // whose package initialisation alone costs more than the whole of a run's
-// durable writes, so they live in a second binary, prod-write-aws, and
+// durable writes, so they live in a second binary, prod-write-net, and
 // prod-write hands a command over to it when the configuration names them
 // (docs/adr/0009-aws-binary.md). pkg/awsbackend implements it.
 type AWS interface {
@@ -54,8 +56,36 @@ type ArchiveSync struct {
 // sequence number in the archive with other bytes.
 var ErrArchiveConflict = errors.New("the archive holds other bytes for a journal entry")
 
-// AWSBinary is the name of the binary that links the AWS backends.
-const AWSBinary = "prod-write-aws"
+// Net is what the commands need of the network besides AWS: the Slack and
+// GitHub bridges and the MCP server. Their libraries link net/http, TLS and
+// crypto/x509, which prod-write (the binary that runs production writes,
+// often with privilege) does without: like [AWS], they live in
+// prod-write-net (docs/adr/0010-network-binary.md). pkg/netbackend
+// implements it.
+type Net interface {
+	// SlackPoster posts decisions to b's Slack channel with token.
+	SlackPoster(b config.Bridge, token bridge.Secret) bridge.Poster
+	// GitHubPoster posts decisions to b's GitHub repository with token; a
+	// repository or API address it cannot use is an error.
+	GitHubPoster(b config.Bridge, token bridge.Secret) (bridge.Poster, error)
+	// ServeBridge runs bridge serve's services until ctx is done or one
+	// of them fails.
+	ServeBridge(ctx context.Context, s *BridgeService) error
+	// ServeMCP serves b's tools over MCP on in and out until in ends.
+	ServeMCP(ctx context.Context, b mcpapi.Backend, allowRun bool, in io.Reader, out io.Writer) error
+}
+
+// NetBinary is the name of the binary that links [AWS] and [Net].
+const NetBinary = "prod-write-net"
+
+// needsNet says why a command needs [Net], or "" if it does not: c posts
+// decisions to a bridge and the command posts them.
+func needsNet(c *config.Config, posts bool) string {
+	if posts && (slackEnabled(c.Bridge) || githubEnabled(c.Bridge)) {
+		return "its decisions are posted to Slack or GitHub"
+	}
+	return ""
+}
 
 // needsAWS says why c needs the AWS backends, or "" if it does not.
 func needsAWS(c *config.Config) string {
@@ -68,9 +98,9 @@ func needsAWS(c *config.Config) string {
 	return ""
 }
 
-// handOff replaces this process with prod-write-aws, installed beside it,
-// running the same command: used when this build lacks the AWS backends
-// and the command needs them. It is called before the command has read
+// handOff replaces this process with prod-write-net, installed beside it,
+// running the same command: used when this build lacks the backends the
+// command needs. It is called before the command has read
 // input or changed anything, so running it again from the start is exact.
 // It returns only on failure.
 //
@@ -78,7 +108,7 @@ func needsAWS(c *config.Config) string {
 // privilege too, so it must be as trusted as the configuration: owned by
 // root or prod-write's user and writable by no one else, along its whole
 // path. A caller who hard-links prod-write into a directory of its own
-// cannot bring its own prod-write-aws along.
+// cannot bring its own prod-write-net along.
 func (f *Factory) handOff(why string) error {
 	executable, exec := f.Executable, f.Exec
 	if executable == nil {
@@ -89,16 +119,16 @@ func (f *Factory) handOff(why string) error {
 	}
 	self, err := executable()
 	if err != nil {
-		return fmt.Errorf("finding %s: %w", AWSBinary, err)
+		return fmt.Errorf("finding %s: %w", NetBinary, err)
 	}
-	path := filepath.Join(filepath.Dir(self), AWSBinary)
+	path := filepath.Join(filepath.Dir(self), NetBinary)
 	fail := func(err error) error {
-		return &config.Error{Msg: fmt.Sprintf("this command needs %s (%s), installed beside %s (docs/DISTRIBUTED.md)", AWSBinary, why, self), Err: err}
+		return &config.Error{Msg: fmt.Sprintf("this command needs %s (%s), installed beside %s (docs/DEPLOYMENT.md)", NetBinary, why, self), Err: err}
 	}
-	if filepath.Base(self) == AWSBinary {
-		// A prod-write-aws built without its backends would hand the
+	if filepath.Base(self) == NetBinary {
+		// A prod-write-net built without its backends would hand the
 		// command to itself for ever.
-		return fail(errors.New("this build of it has no AWS backends"))
+		return fail(errors.New("this build of it has no network backends"))
 	}
 	if boundary.Privileged() {
 		if err := boundary.CheckTrusted(path); err != nil {

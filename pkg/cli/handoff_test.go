@@ -9,19 +9,22 @@ import (
 	"testing"
 )
 
-// TestHandOffToAWSBinary: a build without the AWS backends hands exactly
-// the commands that need them to prod-write-aws beside it, with the same
-// arguments, and says clearly when it cannot.
-func TestHandOffToAWSBinary(t *testing.T) {
+// TestHandOffToNetBinary: a build without the network backends (AWS, the
+// bridges, MCP) hands exactly the commands that need them to prod-write-net
+// beside it, with the same arguments, and says clearly when it cannot.
+func TestHandOffToNetBinary(t *testing.T) {
 	const dynamo = "dynamo"
 	const s3 = "\n[archive]\nbucket = \"receipts\"\nprefix = \"host-a\"\n"
+	const slack = "\n[bridge]\nslack_channel = \"C0DECISIONS\"\n"
+	const github = "\n[bridge]\ngithub_repo = \"acme/decisions\"\n"
+	fp := "sha256:" + strings.Repeat("0", 64)
 	for _, tc := range []struct {
 		name    string
 		config  string // appended to the demo prod-write.toml, or "dynamo"
 		args    []string
 		self    string // the running binary's name
-		sibling bool   // prod-write-aws is installed beside it
-		linked  bool   // this build has the AWS backends
+		sibling bool   // prod-write-net is installed beside it
+		linked  bool   // this build has the network backends
 		want    string // "exec", or a substring of the error
 	}{
 		{"embedded store", "", []string{"receipts", "list"}, "prod-write", true, false, "none"},
@@ -29,9 +32,18 @@ func TestHandOffToAWSBinary(t *testing.T) {
 		{"s3 archive", s3, []string{"ops", "list", "--json"}, "prod-write", true, false, "exec"},
 		{"replay of an archive", "", []string{"replay", "s3://receipts/host-a"}, "prod-write", true, false, "exec"},
 		{"replay of a file", "", []string{"replay", "state/journal/receipts.jsonl"}, "prod-write", true, false, "none"},
-		{"not installed", dynamo, []string{"receipts", "list"}, "prod-write", false, false, "needs prod-write-aws (its store is DynamoDB), installed beside"},
-		{"linked in", dynamo, []string{"ops", "list"}, "prod-write-aws", false, true, "none"},
-		{"no loop", dynamo, []string{"receipts", "list"}, "prod-write-aws", true, false, "has no AWS backends"},
+		{"not installed", dynamo, []string{"receipts", "list"}, "prod-write", false, false, "needs prod-write-net (its store is DynamoDB), installed beside"},
+		{"linked in", dynamo, []string{"ops", "list"}, "prod-write-net", false, true, "none"},
+		{"no loop", dynamo, []string{"receipts", "list"}, "prod-write-net", true, false, "has no network backends"},
+		{"mcp", "", []string{"mcp", "--allow-run"}, "prod-write", true, false, "exec"},
+		{"mcp, not installed", "", []string{"mcp"}, "prod-write", false, false, "needs prod-write-net (it serves MCP)"},
+		{"bridge serve", slack, []string{"bridge", "serve"}, "prod-write", true, false, "exec"},
+		{"file posting to Slack", slack, []string{"file", fp, "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"}, "prod-write", true, false, "exec"},
+		{"withdraw posting to GitHub", github, []string{"withdraw", fp}, "prod-write", true, false, "exec"},
+		{"file, no bridge", "", []string{"file", fp, "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"}, "prod-write", true, false, "none"},
+		{"run with a bridge", slack, []string{"run", fp}, "prod-write", true, false, "none"},
+		{"status with a bridge", github, []string{"status", fp}, "prod-write", true, false, "none"},
+		{"mcp, no loop", "", []string{"mcp"}, "prod-write-net", true, false, "has no network backends"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newRunHarness(t)
@@ -50,7 +62,7 @@ func TestHandOffToAWSBinary(t *testing.T) {
 			}
 			bin := t.TempDir()
 			if tc.sibling {
-				if err := os.WriteFile(filepath.Join(bin, AWSBinary), nil, 0o755); err != nil {
+				if err := os.WriteFile(filepath.Join(bin, NetBinary), nil, 0o755); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -64,7 +76,7 @@ func TestHandOffToAWSBinary(t *testing.T) {
 				return errExec
 			}
 			if tc.linked {
-				f.AWS = fakeAWS{}
+				f.AWS, f.Net = fakeAWS{}, fakeNet{}
 			}
 			Run(tc.args, f)
 			switch tc.want {
@@ -73,7 +85,7 @@ func TestHandOffToAWSBinary(t *testing.T) {
 					t.Fatalf("handed over to %s %q; want no hand-over", gotPath, gotArgv)
 				}
 			case "exec":
-				want := append([]string{filepath.Join(bin, AWSBinary)}, tc.args...)
+				want := append([]string{filepath.Join(bin, NetBinary)}, tc.args...)
 				if gotPath != want[0] || !slices.Equal(gotArgv, want) {
 					t.Fatalf("handed over to %s %q; want %q", gotPath, gotArgv, want)
 				}
@@ -92,3 +104,6 @@ func TestHandOffToAWSBinary(t *testing.T) {
 // fakeAWS stands for linked-in backends; the cases that use it never reach
 // DynamoDB or S3.
 type fakeAWS struct{ AWS }
+
+// fakeNet stands for the linked-in bridges and MCP server, likewise.
+type fakeNet struct{ Net }

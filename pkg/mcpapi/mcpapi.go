@@ -1,0 +1,66 @@
+// Package mcpapi is the contract between prod-write's MCP server
+// (pkg/mcpserver) and the CLI that implements its tools (cli.MCPBackend).
+// It links no MCP SDK: prod-write itself implements the contract, and only
+// prod-write-net, which serves it, links the SDK (docs/adr/0010-network-binary.md).
+package mcpapi
+
+import (
+	"encoding/json"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// Backend is what the tools call: the CLI's code paths. Package cli holds
+// the one implementation (cli.MCPBackend). Every method reads the
+// configuration, registry, trust policy and store as they are at call time.
+type Backend interface {
+	// Registry loads the operation registry.
+	Registry() (*operations.Registry, error)
+	// Principal returns the principal of the server's key; nil, nil when
+	// the server has no key.
+	Principal() (*approval.Principal, error)
+	// Plan is `prod-write plan`: it returns the plan as `plan --json`
+	// prints it.
+	Plan(req PlanRequest) (any, error)
+	// Status is `prod-write status`: it returns the report as `status
+	// --json` prints it and, when run would not pass the gate now, why.
+	Status(fingerprint string) (report any, refused *refusal.Error, err error)
+	// Receipt is `prod-write receipts show`: the journal entries of one
+	// run id or sequence number.
+	Receipt(id string) ([]json.RawMessage, error)
+	// Run is `prod-write run`, with the program's output captured.
+	Run(fingerprint string) (*RunResult, error)
+	// ErrorCode is the stable code of an error that is not a refusal, as
+	// `--json` reports it ("usage", "config", "bad_input", "io",
+	// "internal").
+	ErrorCode(err error) string
+}
+
+// PlanRequest is one call of a plan tool.
+type PlanRequest struct {
+	Operation string
+	Target    string
+	Params    map[string]string
+	Files     map[string]string
+}
+
+// RunResult is what run returns: the program ran, with this status.
+type RunResult struct {
+	Outcome     string `json:"outcome"` // "ran"
+	Operation   string `json:"operation"`
+	Fingerprint string `json:"fingerprint"`
+	ExitCode    int    `json:"exit_code"`
+	// Intent and Receipt are the journal sequence numbers of the run's
+	// intent and outcome receipts (show_receipt takes either).
+	Intent  uint64 `json:"intent"`
+	Receipt uint64 `json:"receipt"`
+	// Stdout and Stderr are the program's output, at most a bounded
+	// prefix (the receipts hold the size and sha256 of all of it), with
+	// the value of every secret variable redacted.
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+}

@@ -1,0 +1,158 @@
+// Package netbackend is what prod-write-net adds to prod-write besides the
+// AWS backends: the Slack and GitHub bridges' clients and servers, and the
+// MCP server, behind [cli.Net]. It links net/http, TLS and the MCP SDK,
+// which prod-write itself does without (docs/adr/0010-network-binary.md).
+package netbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/slack-go/slack"
+
+	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
+	"github.com/prod-write/prod-write/pkg/bridge/slackbridge"
+	"github.com/prod-write/prod-write/pkg/cli"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
+	"github.com/prod-write/prod-write/pkg/mcpserver"
+)
+
+// Backend implements [cli.Net].
+type Backend struct{}
+
+var _ cli.Net = Backend{}
+
+func httpClient() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
+
+func slackClient(b config.Bridge, token bridge.Secret) *slack.Client {
+	api := b.SlackAPI
+	if api == "" {
+		api = slack.APIURL
+	}
+	if !strings.HasSuffix(api, "/") {
+		api += "/"
+	}
+	return slack.New(token.Reveal(), slack.OptionAPIURL(api), slack.OptionHTTPClient(httpClient()))
+}
+
+// SlackPoster implements [cli.Net].
+func (Backend) SlackPoster(b config.Bridge, token bridge.Secret) bridge.Poster {
+	return &slackbridge.Poster{API: slackClient(b, token), Channel: b.SlackChannel}
+}
+
+// GitHubPoster implements [cli.Net].
+func (Backend) GitHubPoster(b config.Bridge, token bridge.Secret) (bridge.Poster, error) {
+	return githubPoster(b, token)
+}
+
+func githubPoster(b config.Bridge, token bridge.Secret) (*githubbridge.Poster, error) {
+	owner, repo, err := githubbridge.SplitRepo(b.GitHubRepo)
+	if err != nil {
+		return nil, err
+	}
+	client, err := githubbridge.NewClient(b.GitHubAPI, token, httpClient())
+	if err != nil {
+		return nil, err
+	}
+	return &githubbridge.Poster{Client: client, Owner: owner, Repo: repo, PR: b.GitHubPR}, nil
+}
+
+// ServeBridge implements [cli.Net]: Slack's interactions endpoint on
+// s.Bridge.Listen when the Slack bridge is on, and the GitHub poller when
+// the GitHub bridge is.
+func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	b, log := s.Bridge, s.Log
+	var poller *githubbridge.Poller
+	if b.GitHubRepo != "" {
+		p, err := githubPoster(b, s.GitHubToken)
+		if err != nil {
+			return err
+		}
+		poller = &githubbridge.Poller{Client: p.Client, Owner: p.Owner, Repo: p.Repo, Attestor: s.Attestor, Ledger: s.Ledger, Log: log, Token: s.GitHubToken}
+	}
+	var srv *http.Server
+	var ln net.Listener
+	if b.SlackChannel != "" {
+		mux := http.NewServeMux()
+		mux.Handle(cli.SlackInteractionsPath, &slackbridge.Handler{
+			SigningSecret: s.SlackSigning, BotToken: s.SlackToken, API: slackClient(b, s.SlackToken), Attestor: s.Attestor, Team: b.SlackTeam, Log: log,
+		})
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		var err error
+		if ln, err = net.Listen("tcp", b.Listen); err != nil {
+			return fmt.Errorf("listening on %s: %w", b.Listen, err)
+		}
+	}
+
+	log.Info("bridge serving", "principal", s.Attestor.Principal().ID, "slack", srv != nil, "github", poller != nil, "listen", addrOf(ln))
+	errc := make(chan error, 1)
+	if srv != nil {
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	done := make(chan struct{})
+	if poller != nil {
+		go func() {
+			defer close(done)
+			poller.Run(ctx, s.GitHubPoll)
+		}()
+	} else {
+		close(done)
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+		stop()
+	}
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	<-done
+	log.Info("bridge stopped")
+	return serveErr
+}
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
+
+// ServeMCP implements [cli.Net].
+func (Backend) ServeMCP(ctx context.Context, b mcpapi.Backend, allowRun bool, in io.Reader, out io.Writer) error {
+	srv, err := mcpserver.New(b, mcpserver.Options{AllowRun: allowRun, Version: cli.Version})
+	if err != nil {
+		return err
+	}
+	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
