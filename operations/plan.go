@@ -313,6 +313,12 @@ func (h HashDigester) Digest(kind, name, path string, max int64) (int64, string,
 		return 0, "", err
 	}
 	defer f.Close()
+	return h.DigestFile(kind, name, f, path, max)
+}
+
+// DigestFile is Digest of a file already open, named path in messages: the
+// runner service hashes what a caller opened and handed over.
+func (h HashDigester) DigestFile(kind, name string, f *os.File, path string, max int64) (int64, string, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, "", err

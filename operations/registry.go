@@ -50,18 +50,21 @@ const DefaultApprovalTTL = time.Hour
 
 // Operation is one declared production write.
 type Operation struct {
-	Name        string            `toml:"name" json:"name"`
-	Description string            `toml:"description" json:"description"`
-	Mutating    *bool             `toml:"mutating" json:"mutating"`
-	Program     string            `toml:"program" json:"program"`
-	Args        []string          `toml:"args" json:"args"`
-	Targets     []string          `toml:"targets" json:"targets"`
-	Timeout     *Duration         `toml:"timeout" json:"timeout,omitempty"`
-	Cwd         string            `toml:"cwd" json:"cwd,omitempty"`
-	Params      map[string]Param  `toml:"params" json:"params,omitempty"`
-	Files       map[string]FileIn `toml:"files" json:"files,omitempty"`
-	Env         Env               `toml:"env" json:"env"`
-	Approval    Approval          `toml:"approval" json:"approval"`
+	Name        string    `toml:"name" json:"name"`
+	Description string    `toml:"description" json:"description"`
+	Mutating    *bool     `toml:"mutating" json:"mutating"`
+	Program     string    `toml:"program" json:"program"`
+	Args        []string  `toml:"args" json:"args"`
+	Targets     []string  `toml:"targets" json:"targets"`
+	Timeout     *Duration `toml:"timeout" json:"timeout,omitempty"`
+	Cwd         string    `toml:"cwd" json:"cwd,omitempty"`
+	// RunAs is the account the program runs as under the runner service
+	// (SPEC §13); in local mode, with no service, it is not used.
+	RunAs    string            `toml:"run_as" json:"run_as,omitempty"`
+	Params   map[string]Param  `toml:"params" json:"params,omitempty"`
+	Files    map[string]FileIn `toml:"files" json:"files,omitempty"`
+	Env      Env               `toml:"env" json:"env"`
+	Approval Approval          `toml:"approval" json:"approval"`
 
 	// Set by Load, not by the TOML file.
 	ProgramPath string `toml:"-" json:"program_path"`
@@ -384,6 +387,9 @@ func (op *Operation) check() error {
 	if op.Cwd != "" && !filepath.IsAbs(op.Cwd) {
 		return fmt.Errorf("cwd %q must be absolute", op.Cwd)
 	}
+	if op.RunAs != "" && !validAccount(op.RunAs) {
+		return fmt.Errorf("run_as %q is not an account name", op.RunAs)
+	}
 	if op.Approval.Paths == nil {
 		op.Approval.Paths = []string{PathGera, PathSmithTrinity}
 	}
@@ -560,4 +566,22 @@ func (op *Operation) Argv(target string, params map[string]string, fileArg func(
 		argv = append(argv, expand(a, target, params, fileArg))
 	}
 	return argv
+}
+
+// validAccount reports whether name is a portable account name (what
+// useradd accepts by default): a lower-case letter or underscore, then up to
+// 31 of lower-case letters, digits, underscores and dashes.
+func validAccount(name string) bool {
+	if len(name) == 0 || len(name) > 32 {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c == '_':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -49,6 +51,15 @@ func TestScript(t *testing.T) {
 			"slackclick":   cmdSlackClick,
 			"fakegithub":   cmdFakeGitHub,
 			"appendenv":    cmdAppendEnv,
+			"waitsock":     cmdWaitSock,
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond == "root" {
+				// Running programs as another account needs root (or
+				// CAP_SETUID); CI runs as root.
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	})
 }
@@ -69,6 +80,23 @@ func cmdSetFP(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("no fingerprint in stdout")
 	}
 	ts.Setenv(args[0], fp)
+}
+
+// cmdWaitSock waits up to 10 s for a runner service's socket to appear:
+//
+//	exec prod-write serve --config svc/prod-write.toml &serve&
+//	waitsock svc.sock
+func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitsock PATH")
+	}
+	path := ts.MkAbs(args[0])
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return
+		}
+	}
+	ts.Fatalf("no socket at %s after 10s", path)
 }
 
 // cmdExits runs a command and checks its exit status, keeping its stdout

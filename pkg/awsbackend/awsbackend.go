@@ -16,7 +16,6 @@ import (
 	"github.com/prod-write/prod-write/pkg/dsse"
 
 	"github.com/prod-write/prod-write/pkg/archive"
-	"github.com/prod-write/prod-write/pkg/boundary"
 	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -38,9 +37,9 @@ func openDynamo(c *config.Config) (*dynamo.Store, error) {
 	}
 	s, err := dynamo.Open(context.Background(), dynamo.Options{
 		Table: c.Store.Table, Region: c.Store.Region, Endpoint: c.Store.Endpoint,
-		// Setuid: the caller's environment and $HOME/.aws are not
-		// trusted (docs/DISTRIBUTED.md, "Credentials").
-		Isolated: boundary.Privileged(),
+		// No caller's environment reaches this process: in local mode it
+		// is one account's, under the runner service it is the unit's
+		// (docs/adr/0011-runner-service.md).
 	})
 	if err != nil {
 		return nil, &config.Error{Path: c.Path, Msg: "store: " + err.Error(), Err: err}
@@ -121,7 +120,7 @@ func (f failClosed) Used(ids []string) (map[string]int, error) {
 func archiveConfig(c *config.Config) archive.Config {
 	a := c.Archive
 	return archive.Config{Bucket: a.Bucket, Prefix: a.Prefix, Region: a.Region, Endpoint: a.Endpoint,
-		LockMode: a.LockMode, LockDays: a.LockDays, Isolated: boundary.Privileged()}
+		LockMode: a.LockMode, LockDays: a.LockDays}
 }
 
 // openArchive opens ac, reporting a failure as a configuration error.
@@ -172,7 +171,7 @@ func (Backend) OpenArchive(ctx context.Context, c *config.Config, url string) (i
 	if !ok {
 		return nil, &config.Error{Msg: fmt.Sprintf("%q is not an S3 archive: want s3://bucket/prefix", url)}
 	}
-	ac := archive.Config{Bucket: bucket, Prefix: prefix, Isolated: boundary.Privileged()}
+	ac := archive.Config{Bucket: bucket, Prefix: prefix}
 	if c != nil && c.Archive.Bucket == bucket {
 		ac.Region, ac.Endpoint = c.Archive.Region, c.Archive.Endpoint
 	}

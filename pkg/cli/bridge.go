@@ -29,7 +29,7 @@ const bridgeTimeout = 15 * time.Second
 // configuration is prod-write.toml's [bridge] and its secrets come from the
 // environment or files named there, never from the command line.
 type BridgeServeOptions struct {
-	F *Factory
+	F *Factory `json:"-"`
 }
 
 // NewCmdBridge builds `bridge` and `bridge serve`.

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,7 +19,6 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
-	"github.com/prod-write/prod-write/pkg/boundary"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -69,6 +67,14 @@ type Factory struct {
 	ConfigPath string
 	KeyPath    string
 	JSON       bool
+
+	// call is set when the command runs inside the runner service for a
+	// client (serve.go). Then every input the caller owns comes from the
+	// call's descriptors and questions, never from a path it names, nor
+	// from this process's environment, working directory or limits.
+	call *serviceCall
+	// cfg is the configuration as found and parsed, before any hand-over.
+	cfg *config.Config
 }
 
 // NewFactory returns a factory for the real process.
@@ -76,8 +82,15 @@ func NewFactory() *Factory {
 	return &Factory{IO: System(), Now: time.Now, LookupEnv: os.LookupEnv, Getwd: os.Getwd}
 }
 
-// Config loads prod-write.toml as the global flags and environment say.
-func (f *Factory) Config() (*config.Config, error) {
+// loadConfig finds and parses prod-write.toml as the global flags and
+// environment say, once.
+func (f *Factory) loadConfig() (*config.Config, error) {
+	if f.call != nil {
+		return f.call.svc.cfg, nil
+	}
+	if f.cfg != nil {
+		return f.cfg, nil
+	}
 	cwd, err := f.Getwd()
 	if err != nil {
 		return nil, err
@@ -87,19 +100,18 @@ func (f *Factory) Config() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := config.Load(path)
-	if err != nil {
+	if f.cfg, err = config.Load(path); err != nil {
 		return nil, err
 	}
-	if boundary.Privileged() {
-		// Running with privilege the caller lacks: the policy must come
-		// from files the caller cannot change (SPEC §13).
-		files, _ := filepath.Glob(filepath.Join(c.Registry, "*.toml"))
-		for _, p := range append([]string{c.Path, c.Trust, c.Registry}, files...) {
-			if err := boundary.CheckTrusted(p); err != nil {
-				return nil, err
-			}
-		}
+	return f.cfg, nil
+}
+
+// Config loads prod-write.toml for a command that acts here, handing the
+// command over to prod-write-net when it needs backends this build lacks.
+func (f *Factory) Config() (*config.Config, error) {
+	c, err := f.loadConfig()
+	if err != nil || f.call != nil {
+		return c, err
 	}
 	if why := needsAWS(c); why != "" && f.AWS == nil {
 		return nil, f.handOff(why)
@@ -110,13 +122,20 @@ func (f *Factory) Config() (*config.Config, error) {
 	return c, nil
 }
 
-// Registry loads the operation registry.
+// Registry loads the operation registry (in the service: the one it
+// loaded last).
 func (f *Factory) Registry(c *config.Config) (*operations.Registry, error) {
+	if f.call != nil {
+		return f.call.svc.current().reg, nil
+	}
 	return operations.Load(c.Registry, c.SecurePath)
 }
 
-// Policy loads the trust policy.
+// Policy loads the trust policy (in the service: the one it loaded last).
 func (f *Factory) Policy(c *config.Config) (*approval.Policy, error) {
+	if f.call != nil {
+		return f.call.svc.current().policy, nil
+	}
 	return approval.LoadPolicy(c.Trust)
 }
 
@@ -142,20 +161,57 @@ func (f *Factory) KeyFile() string {
 	return v
 }
 
+// passEnv reads the caller's value of a variable an operation passes by
+// value (env.pass): in the service, the client is asked for that one name.
+// It is the only part of a caller's environment the service ever sees, and
+// it is bound into the fingerprint by value.
+func (f *Factory) passEnv(name string) (string, bool) {
+	if f.call != nil {
+		v, ok, err := f.call.c.Env(name)
+		return v, ok && err == nil
+	}
+	return f.LookupEnv(name)
+}
+
+// hasKey reports whether the caller named (or, to the service, handed
+// over) a key.
+func (f *Factory) hasKey() bool {
+	if f.call != nil {
+		return f.call.key != nil
+	}
+	return f.KeyFile() != ""
+}
+
+// loadKey reads the caller's key, returning it and how to name it in
+// messages. In the service it is the descriptor the client opened: the
+// service never opens a key path a caller names, so it cannot be made to
+// read the runner's.
+func (f *Factory) loadKey() (*keys.Private, string, error) {
+	if f.call != nil {
+		if f.call.key == nil {
+			return nil, "", &usageError{msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
+		}
+		k, err := keys.LoadFile(f.call.key, "the key handed over")
+		return k, "the key handed over", err
+	}
+	path := f.KeyFile()
+	if path == "" {
+		return nil, "", &usageError{msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
+	}
+	k, err := keys.Load(path)
+	return k, path, err
+}
+
 // Actor loads the acting key and finds its principal, refusing an unknown
 // key or one without role.
 func (f *Factory) Actor(p *approval.Policy, role string) (*keys.Private, *approval.Principal, error) {
-	path := f.KeyFile()
-	if path == "" {
-		return nil, nil, &usageError{msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
-	}
-	k, err := loadCallerKey(path)
+	k, name, err := f.loadKey()
 	if err != nil {
 		return nil, nil, err
 	}
 	pr, ok := p.ByKey(k.Public().ID())
 	if !ok {
-		return nil, nil, refusal.New(refusal.PrincipalUnknown, "the key in %s belongs to no principal of the trust policy", path).Needs("a principal with this key in trust.toml")
+		return nil, nil, refusal.New(refusal.PrincipalUnknown, "%s belongs to no principal of the trust policy", keyName(name)).Needs("a principal with this key in trust.toml")
 	}
 	if role != "" && !pr.Has(role) {
 		return nil, nil, refusal.New(refusal.RoleMissing, "%s does not hold the %s role", pr.ID, role).Needs("role " + role)
@@ -163,43 +219,52 @@ func (f *Factory) Actor(p *approval.Policy, role string) (*keys.Private, *approv
 	return k, pr, nil
 }
 
-// loadCallerKey reads a key the caller named with the caller's own
-// credentials, so a privileged prod-write cannot be made to read the runner
-// key on the caller's behalf.
-func loadCallerKey(path string) (*keys.Private, error) {
-	var k *keys.Private
-	err := boundary.AsCaller(func() (err error) {
-		k, err = keys.Load(path)
-		return err
-	})
-	return k, err
+func keyName(name string) string {
+	if strings.HasPrefix(name, "the ") {
+		return name
+	}
+	return "the key in " + name
 }
 
-// callerFiles reads file parameters with the caller's own credentials
-// (the program, on the secure path, is read as prod-write).
-type callerFiles struct{ operations.Digester }
+// callerFiles reads file parameters as the caller has them: here, by path;
+// in the service, from the descriptor the client opened, so the service
+// never opens a path a caller names (the program, on the secure path, is
+// the registry's and read by whoever runs the gate).
+type callerFiles struct {
+	operations.Digester
+	f *Factory
+}
+
+// fileDigester hashes a file already open; both digesters implement it.
+type fileDigester interface {
+	DigestFile(kind, name string, f *os.File, path string, max int64) (int64, string, error)
+}
 
 func (c callerFiles) Digest(kind, name, path string, max int64) (size int64, sum string, err error) {
-	if kind != "file" {
+	if kind != "file" || c.f == nil || c.f.call == nil {
 		return c.Digester.Digest(kind, name, path, max)
 	}
-	err = boundary.AsCaller(func() (err error) {
-		size, sum, err = c.Digester.Digest(kind, name, path, max)
-		return err
-	})
-	return size, sum, err
+	fl, err := c.f.call.file(name, path)
+	if err != nil {
+		return 0, "", err
+	}
+	return c.Digester.(fileDigester).DigestFile(kind, name, fl, path, max)
 }
 
-// resolveDirAsCaller resolves a working directory with the caller's own
-// credentials: it is the caller's directory, which prod-write's user may not
-// be able to search.
-func resolveDirAsCaller(dir string) (string, error) {
-	var out string
-	err := boundary.AsCaller(func() (err error) {
-		out, err = operations.ResolveDir(dir)
-		return err
-	})
-	return out, err
+// resolveDir resolves the working directory a plan is bound to. In the
+// service, the caller's is the directory it handed over (the kernel's name
+// for it, symlinks resolved); any other is an operation's declared cwd,
+// which comes from the registry.
+func (f *Factory) resolveDir(dir string) (string, error) {
+	if f.call != nil {
+		if dir == "" {
+			return "", &usageError{msg: "the client handed over no working directory"}
+		}
+		if dir == f.call.cwdPath {
+			return dir, nil
+		}
+	}
+	return operations.ResolveDir(dir)
 }
 
 // printJSON writes v as indented JSON.
@@ -307,6 +372,7 @@ replays.`,
 		NewCmdBridge(f, nil),
 		NewCmdDoctor(f, nil),
 		NewCmdMCP(f, nil),
+		NewCmdServe(f, nil),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {

@@ -91,8 +91,11 @@ func (pc *planContext) readPlan(f *Factory, fp string) error {
 		return err
 	}
 	// The gate opens the plan again; remember the signature verified here
-	// rather than verify it twice.
-	pc.policy.CacheVerifications()
+	// rather than verify it twice. (The service's policy is shared by its
+	// calls and caches from the start.)
+	if f.call == nil {
+		pc.policy.CacheVerifications()
+	}
 	if pc.plan, _, err = pc.policy.DecodePlan(pc.env); err != nil {
 		if r, ok := refusal.As(err); ok {
 			r.For("", fp)
@@ -165,7 +168,7 @@ func (pc *planContext) expiry(now time.Time, ttl time.Duration) time.Time {
 
 // FileOptions are file's inputs.
 type FileOptions struct {
-	F           *Factory
+	F           *Factory `json:"-"`
 	Fingerprint string
 	Record      approval.CertaintyRecord
 	TTL         time.Duration
@@ -199,7 +202,7 @@ it with decide (or on a bridge).`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return fileRun(opts)
+			return f.dispatch("file", opts, nil, func() error { return fileRun(opts) })
 		},
 	}
 	cmd.Flags().StringVar(&r.Summary, "summary", "", "what the plan does")
@@ -241,7 +244,7 @@ func fileRun(o *FileOptions) error {
 
 // DecideOptions are decide's inputs.
 type DecideOptions struct {
-	F           *Factory
+	F           *Factory `json:"-"`
 	Fingerprint string
 	Answer      string
 	Reason      string
@@ -269,7 +272,7 @@ expires after --ttl (default 1h). A deny is a veto: it wins over any approval.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return decideRun(opts)
+			return f.dispatch("decide", opts, nil, func() error { return decideRun(opts) })
 		},
 	}
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why")
@@ -355,7 +358,7 @@ func (pc *planContext) record(want string, now time.Time) (*approval.CertaintyRe
 
 // GeraOptions are gera's inputs.
 type GeraOptions struct {
-	F           *Factory
+	F           *Factory `json:"-"`
 	Decision    string
 	Fingerprint string
 	TTL         time.Duration
@@ -385,7 +388,7 @@ up to --uses times before it expires; a no-go vetoes it.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return geraRun(opts)
+			return f.dispatch("gera", opts, nil, func() error { return geraRun(opts) })
 		},
 	}
 	cmd.Flags().DurationVar(&opts.TTL, "ttl", 0, "how long the decision stands (default: the operation's approval ttl)")
@@ -423,7 +426,7 @@ func geraRun(o *GeraOptions) error {
 
 // WithdrawOptions are withdraw's inputs.
 type WithdrawOptions struct {
-	F           *Factory
+	F           *Factory `json:"-"`
 	Fingerprint string
 }
 
@@ -444,7 +447,7 @@ what may run.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return withdrawRun(opts)
+			return f.dispatch("withdraw", opts, nil, func() error { return withdrawRun(opts) })
 		},
 	}
 	return cmd

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
-	"github.com/prod-write/prod-write/pkg/boundary"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -56,7 +55,6 @@ func ExitCode(err error) int {
 		badFP     *store.BadFingerprintError
 		dataErr   *dataError
 		pathErr   *fs.PathError
-		untrusted *boundary.UntrustedError
 	)
 	switch {
 	case err == nil:
@@ -68,7 +66,7 @@ func ExitCode(err error) int {
 	case errors.As(err, &refused):
 		return ExitRefused
 	case errors.As(err, &insecure), errors.As(err, &cfgErr), errors.As(err, &defErr),
-		errors.As(err, &policyErr), errors.As(err, &untrusted), errors.Is(err, keys.ErrNotAKey):
+		errors.As(err, &policyErr), errors.Is(err, keys.ErrNotAKey):
 		return ExitConfig
 	case errors.As(err, &input), errors.As(err, &badFP), errors.As(err, &dataErr):
 		return ExitDataErr

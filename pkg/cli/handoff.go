@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prod-write/prod-write/pkg/boundary"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
@@ -104,11 +103,9 @@ func needsAWS(c *config.Config) string {
 // input or changed anything, so running it again from the start is exact.
 // It returns only on failure.
 //
-// With privilege (a setuid install), the binary that takes over gets that
-// privilege too, so it must be as trusted as the configuration: owned by
-// root or prod-write's user and writable by no one else, along its whole
-// path. A caller who hard-links prod-write into a directory of its own
-// cannot bring its own prod-write-net along.
+// prod-write is never setuid (SPEC §13: the boundary is the runner
+// service), so the binary that takes over gets no privilege the caller
+// lacks.
 func (f *Factory) handOff(why string) error {
 	executable, exec := f.Executable, f.Exec
 	if executable == nil {
@@ -129,11 +126,6 @@ func (f *Factory) handOff(why string) error {
 		// A prod-write-net built without its backends would hand the
 		// command to itself for ever.
 		return fail(errors.New("this build of it has no network backends"))
-	}
-	if boundary.Privileged() {
-		if err := boundary.CheckTrusted(path); err != nil {
-			return fail(err)
-		}
 	}
 	if _, err := os.Stat(path); err != nil {
 		return fail(err)

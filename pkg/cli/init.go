@@ -17,7 +17,7 @@ import (
 
 // InitOptions are init's inputs.
 type InitOptions struct {
-	F    *Factory
+	F    *Factory `json:"-"`
 	Dir  string
 	Demo bool
 }
@@ -212,7 +212,7 @@ func rel(base, p string) string {
 
 // KeygenOptions are keygen's inputs.
 type KeygenOptions struct {
-	F   *Factory
+	F   *Factory `json:"-"`
 	Out string
 }
 

@@ -21,7 +21,7 @@ import (
 
 // MCPOptions are mcp's inputs.
 type MCPOptions struct {
-	F        *Factory
+	F        *Factory `json:"-"`
 	AllowRun bool
 }
 

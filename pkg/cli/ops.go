@@ -26,11 +26,13 @@ func NewCmdOps(f *Factory) *cobra.Command {
 		Example: "  prod-write ops list --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, err := loadRegistry(f)
-			if err != nil {
-				return err
-			}
-			return opsList(f, reg)
+			return f.dispatch("ops-list", nil, nil, func() error {
+				reg, err := loadRegistry(f)
+				if err != nil {
+					return err
+				}
+				return opsList(f, reg)
+			})
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -39,18 +41,22 @@ func NewCmdOps(f *Factory) *cobra.Command {
 		Example: "  prod-write ops show config-push",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, err := loadRegistry(f)
-			if err != nil {
-				return err
-			}
-			op, ok := reg.Get(args[0])
-			if !ok {
-				return refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", args[0]).For(args[0], "")
-			}
-			return opsShow(f, op)
+			return f.dispatch("ops-show", nameArg{args[0]}, nil, func() error { return opsShowNamed(f, args[0]) })
 		},
 	})
 	return cmd
+}
+
+func opsShowNamed(f *Factory, name string) error {
+	reg, err := loadRegistry(f)
+	if err != nil {
+		return err
+	}
+	op, ok := reg.Get(name)
+	if !ok {
+		return refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", name).For(name, "")
+	}
+	return opsShow(f, op)
 }
 
 func loadRegistry(f *Factory) (*operations.Registry, error) {

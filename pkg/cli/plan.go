@@ -17,7 +17,7 @@ import (
 
 // PlanOptions are plan's inputs.
 type PlanOptions struct {
-	F         *Factory
+	F         *Factory `json:"-"`
 	Operation string
 	Target    string
 	Params    map[string]string
@@ -54,7 +54,11 @@ be approved.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return planRun(opts)
+			var files []handover
+			for name, path := range opts.Files {
+				files = append(files, handover{name: "file:" + name, path: path})
+			}
+			return f.dispatch("plan", opts, files, func() error { return planRun(opts) })
 		},
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "the target environment")
@@ -130,7 +134,7 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 	var actor *approval.Principal
 	var signer *keys.Private
 	var policy *approval.Policy
-	if f.KeyFile() != "" {
+	if f.hasKey() {
 		if policy, err = f.Policy(c); err != nil {
 			return nil, false, err
 		}
@@ -145,8 +149,8 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 	}
 	plan, err := reg.Resolve(operations.Request{
 		Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files,
-		Cwd: cwd, Getenv: f.LookupEnv, ResolveDir: resolveDirAsCaller,
-	}, callerFiles{d})
+		Cwd: cwd, Getenv: f.passEnv, ResolveDir: f.resolveDir,
+	}, callerFiles{d, f})
 	if err != nil {
 		return nil, false, err
 	}

@@ -33,14 +33,18 @@ func NewCmdReceipts(f *Factory) *cobra.Command {
 		Short:   "List the journal's entries (unverified; use replay to verify)",
 		Example: "  prod-write receipts list --json",
 		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, args []string) error { return receiptsList(f) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.dispatch("receipts-list", nil, nil, func() error { return receiptsList(f) })
+		},
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use:     "show ID",
 		Short:   "Show the entries of one run (by run id) or one entry (by sequence number)",
 		Example: "  prod-write receipts show 3f9a0c1e2b4d",
 		Args:    cobra.ExactArgs(1),
-		RunE:    func(cmd *cobra.Command, args []string) error { return receiptsShow(f, args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.dispatch("receipts-show", nameArg{args[0]}, nil, func() error { return receiptsShow(f, args[0]) })
+		},
 	})
 	var out string
 	cp := &cobra.Command{
@@ -52,7 +56,13 @@ and the hash of the last. Keep it somewhere the journal's host cannot rewrite
 off after it.`,
 		Example: "  prod-write receipts checkpoint --out /backup/head.json",
 		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, args []string) error { return receiptsCheckpoint(f, out) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var h []handover
+			if out != "" {
+				h = append(h, handover{name: "out", path: out, write: true})
+			}
+			return f.dispatch("receipts-checkpoint", nil, h, func() error { return receiptsCheckpoint(f, out) })
+		},
 	}
 	cp.Flags().StringVar(&out, "out", "", "write the checkpoint to `FILE` instead of stdout")
 	cmd.AddCommand(cp)
@@ -151,7 +161,7 @@ func receiptsCheckpoint(f *Factory, out string) error {
 	if err != nil {
 		return err
 	}
-	k, pr, err := runnerIdentity(c, p)
+	k, pr, err := f.runnerIdentity(c, p)
 	if err != nil {
 		return err
 	}
@@ -187,7 +197,7 @@ func receiptsCheckpoint(f *Factory, out string) error {
 
 // ReplayOptions are replay's inputs.
 type ReplayOptions struct {
-	F          *Factory
+	F          *Factory `json:"-"`
 	Path       string
 	Trust      string
 	Checkpoint string
@@ -222,7 +232,12 @@ is not receipts at all.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return replayRun(opts)
+			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" {
+				// Files the caller names are verified here, with the
+				// caller's own rights: replay needs no privilege.
+				return replayRun(opts)
+			}
+			return f.dispatch("replay", nil, nil, func() error { return replayRun(opts) })
 		},
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
-	"github.com/prod-write/prod-write/pkg/boundary"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/failpoint"
@@ -26,7 +25,7 @@ import (
 
 // RunOptions are run's inputs.
 type RunOptions struct {
-	F           *Factory
+	F           *Factory `json:"-"`
 	Fingerprint string
 }
 
@@ -50,7 +49,7 @@ ran).`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return runRun(opts)
+			return f.dispatch("run", opts, nil, func() error { return runRun(opts) })
 		},
 	}
 }
@@ -85,6 +84,20 @@ func (s *snapshotDigester) Digest(kind, name, path string, max int64) (int64, st
 	return snap.Size, snap.SHA256, nil
 }
 
+// DigestFile snapshots a file already open (one the caller handed over).
+func (s *snapshotDigester) DigestFile(kind, name string, fl *os.File, path string, max int64) (int64, string, error) {
+	snap, err := execute.SnapshotFile(fl, path, max, false, nil)
+	if err != nil {
+		var tl *execute.TooLargeError
+		if errors.As(err, &tl) {
+			return 0, "", &operations.TooLargeError{Path: tl.Path, Max: tl.Max}
+		}
+		return 0, "", err
+	}
+	s.files[name] = snap
+	return snap.Size, snap.SHA256, nil
+}
+
 func (s *snapshotDigester) Close() {
 	if s.program != nil {
 		s.program.Close()
@@ -95,6 +108,14 @@ func (s *snapshotDigester) Close() {
 }
 
 // runner is this host's signing identity for receipts.
+func (f *Factory) runnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *approval.Principal, error) {
+	if f.call != nil {
+		st := f.call.svc.current()
+		return st.runnerKey, st.runner, st.runnerErr
+	}
+	return runnerIdentity(c, p)
+}
+
 func runnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *approval.Principal, error) {
 	if c.RunnerKey == "" {
 		return nil, nil, &config.Error{Path: c.Path, Msg: "runner_key is not set: this host cannot sign receipts, so it cannot run"}
@@ -112,20 +133,31 @@ func runnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *appro
 
 func runRun(o *RunOptions) error {
 	f := o.F
-	go keys.Warm()
-	// run is short and allocates little: collecting garbage would only
-	// add latency in front of the program (docs/PERFORMANCE.md). A memory
-	// limit still bounds it.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
+	if f.call == nil {
+		go keys.Warm()
+		// run is short and allocates little: collecting garbage would only
+		// add latency in front of the program (docs/PERFORMANCE.md). A
+		// memory limit still bounds it. (Not in the service, which lives
+		// long and runs many calls at once.)
+		defer debug.SetGCPercent(debug.SetGCPercent(-1))
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
+	}
 	// 1. Load the plan.
 	pc, err := loadPlan(f, o.Fingerprint)
 	if err != nil {
 		return err
 	}
-	rk, rp, err := runnerIdentity(pc.cfg, pc.policy)
+	rk, rp, err := f.runnerIdentity(pc.cfg, pc.policy)
 	if err != nil {
 		return err
+	}
+	// Who the program runs as and its secrets: settled before anything is
+	// consumed, so a run that cannot start spends nothing.
+	var cred *syscall.Credential
+	if f.call != nil {
+		if cred, err = f.call.credential(pc); err != nil {
+			return err
+		}
 	}
 	env, err := pc.childEnv(f)
 	if err != nil {
@@ -137,7 +169,7 @@ func runRun(o *RunOptions) error {
 		snaps.progress = progressPrinter(f.IO.Err)
 	}
 	defer snaps.Close()
-	if err := pc.reality(f, callerFiles{snaps}); err != nil {
+	if err := pc.reality(f, callerFiles{snaps, f}); err != nil {
 		return err
 	}
 	// 3. The gate.
@@ -192,7 +224,10 @@ func runRun(o *RunOptions) error {
 		Stdout:     f.IO.Out,
 		Stderr:     f.IO.Err,
 		Started:    func(int) { failpoint.Hit("after-start") },
-		Credential: boundary.ChildCredential(),
+		Credential: cred,
+	}
+	if f.call != nil {
+		f.call.prepare(&spec, pc)
 	}
 	for _, fl := range pc.plan.Files {
 		spec.Files = append(spec.Files, snaps.files[fl.Name])
@@ -200,10 +235,16 @@ func runRun(o *RunOptions) error {
 	if pc.op.Timeout != nil {
 		spec.Timeout = pc.op.Timeout.Duration
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	spec.Signals = sigs
+	if f.call != nil {
+		// The client's ^C and kill, relayed as requests; the service's
+		// own signals are its own.
+		spec.Signals = f.call.c.Signals()
+	} else {
+		sigs := make(chan os.Signal, 4)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+		spec.Signals = sigs
+	}
 	res, runErr := execute.Run(spec)
 	failpoint.Hit("after-exit")
 
@@ -245,6 +286,14 @@ func (pc *planContext) childEnv(f *Factory) ([]string, error) {
 		case operations.EnvValue:
 			env = append(env, e.Name+"="+e.Value)
 		case operations.EnvSecret:
+			if f.call != nil {
+				v, err := f.call.svc.secret(e.Name)
+				if err != nil {
+					return nil, pc.refuse(refusal.ParamInvalid, "secret %s cannot be read from the service's credentials: %v", e.Name, err).Needs("credential " + e.Name + " in the service's credentials directory")
+				}
+				env = append(env, e.Name+"="+v)
+				continue
+			}
 			v, ok := f.LookupEnv(e.Name)
 			if !ok {
 				return nil, pc.refuse(refusal.ParamInvalid, "secret %s is not set in run's environment", e.Name).Needs("environment variable " + e.Name)
@@ -300,10 +349,16 @@ func (pc *planContext) intent(f *Factory, dec *approval.Decision, evidence []*ap
 	return in
 }
 
+// invoker is who asked for the run: the account (in the service, the
+// kernel's SO_PEERCRED, not anything the client says) and the principal of
+// the key it presented, if any.
 func invoker(f *Factory, p *approval.Policy) receipts.Invoker {
 	inv := receipts.Invoker{UID: os.Getuid()}
-	if path := f.KeyFile(); path != "" {
-		if k, err := loadCallerKey(path); err == nil {
+	if f.call != nil {
+		inv.UID = int(f.call.c.Peer.UID)
+	}
+	if f.hasKey() {
+		if k, _, err := f.loadKey(); err == nil {
 			if pr, ok := p.ByKey(k.Public().ID()); ok {
 				inv.Principal = pr.ID
 			}

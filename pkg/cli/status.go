@@ -15,7 +15,7 @@ import (
 
 // StatusOptions are status's inputs.
 type StatusOptions struct {
-	F           *Factory
+	F           *Factory `json:"-"`
 	Fingerprint string
 }
 
@@ -36,7 +36,7 @@ the gate now and 77 when it would not.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return statusRun(opts)
+			return f.dispatch("status", opts, nil, func() error { return statusRun(opts) })
 		},
 	}
 }
@@ -71,8 +71,13 @@ func (pc *planContext) judge(f *Factory, d operations.Digester, now time.Time) (
 // reality recomputes the fingerprint from the program, files, cwd and
 // environment as they are now (SPEC §3 rule 2).
 func (pc *planContext) reality(f *Factory, d operations.Digester) error {
-	req := pc.plan.Request(f.LookupEnv)
-	req.ResolveDir = resolveDirAsCaller
+	req := pc.plan.Request(f.passEnv)
+	req.ResolveDir = f.resolveDir
+	if f.call != nil {
+		// The directory the caller handed over now, not the one the plan
+		// names: the fingerprint then says whether they are the same.
+		req.Cwd = f.call.cwdPath
+	}
 	now, err := pc.op.Resolve(req, d)
 	if err != nil {
 		if r, ok := refusal.As(err); ok {
@@ -145,7 +150,7 @@ func statusCore(f *Factory, fp string, d operations.Digester) (*statusReport, er
 	if err != nil {
 		return nil, err
 	}
-	dec, problems, gateErr := pc.judge(f, callerFiles{d}, f.Now())
+	dec, problems, gateErr := pc.judge(f, callerFiles{d, f}, f.Now())
 	r, refused := refusal.As(gateErr)
 	if gateErr != nil && !refused {
 		return nil, gateErr

@@ -20,7 +20,7 @@ import (
 
 // StoreInitOptions are store init's inputs.
 type StoreInitOptions struct {
-	F    *Factory
+	F    *Factory `json:"-"`
 	Wait time.Duration
 }
 
@@ -143,7 +143,7 @@ func oneLine(err error) string {
 
 // ReceiptsSyncOptions are receipts sync's inputs.
 type ReceiptsSyncOptions struct {
-	F *Factory
+	F *Factory `json:"-"`
 }
 
 // newCmdReceiptsSync builds `receipts sync`.

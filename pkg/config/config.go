@@ -36,6 +36,7 @@ type Config struct {
 	Archive    Archive  `toml:"archive"`
 	Pin        Pin      `toml:"pin"`
 	Bridge     Bridge   `toml:"bridge"`
+	Service    Service  `toml:"service"`
 
 	// Path is the file this was read from; Dir its directory.
 	Path string `toml:"-"`
@@ -92,6 +93,34 @@ type Bridge struct {
 	// GitHubPoll is how often bridge serve reads decision comments, as a
 	// Go duration ("30s" when empty).
 	GitHubPoll string `toml:"github_poll"`
+}
+
+// Service configures the runner service of SPEC §13
+// (docs/adr/0011-runner-service.md). On a caller's host only Socket is
+// read: a configuration that names a socket makes every command that acts
+// on plans, evidence or receipts a client of the service there.
+type Service struct {
+	// Socket is the Unix socket `serve` listens on and clients connect to.
+	Socket string `toml:"socket"`
+	// Credentials is the service-owned directory of production secrets,
+	// one file per secret named as the variable (systemd's LoadCredential
+	// layout). Empty means $CREDENTIALS_DIRECTORY of the service's own
+	// environment, which systemd sets.
+	Credentials string `toml:"credentials"`
+	// AllowRoot lets an operation's run_as be root. Off, such an
+	// operation is refused under the service.
+	AllowRoot bool `toml:"allow_root"`
+	// AllowSharedAccount lets run_as be the caller's or the service's own
+	// account: a one-account setup (a demo, a test) that says explicitly
+	// it has no separation. doctor reports it.
+	AllowSharedAccount bool `toml:"allow_shared_account"`
+	// SocketMode is the socket file's mode, as an octal string ("0666"
+	// when empty: who may connect is not who may act, signatures decide).
+	SocketMode string `toml:"socket_mode"`
+	// MCPListen is the address MCP over Streamable HTTP is served on
+	// (off when empty); MCPTokens the file of its hashed bearer tokens.
+	MCPListen string `toml:"mcp_listen"`
+	MCPTokens string `toml:"mcp_tokens"`
 }
 
 // Error is a missing or broken configuration (exit 78).
@@ -206,7 +235,7 @@ func Parse(path string, data []byte) (*Config, error) {
 	default:
 		return nil, &Error{Path: path, Msg: fmt.Sprintf("archive.lock_mode %q: want GOVERNANCE or COMPLIANCE", c.Archive.LockMode)}
 	}
-	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key} {
+	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens} {
 		*p = c.Abs(*p)
 	}
 	return c, nil

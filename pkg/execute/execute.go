@@ -79,10 +79,14 @@ type Spec struct {
 	// (a failpoint hook).
 	Started func(pid int)
 
-	// Credential, if set, is what the program runs as: prod-write running
-	// setgid passes the caller's own, so the program never inherits the
-	// privileged group (docs/DEPLOYMENT.md).
+	// Credential, if set, is what the program runs as: under the runner
+	// service, the operation's run_as account (docs/DEPLOYMENT.md).
 	Credential *syscall.Credential
+
+	// Start, if set, starts the command instead of cmd.Start: the runner
+	// service forks on a thread of its own whose ambient capabilities are
+	// cleared (see [CaplessStarter]).
+	Start func(*exec.Cmd) error
 }
 
 // FilePath returns the path by which the child opens file snapshot i.
@@ -194,8 +198,12 @@ func Run(spec Spec) (*Result, error) {
 		}
 	}
 
+	start := spec.Start
+	if start == nil {
+		start = (*exec.Cmd).Start
+	}
 	begin := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := start(cmd); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	pid := cmd.Process.Pid

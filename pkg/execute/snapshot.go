@@ -69,7 +69,15 @@ func TakeSnapshot(path string, max int64, exec bool, progress func(done, total i
 		return nil, err
 	}
 	defer src.Close()
-	if fi, err = src.Stat(); err != nil {
+	return SnapshotFile(src, path, max, exec, progress)
+}
+
+// SnapshotFile is TakeSnapshot of a file already open, named path in
+// messages: the runner service snapshots what a caller opened and handed
+// over, and never opens a path a caller names.
+func SnapshotFile(src *os.File, path string, max int64, exec bool, progress func(done, total int64)) (*Snapshot, error) {
+	fi, err := src.Stat()
+	if err != nil {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {

@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -149,16 +150,27 @@ func Load(path string) (*Private, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return LoadFile(f, path)
+}
+
+// LoadFile is [Load] of a key file already open, named path in messages:
+// the runner service reads the key a caller opened and handed over. The
+// file must be regular, at most 4 KiB, and readable by its owner only.
+func LoadFile(f *os.File, path string) (*Private, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("key %s: not a regular file: %w", path, ErrNotAKey)
+	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, &InsecureError{Path: path, Mode: fi.Mode(), What: "read or write"}
 	}
+	// ReadAt: a descriptor handed over shares its offset with the caller.
 	data := make([]byte, 4096)
-	n, err := f.Read(data)
-	if err != nil {
+	n, err := f.ReadAt(data, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
 		return nil, fmt.Errorf("reading key %s: %w", path, err)
 	}
 	block, _ := pem.Decode(data[:n])

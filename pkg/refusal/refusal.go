@@ -31,6 +31,10 @@ const (
 	Withdrawn           Code = "withdrawn"
 	PolicyPinMismatch   Code = "policy_pin_mismatch"
 	StoreUnavailable    Code = "store_unavailable"
+	// RunAsRefused: under the runner service, the operation's run_as is
+	// missing, unknown, the caller's or the service's own account, or root
+	// without allow_root (docs/adr/0011-runner-service.md).
+	RunAsRefused Code = "run_as_refused"
 )
 
 // Error is a refusal. Callers branch on it with errors.As.

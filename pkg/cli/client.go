@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"sync"
+	"syscall"
+
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/service"
+)
+
+// handover is a file the caller named, which the client opens with the
+// caller's own rights and hands to the service as a descriptor.
+type handover struct {
+	name  string // the descriptor's name in the request ("file:config", "stdout"…)
+	path  string
+	write bool // opened to be written (receipts checkpoint --out)
+}
+
+// dispatch runs a command here (local mode), or, when the configuration
+// names a runner service, as a call to it (SPEC §13). args are the
+// command's options as the service decodes them; extra the files the
+// caller named.
+func (f *Factory) dispatch(op string, args any, extra []handover, local func() error) error {
+	if f.call != nil {
+		return local()
+	}
+	c, err := f.loadConfig()
+	if err != nil {
+		return err
+	}
+	if c.Service.Socket == "" {
+		return local()
+	}
+	return f.callService(c, op, args, extra)
+}
+
+// ServiceUnavailable is the refusal of a client that cannot reach the
+// runner service: nothing ran.
+const ServiceUnavailable refusal.Code = "service_unavailable"
+
+func (f *Factory) callService(c *config.Config, op string, args any, extra []handover) error {
+	req := service.Request{Op: op, JSON: f.JSON}
+	if args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		req.Args = b
+	}
+	var files []*os.File
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	add := func(name string, fl *os.File) {
+		req.FDs = append(req.FDs, name)
+		files = append(files, fl)
+	}
+	streams := &clientStreams{}
+	defer streams.wait()
+
+	stdout := f.IO.Out
+	for _, h := range extra {
+		if !h.write {
+			continue
+		}
+		// Written as the caller, by the caller's own open: the service
+		// writes into this descriptor and can be made to write nowhere
+		// else.
+		fl, err := os.OpenFile(h.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, fl)
+		defer fl.Sync()
+		stdout = fl
+	}
+	in, err := streams.reader(f.IO.In)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		add("stdin", in)
+	}
+	for _, s := range []struct {
+		name string
+		w    io.Writer
+	}{{"stdout", stdout}, {"stderr", f.IO.Err}} {
+		fl, err := streams.writer(s.w)
+		if err != nil {
+			return err
+		}
+		add(s.name, fl)
+	}
+	cwd, err := f.Getwd()
+	if err != nil {
+		return err
+	}
+	d, err := service.OpenDir(cwd)
+	if err != nil {
+		return fmt.Errorf("opening the working directory: %w", err)
+	}
+	closers = append(closers, d)
+	add("cwd", d)
+	if path := f.KeyFile(); path != "" {
+		k, err := service.OpenRead(path)
+		if err != nil {
+			return &config.Error{Msg: "cannot open the key", Err: err}
+		}
+		closers = append(closers, k)
+		add("key", k)
+	}
+	sort.Slice(extra, func(i, j int) bool { return extra[i].name < extra[j].name })
+	for _, h := range extra {
+		if h.write {
+			continue
+		}
+		fl, err := service.OpenRead(h.path)
+		if err != nil {
+			return &dataError{err: fmt.Errorf("%s: %w", h.name, err)}
+		}
+		closers = append(closers, fl)
+		add(h.name, fl)
+	}
+	conn, err := service.Dial(c.Service.Socket)
+	if err != nil {
+		return refusal.New(ServiceUnavailable, "cannot reach the runner service at %s: %v", c.Service.Socket, errors.Unwrap(err)).Needs("a running prod-write serve (docs/DEPLOYMENT.md)")
+	}
+	defer conn.Close()
+	var sigs chan os.Signal
+	if op == "run" {
+		// ^C and kill reach the program as requests to the service; a
+		// client that dies anyway changes nothing in the service's order.
+		sigs = make(chan os.Signal, 4)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(sigs)
+	}
+	res, err := service.Do(conn, req, files, clientAnswers{f}, sigs)
+	if err != nil {
+		return err
+	}
+	if res.Failure != nil {
+		return res.Failure
+	}
+	if res.Code != 0 {
+		// The service printed what happened to our stderr already.
+		return &ExitError{Code: res.Code}
+	}
+	return nil
+}
+
+// clientAnswers answers the service's questions as the caller.
+type clientAnswers struct{ f *Factory }
+
+func (a clientAnswers) Env(name string) (string, bool)     { return a.f.LookupEnv(name) }
+func (a clientAnswers) Open(path string) (*os.File, error) { return service.OpenRead(path) }
+
+// clientStreams hands the caller's streams over as descriptors: a stream
+// that is a file already (a terminal, a pipe) goes as it is, so output is
+// live and unchanged; any other (tests' buffers) through a pipe.
+type clientStreams struct {
+	wg    sync.WaitGroup
+	close []*os.File
+}
+
+func (s *clientStreams) reader(r io.Reader) (*os.File, error) {
+	switch r := r.(type) {
+	case nil:
+		return nil, nil
+	case *os.File:
+		return r, nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s.close = append(s.close, pr)
+	go func() {
+		io.Copy(pw, r)
+		pw.Close()
+	}()
+	return pr, nil
+}
+
+func (s *clientStreams) writer(w io.Writer) (*os.File, error) {
+	if fl, ok := w.(*os.File); ok {
+		return fl, nil
+	}
+	if w == nil {
+		w = io.Discard
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s.close = append(s.close, pw)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		io.Copy(w, pr)
+		pr.Close()
+	}()
+	return pw, nil
+}
+
+// wait closes our ends of the pipes and waits until what the service wrote
+// has been copied out.
+func (s *clientStreams) wait() {
+	for _, fl := range s.close {
+		fl.Close()
+	}
+	s.wg.Wait()
+}

@@ -1,0 +1,485 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/execute"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/service"
+)
+
+// ServeOptions are serve's inputs.
+type ServeOptions struct {
+	F *Factory `json:"-"`
+	// Ready, if set, is called once the socket listens (tests).
+	Ready func() `json:"-"`
+}
+
+// NewCmdServe builds `serve`.
+func NewCmdServe(f *Factory, runF func(*ServeOptions) error) *cobra.Command {
+	opts := &ServeOptions{F: f}
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the runner service: the trust boundary between agents and production (SPEC §13)",
+		Long: `serve is the runner service. It runs under a dedicated account, loads the
+policy, registry, runner key and secrets it alone owns, keeps them warm, and
+serves prod-write's commands on the Unix socket named by [service] socket in
+prod-write.toml (or the socket systemd hands over). Clients are prod-write
+commands whose configuration names that socket.
+
+It takes nothing from a caller but what the protocol carries: the calling
+account (SO_PEERCRED), the command's flags, and descriptors the client opened
+(its stdio, working directory, key and files). Programs run as their
+operation's run_as account, with an environment built from scratch and
+secrets from the service's credentials directory.
+
+SIGHUP reloads the trust policy, registry and runner key without dropping
+calls in progress; SIGINT or SIGTERM stops accepting and waits for them.`,
+		Example: `  prod-write serve --config /etc/prod-write/prod-write.toml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return serveRun(opts)
+		},
+	}
+}
+
+// serviceState is what the service loaded and keeps warm.
+type serviceState struct {
+	cfg     *config.Config
+	loaded  atomic.Pointer[loadedPolicy]
+	uid     uint32 // the service's own account
+	starter *execute.CaplessStarter
+	log     *log.Logger
+}
+
+// loadedPolicy is one consistent load of the policy the service judges by.
+type loadedPolicy struct {
+	reg       *operations.Registry
+	policy    *approval.Policy
+	runnerKey *keys.Private
+	runner    *approval.Principal
+	runnerErr error
+}
+
+func (s *serviceState) current() *loadedPolicy { return s.loaded.Load() }
+
+// load reads the registry, trust policy and runner key. On error the state
+// is unchanged: a broken edit never leaves the service judging by half a
+// policy.
+func (s *serviceState) load() error {
+	reg, err := operations.Load(s.cfg.Registry, s.cfg.SecurePath)
+	if err != nil {
+		return err
+	}
+	policy, err := approval.LoadPolicy(s.cfg.Trust)
+	if err != nil {
+		return err
+	}
+	if err := checkPins(s.cfg, policy, reg); err != nil {
+		return err
+	}
+	policy.CacheVerifications()
+	lp := &loadedPolicy{reg: reg, policy: policy}
+	lp.runnerKey, lp.runner, lp.runnerErr = runnerIdentity(s.cfg, policy)
+	s.loaded.Store(lp)
+	return nil
+}
+
+// secret reads a production secret from the service's own credentials
+// directory: one file per secret, named as the variable. Never from a
+// caller, never from the service's environment.
+func (s *serviceState) secret(name string) (string, error) {
+	dir := s.cfg.Service.Credentials
+	if dir == "" {
+		// systemd's LoadCredential= sets it in the service's own
+		// environment, which the unit decides, not any caller.
+		dir = os.Getenv("CREDENTIALS_DIRECTORY")
+	}
+	if dir == "" {
+		return "", errors.New("no credentials directory is configured ([service] credentials)")
+	}
+	fl, err := os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", err
+	}
+	defer fl.Close()
+	fi, err := fl.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", errors.New("not a regular file")
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("mode %04o lets others read or write it", fi.Mode().Perm())
+	}
+	b, err := io.ReadAll(io.LimitReader(fl, 64<<10))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+func serveRun(o *ServeOptions) error {
+	f := o.F
+	if f.Net == nil {
+		// The service also serves the bridges and MCP, and posts
+		// decisions: it is prod-write-net (docs/adr/0011-runner-service.md).
+		return f.handOff("the runner service serves the bridges and MCP")
+	}
+	c, err := f.Config()
+	if err != nil {
+		return err
+	}
+	if c.Service.Socket == "" {
+		return &config.Error{Path: c.Path, Msg: "serve needs [service] socket: where to listen"}
+	}
+	mode := os.FileMode(0o666)
+	if c.Service.SocketMode != "" {
+		m, err := strconv.ParseUint(c.Service.SocketMode, 8, 32)
+		if err != nil || m > 0o777 {
+			return &config.Error{Path: c.Path, Msg: fmt.Sprintf("service.socket_mode %q: want an octal mode such as \"0660\"", c.Service.SocketMode)}
+		}
+		mode = os.FileMode(m)
+	}
+	st := &serviceState{cfg: c, uid: uint32(os.Getuid()), log: log.New(f.IO.Err, "prod-write serve: ", log.LstdFlags|log.Lmsgprefix)}
+	if err := st.load(); err != nil {
+		return err
+	}
+	if st.starter, err = execute.NewCaplessStarter(); err != nil {
+		return err
+	}
+	// The service's files are its own; nothing a caller does changes this.
+	syscall.Umask(0o077)
+	l, err := service.Listen(c.Service.Socket, mode)
+	if err != nil {
+		return &config.Error{Path: c.Path, Msg: "listening on " + c.Service.Socket, Err: err}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if err := st.load(); err != nil {
+				st.log.Printf("reload failed, still judging by the policy loaded before: %v", err)
+				continue
+			}
+			st.log.Printf("reloaded the trust policy and registry (%s)", st.current().reg.Digest)
+		}
+	}()
+	st.log.Printf("listening on %s (uid %d)", c.Service.Socket, st.uid)
+	if o.Ready != nil {
+		o.Ready()
+	}
+	srv := &service.Server{Handler: &serviceHandler{st: st, base: f}, Log: st.log}
+	err = srv.Serve(ctx, l)
+	st.log.Printf("stopped")
+	return err
+}
+
+// serviceHandler runs each call as the command it names, with a Factory
+// built from the call alone.
+type serviceHandler struct {
+	st   *serviceState
+	base *Factory
+}
+
+// serviceCall is one client's call as the commands see it.
+type serviceCall struct {
+	c       *service.Call
+	svc     *serviceState
+	key     *os.File
+	cwd     *os.File
+	cwdPath string
+	files   map[string]*os.File // handed over or fetched, by parameter name
+}
+
+// file returns the descriptor of file parameter name: the one handed over
+// with the request, or else one the client opens now for path.
+func (sc *serviceCall) file(name, path string) (*os.File, error) {
+	if fl, ok := sc.files[name]; ok {
+		return fl, nil
+	}
+	fl, err := sc.c.File(path)
+	if err != nil {
+		return nil, &operations.InputError{Err: fmt.Errorf("file %s: %w", name, err)}
+	}
+	sc.files[name] = fl
+	return fl, nil
+}
+
+func (sc *serviceCall) close() {
+	for n, fl := range sc.files {
+		if _, handed := sc.c.Files["file:"+n]; !handed {
+			fl.Close()
+		}
+	}
+}
+
+// credential is the account the program runs as: the operation's run_as,
+// never the caller's, never the service's own, never root unless the
+// configuration allows it (docs/adr/0011-runner-service.md).
+func (sc *serviceCall) credential(pc *planContext) (*syscall.Credential, error) {
+	name := pc.op.RunAs
+	refuse := func(format string, args ...any) error {
+		return pc.refuse(refusal.RunAsRefused, format, args...).Needs("a run_as account in the operation (docs/DEPLOYMENT.md)")
+	}
+	if name == "" {
+		return nil, refuse("operation %s declares no run_as: the service runs programs only as an operation's own account", pc.op.Name)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, refuse("run_as account %q of operation %s: %v", name, pc.op.Name, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, refuse("run_as account %q has no numeric ids", name)
+	}
+	shared := sc.svc.cfg.Service.AllowSharedAccount
+	switch {
+	case uid == 0 && !sc.svc.cfg.Service.AllowRoot:
+		return nil, refuse("run_as is root, and [service] allow_root is not set")
+	case uint32(uid) == sc.c.Peer.UID && !shared:
+		return nil, refuse("run_as account %q is the caller's own: the program would hold no privilege the caller lacks", name)
+	case uint32(uid) == sc.svc.uid && !shared:
+		return nil, refuse("run_as account %q is the service's own: the program could rewrite the journal and read the runner key", name)
+	}
+	if uint32(uid) == sc.svc.uid && uint32(gid) == uint32(os.Getgid()) && sc.svc.uid != 0 {
+		// Allowed as the service's own account: nothing to change, and an
+		// unprivileged service could not call setgroups anyway.
+		return nil, nil
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	gids, err := u.GroupIds()
+	if err != nil {
+		return nil, refuse("groups of run_as account %q: %v", name, err)
+	}
+	for _, g := range gids {
+		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+			cred.Groups = append(cred.Groups, uint32(n))
+		}
+	}
+	return cred, nil
+}
+
+// prepare sets what the service decides of an execution: the capless fork
+// and, when the operation declares no cwd, the directory the caller handed
+// over, entered through its descriptor (so a symlink swapped after the
+// check changes nothing).
+func (sc *serviceCall) prepare(spec *execute.Spec, pc *planContext) {
+	spec.Start = sc.svc.starter.Start
+	if pc.op.Cwd == "" && sc.cwd != nil {
+		// The child enters it before execve, while the descriptor, open
+		// in the service, is still open in the child: /proc/self/fd/N is
+		// the directory itself, whatever its path now names.
+		spec.Dir = "/proc/self/fd/" + strconv.Itoa(int(sc.cwd.Fd()))
+	}
+}
+
+// cwdPath is the kernel's name for a directory descriptor: absolute, with
+// symlinks resolved. A directory removed since is refused.
+func cwdPath(d *os.File) (string, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(d.Fd()), &st); err != nil {
+		return "", err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return "", errors.New("the working directory handed over is not a directory")
+	}
+	if st.Nlink == 0 {
+		return "", errors.New("the working directory handed over has been removed")
+	}
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(d.Fd())))
+	if err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("the working directory handed over has no path here (%q)", p)
+	}
+	return p, nil
+}
+
+// Serve implements service.Handler.
+func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
+	sc := &serviceCall{c: c, svc: h.st, key: c.Files["key"], cwd: c.Files["cwd"], files: map[string]*os.File{}}
+	defer sc.close()
+	for n, fl := range c.Files {
+		if name, ok := strings.CutPrefix(n, "file:"); ok {
+			sc.files[name] = fl
+		}
+	}
+	f := &Factory{
+		IO:    &IOStreams{Out: io.Discard, Err: io.Discard},
+		Now:   h.base.Now,
+		JSON:  c.Request.JSON,
+		AWS:   h.base.AWS,
+		Net:   h.base.Net,
+		call:  sc,
+		Getwd: func() (string, error) { return sc.cwdPath, nil },
+		// The service reads no environment for a call: not the caller's
+		// (it has none here) and not its own, so a bridge token or a
+		// secret can only come from the service's files.
+		LookupEnv: func(string) (string, bool) { return "", false },
+	}
+	if fl := c.Files["stdin"]; fl != nil {
+		f.IO.In = fl
+	}
+	if fl := c.Files["stdout"]; fl != nil {
+		f.IO.Out = fl
+	}
+	if fl := c.Files["stderr"]; fl != nil {
+		f.IO.Err = fl
+		f.IO.ErrTTY = term.IsTerminal(int(fl.Fd()))
+	}
+	start := time.Now()
+	err := h.dispatch(f, sc)
+	code := ExitCode(err)
+	if err != nil {
+		printError(f, err)
+	}
+	h.st.log.Printf("uid %d pid %d: %s: exit %d (%s)", c.Peer.UID, c.Peer.PID, c.Request.Op, code, time.Since(start).Round(time.Microsecond))
+	return code
+}
+
+func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
+	if sc.cwd != nil {
+		p, err := cwdPath(sc.cwd)
+		if err != nil {
+			return &usageError{msg: err.Error()}
+		}
+		sc.cwdPath = p
+	}
+	req := sc.c.Request
+	args := func(v any) error {
+		if len(req.Args) == 0 {
+			return &usageError{msg: "the request carries no arguments"}
+		}
+		dec := json.NewDecoder(strings.NewReader(string(req.Args)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			return &usageError{msg: fmt.Sprintf("arguments of %s: %v", req.Op, err)}
+		}
+		return nil
+	}
+	switch req.Op {
+	case "plan":
+		o := &PlanOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return planRun(o)
+	case "status":
+		o := &StatusOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return statusRun(o)
+	case "file":
+		o := &FileOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return fileRun(o)
+	case "decide":
+		o := &DecideOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return decideRun(o)
+	case "gera":
+		o := &GeraOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return geraRun(o)
+	case "withdraw":
+		o := &WithdrawOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return withdrawRun(o)
+	case "run":
+		o := &RunOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return runRun(o)
+	case "ops-list":
+		reg, err := loadRegistry(f)
+		if err != nil {
+			return err
+		}
+		return opsList(f, reg)
+	case "ops-show":
+		var a nameArg
+		if err := args(&a); err != nil {
+			return err
+		}
+		return opsShowNamed(f, a.Name)
+	case "receipts-list":
+		return receiptsList(f)
+	case "receipts-show":
+		var a nameArg
+		if err := args(&a); err != nil {
+			return err
+		}
+		return receiptsShow(f, a.Name)
+	case "receipts-checkpoint":
+		// The client opened --out itself, as the caller, and handed it
+		// over as stdout.
+		return receiptsCheckpoint(f, "")
+	case "replay":
+		return replayService(f)
+	}
+	return &usageError{msg: fmt.Sprintf("the service does not serve %q", req.Op)}
+}
+
+// nameArg is the argument of the calls that take one name.
+type nameArg struct {
+	Name string `json:"name"`
+}
+
+// replayService replays the service's own journal by its own policy: a
+// caller may ask for the verdict, never name what is read.
+func replayService(f *Factory) error {
+	return replayRun(&ReplayOptions{F: f})
+}

@@ -1,0 +1,109 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Answerer answers the service's questions, as the caller: it runs in the
+// client, with the caller's own credentials.
+type Answerer interface {
+	// Env returns the caller's value of an environment variable.
+	Env(name string) (string, bool)
+	// Open opens a file the caller named, for reading.
+	Open(path string) (*os.File, error)
+}
+
+// Do makes one call: it sends req with files attached (named by req.FDs),
+// answers the service's questions through a, relays every signal received
+// on sigs while waiting, and returns how the call ended. The files are the
+// caller's and stay open.
+func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signal) (*Result, error) {
+	req.V = Version
+	if err := c.Send(req, files...); err != nil {
+		return nil, fmt.Errorf("sending the request: %w", err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	if sigs != nil {
+		go func() {
+			for {
+				select {
+				case <-done:
+					return
+				case s := <-sigs:
+					name := ""
+					for n, v := range Signals {
+						if v == s {
+							name = n
+						}
+					}
+					if name != "" {
+						c.Send(Signal{T: "signal", Signal: name})
+					}
+				}
+			}
+		}()
+	}
+	for {
+		b, got, err := c.Recv()
+		closeAll(got) // the service hands nothing over
+		if err != nil {
+			if IsClosed(err) {
+				return nil, errors.New("the runner service closed the connection before the call ended (see its log)")
+			}
+			return nil, fmt.Errorf("reading the runner service's reply: %w", err)
+		}
+		kind, need, res, err := decodeReply(b)
+		if err != nil {
+			return nil, err
+		}
+		if kind != "need" {
+			return res, nil
+		}
+		if err := answer(c, need, a); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func answer(c *Conn, n *Need, a Answerer) error {
+	switch {
+	case n.Env != "":
+		v, ok := a.Env(n.Env)
+		return c.Send(Give{T: "give", Set: ok, Value: v})
+	case n.File != "":
+		f, err := a.Open(n.File)
+		if err != nil {
+			msg := err.Error()
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				msg = pe.Err.Error()
+			}
+			return c.Send(Give{T: "give", Error: msg})
+		}
+		defer f.Close()
+		return c.Send(Give{T: "give"}, f)
+	}
+	return protoErr(CodeBadRequest, "an empty question")
+}
+
+// OpenRead opens a file the caller named the way a client hands it over:
+// read-only, without blocking on a FIFO and without taking a terminal.
+func OpenRead(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+}
+
+// OpenDir opens a directory as a descriptor to hand over (O_PATH: no read
+// permission needed, and nothing can be done with it but name it).
+func OpenDir(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}

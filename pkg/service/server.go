@@ -1,0 +1,346 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Handler does the work of one call. It returns the command's exit status;
+// everything it prints goes to the descriptors the client handed over.
+type Handler interface {
+	Serve(ctx context.Context, c *Call) int
+}
+
+// Call is one client's request as the handler sees it.
+type Call struct {
+	Peer    Peer
+	Request *Request
+	// Files are the descriptors attached to the request, by name.
+	Files map[string]*os.File
+
+	conn    *Conn
+	mu      sync.Mutex // one Need in flight at a time
+	signals chan os.Signal
+	watch   sync.Once
+	gone    chan struct{}
+}
+
+// NeedTimeout bounds how long the service waits for a client to answer a
+// Need: a client that stops answering holds only its own call, and not for
+// long.
+var NeedTimeout = 10 * time.Second
+
+// Env asks the client for the value of an environment variable an
+// operation passes by value (SPEC §9 env.pass). It is the only part of the
+// caller's environment the service ever sees, and it is bound into the
+// fingerprint by value.
+func (c *Call) Env(name string) (string, bool, error) {
+	g, _, err := c.need(Need{T: "need", Env: name})
+	if err != nil {
+		return "", false, err
+	}
+	return g.Value, g.Set, nil
+}
+
+// File asks the client to open path, as the caller, and hand it over.
+func (c *Call) File(path string) (*os.File, error) {
+	g, files, err := c.need(Need{T: "need", File: path})
+	if err != nil {
+		return nil, err
+	}
+	if g.Error != "" {
+		closeAll(files)
+		return nil, fmt.Errorf("the client could not open %s: %s", path, g.Error)
+	}
+	if len(files) != 1 {
+		closeAll(files)
+		return nil, protoErr(CodeBadRequest, "a file answer carries %d descriptors, not 1", len(files))
+	}
+	return files[0], nil
+}
+
+func (c *Call) need(n Need) (*Give, []*os.File, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.signals != nil {
+		return nil, nil, errors.New("runner service: no questions once a program runs")
+	}
+	if err := c.conn.Send(n); err != nil {
+		return nil, nil, fmt.Errorf("asking the client: %w", err)
+	}
+	c.conn.c.SetReadDeadline(time.Now().Add(NeedTimeout))
+	defer c.conn.c.SetReadDeadline(time.Time{})
+	b, files, err := c.conn.Recv()
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, nil, protoErr(CodeTimeout, "the client did not answer within %s", NeedTimeout)
+		}
+		return nil, nil, fmt.Errorf("reading the client's answer: %w", err)
+	}
+	var g Give
+	if err := strictJSON(b, &g); err != nil || g.T != "give" {
+		closeAll(files)
+		return nil, nil, protoErr(CodeBadRequest, "not an answer: %v", err)
+	}
+	return &g, files, nil
+}
+
+// Signals returns the signals the client relays from now on. After the first
+// call the client can no longer be asked anything: the connection only
+// carries signals and, at the end, the exit status. A client that goes away
+// sends nothing more; the program and its receipts carry on regardless.
+func (c *Call) Signals() <-chan os.Signal {
+	c.watch.Do(func() {
+		c.mu.Lock()
+		c.signals = make(chan os.Signal, 4)
+		c.mu.Unlock()
+		go func() {
+			defer close(c.gone)
+			for {
+				b, files, err := c.conn.Recv()
+				closeAll(files)
+				if err != nil {
+					return
+				}
+				var s Signal
+				if strictJSON(b, &s) != nil || s.T != "signal" {
+					continue
+				}
+				if sig, ok := Signals[s.Signal]; ok {
+					select {
+					case c.signals <- sig:
+					default: // a burst of ^C is one request
+					}
+				}
+			}
+		}()
+	})
+	return c.signals
+}
+
+// Server serves calls on a listener.
+type Server struct {
+	Handler Handler
+	// MaxCalls bounds calls in progress; one more is answered busy.
+	MaxCalls int
+	// RequestTimeout bounds how long a client may take to send its
+	// request once connected.
+	RequestTimeout time.Duration
+	Log            *log.Logger
+
+	wg sync.WaitGroup
+}
+
+// Serve accepts connections until ctx is done, then waits for the calls in
+// progress (a run is never cut short by a reload or a stop request).
+func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
+	maxCalls := s.MaxCalls
+	if maxCalls <= 0 {
+		maxCalls = 256
+	}
+	slots := make(chan struct{}, maxCalls)
+	go func() {
+		<-ctx.Done()
+		l.Close()
+	}()
+	defer s.wg.Wait()
+	for {
+		c, err := l.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of descriptors: back off rather than spin.
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			conn := NewConn(c)
+			conn.Send(Failure{T: "failure", Code: CodeBusy, Error: "too many calls in progress; try again"})
+			conn.Close()
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-slots }()
+			s.serveConn(ctx, c)
+		}()
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Log != nil {
+		s.Log.Printf(format, args...)
+	}
+}
+
+func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn) {
+	conn := NewConn(uc)
+	defer conn.Close()
+	peer, err := PeerOf(uc)
+	if err != nil {
+		s.logf("refusing a connection: %v", err)
+		return
+	}
+	timeout := s.RequestTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	uc.SetReadDeadline(time.Now().Add(timeout))
+	b, files, err := conn.Recv()
+	uc.SetReadDeadline(time.Time{})
+	if err != nil {
+		var pe *Error
+		var ne net.Error
+		switch {
+		case errors.As(err, &pe):
+		case errors.As(err, &ne) && ne.Timeout():
+			pe = protoErr(CodeTimeout, "no request within %s", timeout)
+		case IsClosed(err):
+			return
+		default:
+			pe = protoErr(CodeBadRequest, "%v", err)
+		}
+		s.logf("uid %d: %s", peer.UID, pe.Code)
+		conn.Send(Failure{T: "failure", Code: pe.Code, Error: pe.Msg})
+		return
+	}
+	req, err := DecodeRequest(b, len(files))
+	if err != nil {
+		closeAll(files)
+		pe := err.(*Error)
+		s.logf("uid %d: %s", peer.UID, pe.Code)
+		conn.Send(Failure{T: "failure", Code: pe.Code, Error: pe.Msg})
+		return
+	}
+	call := &Call{Peer: peer, Request: req, Files: map[string]*os.File{}, conn: conn, gone: make(chan struct{})}
+	for i, n := range req.FDs {
+		call.Files[n] = files[i]
+	}
+	defer closeAll(files)
+	code := s.handle(ctx, call)
+	if err := conn.Send(Exit{T: "exit", Code: code}); err != nil && !IsClosed(err) && !errors.Is(err, syscall.EPIPE) {
+		s.logf("uid %d: %s: sending the exit status: %v", peer.UID, req.Op, err)
+	}
+}
+
+// handle runs the handler, turning a panic into an internal error for this
+// call alone.
+func (s *Server) handle(ctx context.Context, call *Call) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logf("uid %d: %s: internal error: %v", call.Peer.UID, call.Request.Op, r)
+			code = 70
+		}
+	}()
+	return s.Handler.Serve(ctx, call)
+}
+
+// Listen listens on path: the socket systemd handed over (LISTEN_FDS, socket
+// activation) when there is one, else a new socket at path with mode,
+// replacing a stale one.
+func Listen(path string, mode os.FileMode) (*net.UnixListener, error) {
+	if l, err := activated(); l != nil || err != nil {
+		return l, err
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		// A socket left by a service that died: nobody answers on it.
+		if c, err := net.Dial("unixpacket", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: another service is listening", path)
+		}
+		os.Remove(path)
+	}
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	l.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, mode); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// activated returns the listener systemd passed (fd 3), if LISTEN_PID names
+// this process.
+func activated() (*net.UnixListener, error) {
+	if pid, _ := strconv.Atoi(os.Getenv("LISTEN_PID")); pid != os.Getpid() {
+		return nil, nil
+	}
+	if n, _ := strconv.Atoi(os.Getenv("LISTEN_FDS")); n != 1 {
+		return nil, fmt.Errorf("socket activation: want 1 socket, LISTEN_FDS=%q", os.Getenv("LISTEN_FDS"))
+	}
+	os.Unsetenv("LISTEN_PID")
+	os.Unsetenv("LISTEN_FDS")
+	os.Unsetenv("LISTEN_FDNAMES")
+	syscall.CloseOnExec(3)
+	fl, err := net.FileListener(os.NewFile(3, "systemd socket"))
+	if err != nil {
+		return nil, fmt.Errorf("socket activation: %w", err)
+	}
+	l, ok := fl.(*net.UnixListener)
+	if !ok {
+		fl.Close()
+		return nil, errors.New("socket activation: fd 3 is not a Unix socket")
+	}
+	return l, nil
+}
+
+// Result is how a call ended, as the client sees it.
+type Result struct {
+	Code    int
+	Failure *Error
+}
+
+// decodeReply decodes the service's messages to a client.
+func decodeReply(b []byte) (kind string, need *Need, res *Result, err error) {
+	var head struct {
+		T string `json:"t"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return "", nil, nil, protoErr(CodeBadRequest, "reply: %v", err)
+	}
+	switch head.T {
+	case "need":
+		var n Need
+		if err := strictJSON(b, &n); err != nil {
+			return "", nil, nil, protoErr(CodeBadRequest, "need: %v", err)
+		}
+		return "need", &n, nil, nil
+	case "exit":
+		var e Exit
+		if err := strictJSON(b, &e); err != nil {
+			return "", nil, nil, protoErr(CodeBadRequest, "exit: %v", err)
+		}
+		return "exit", nil, &Result{Code: e.Code}, nil
+	case "failure":
+		var f Failure
+		if err := strictJSON(b, &f); err != nil {
+			return "", nil, nil, protoErr(CodeBadRequest, "failure: %v", err)
+		}
+		return "failure", nil, &Result{Failure: &Error{Code: f.Code, Msg: f.Error}}, nil
+	}
+	return "", nil, nil, protoErr(CodeBadRequest, "unknown reply %q", head.T)
+}

@@ -1,0 +1,404 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// echoHandler writes the op and the peer's uid to the call's stdout and
+// exits with the request's "code" argument; "ask" makes it ask the client
+// for an environment variable first, "wait" for the client's signal.
+type echoHandler struct{ calls atomic.Int64 }
+
+func (h *echoHandler) Serve(ctx context.Context, c *Call) int {
+	h.calls.Add(1)
+	var a struct {
+		Code int    `json:"code"`
+		Ask  string `json:"ask"`
+		File string `json:"file"`
+		Wait bool   `json:"wait"`
+	}
+	json.Unmarshal(c.Request.Args, &a)
+	out := c.Files["stdout"]
+	if a.Ask != "" {
+		v, ok, err := c.Env(a.Ask)
+		if err != nil {
+			fmt.Fprintf(out, "error: %v\n", err)
+			return 70
+		}
+		fmt.Fprintf(out, "%s=%q %v\n", a.Ask, v, ok)
+	}
+	if a.File != "" {
+		fl, err := c.File(a.File)
+		if err != nil {
+			fmt.Fprintf(out, "error: %v\n", err)
+			return 70
+		}
+		b, _ := io.ReadAll(fl)
+		fl.Close()
+		fmt.Fprintf(out, "file: %s\n", b)
+	}
+	if a.Wait {
+		select {
+		case s := <-c.Signals():
+			fmt.Fprintf(out, "got %v\n", s)
+		case <-time.After(5 * time.Second):
+			fmt.Fprintln(out, "no signal")
+		}
+	}
+	if out != nil {
+		fmt.Fprintf(out, "%s uid=%d\n", c.Request.Op, c.Peer.UID)
+	}
+	return a.Code
+}
+
+func startServer(t *testing.T, h Handler, tune func(*Server)) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	l, err := Listen(sock, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: h, RequestTimeout: 300 * time.Millisecond}
+	if tune != nil {
+		tune(s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return sock
+}
+
+type answers map[string]string
+
+func (a answers) Env(name string) (string, bool) { v, ok := a[name]; return v, ok }
+func (a answers) Open(path string) (*os.File, error) {
+	return OpenRead(path)
+}
+
+// call makes one call with a pipe as stdout and returns what the handler
+// wrote there and the result.
+func call(t *testing.T, sock string, req Request, a Answerer, sigs <-chan os.Signal) (string, *Result, error) {
+	t.Helper()
+	c, err := Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	req.FDs = append([]string{"stdout"}, req.FDs...)
+	res, err := Do(c, req, []*os.File{w}, a, sigs)
+	w.Close()
+	out, _ := io.ReadAll(r)
+	return string(out), res, err
+}
+
+func TestCallRoundTrip(t *testing.T) {
+	h := &echoHandler{}
+	sock := startServer(t, h, nil)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	os.WriteFile(path, []byte("caller's bytes"), 0o600)
+	out, res, err := call(t, sock, Request{Op: "plan", Args: json.RawMessage(fmt.Sprintf(`{"code":3,"ask":"AWS_REGION","file":%q}`, path))}, answers{"AWS_REGION": "eu-west-1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Code != 3 || res.Failure != nil {
+		t.Fatalf("result %+v, want code 3", res)
+	}
+	want := fmt.Sprintf("AWS_REGION=\"eu-west-1\" true\nfile: caller's bytes\nplan uid=%d\n", os.Getuid())
+	if out != want {
+		t.Fatalf("handler wrote %q, want %q", out, want)
+	}
+}
+
+// A signal the client receives reaches the handler as a request.
+func TestSignalRelayed(t *testing.T) {
+	sock := startServer(t, &echoHandler{}, nil)
+	sigs := make(chan os.Signal, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		sigs <- unix.SIGINT
+	}()
+	out, res, err := call(t, sock, Request{Op: "run", Args: json.RawMessage(`{"wait":true}`)}, answers{}, sigs)
+	if err != nil || res.Code != 0 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if !strings.HasPrefix(out, "got interrupt\n") {
+		t.Fatalf("handler saw %q, want the relayed SIGINT", out)
+	}
+}
+
+// rawSend writes one datagram as a hostile client would.
+func rawSend(t *testing.T, sock string, b []byte, fds ...int) *net.UnixConn {
+	t.Helper()
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	if b != nil {
+		if _, _, err := c.WriteMsgUnix(b, oob, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func readFailure(t *testing.T, c *net.UnixConn) Code {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	conn := NewConn(c)
+	b, _, err := conn.Recv()
+	if err != nil {
+		t.Fatalf("no reply: %v", err)
+	}
+	kind, _, res, err := decodeReply(b)
+	if err != nil || kind != "failure" {
+		t.Fatalf("reply %q (%v), want a failure", b, err)
+	}
+	return res.Failure.Code
+}
+
+// Malformed, oversized, truncated and slow requests each get a typed
+// error, the handler never runs, and the service goes on serving others.
+func TestHostileRequests(t *testing.T) {
+	h := &echoHandler{}
+	sock := startServer(t, h, nil)
+	devnull, _ := os.Open(os.DevNull)
+	defer devnull.Close()
+	fd := int(devnull.Fd())
+	many := make([]int, MaxFDs+1)
+	for i := range many {
+		many[i] = fd
+	}
+	big := []byte(`{"v":1,"op":"plan","args":{"x":"` + strings.Repeat("a", MaxMessage) + `"}}`)
+	tests := []struct {
+		name string
+		msg  []byte
+		fds  []int
+		want Code
+	}{
+		{"not json", []byte("hello"), nil, CodeBadRequest},
+		{"truncated json", []byte(`{"v":1,"op":"pl`), nil, CodeBadRequest},
+		{"unknown field", []byte(`{"v":1,"op":"plan","root":true}`), nil, CodeBadRequest},
+		{"two values", []byte(`{"v":1,"op":"plan"}{"v":1}`), nil, CodeBadRequest},
+		{"other version", []byte(`{"v":2,"op":"plan"}`), nil, CodeVersion},
+		{"unknown op", []byte(`{"v":1,"op":"serve"}`), nil, CodeBadRequest},
+		{"path traversal in fd name", []byte(`{"v":1,"op":"plan","fds":["file:../x"]}`), []int{fd}, CodeBadRequest},
+		{"fd named twice", []byte(`{"v":1,"op":"plan","fds":["key","key"]}`), []int{fd, fd}, CodeBadRequest},
+		{"fds not named", []byte(`{"v":1,"op":"plan"}`), []int{fd}, CodeBadRequest},
+		{"names without fds", []byte(`{"v":1,"op":"plan","fds":["key"]}`), nil, CodeBadRequest},
+		{"oversized", big, nil, CodeTooLarge},
+		{"too many fds", []byte(`{"v":1,"op":"plan"}`), many, CodeTooLarge},
+		{"slow: nothing sent", nil, nil, CodeTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := rawSend(t, sock, tt.msg, tt.fds...)
+			defer c.Close()
+			if got := readFailure(t, c); got != tt.want {
+				t.Fatalf("code %s, want %s", got, tt.want)
+			}
+		})
+	}
+	if n := h.calls.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times for requests that should have been refused", n)
+	}
+	// Still serving.
+	if _, res, err := call(t, sock, Request{Op: "status", Args: json.RawMessage(`{}`)}, answers{}, nil); err != nil || res.Code != 0 {
+		t.Fatalf("after hostile requests: %+v %v", res, err)
+	}
+}
+
+// A client that connects and says nothing holds only its own call: others
+// are served meanwhile, and it is cut off after the request timeout.
+func TestSlowClientDoesNotWedge(t *testing.T) {
+	sock := startServer(t, &echoHandler{}, func(s *Server) { s.RequestTimeout = 2 * time.Second })
+	var idle []*net.UnixConn
+	for range 20 {
+		idle = append(idle, rawSend(t, sock, nil))
+	}
+	start := time.Now()
+	if _, res, err := call(t, sock, Request{Op: "status", Args: json.RawMessage(`{}`)}, answers{}, nil); err != nil || res.Code != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("a call behind 20 idle clients took %s", d)
+	}
+	for _, c := range idle {
+		if got := readFailure(t, c); got != CodeTimeout {
+			t.Fatalf("idle client got %s, want timeout", got)
+		}
+		c.Close()
+	}
+}
+
+// A client that asks a question and then never answers is timed out; the
+// handler gets an error, not a hang.
+func TestUnansweredNeed(t *testing.T) {
+	old := NeedTimeout
+	NeedTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { NeedTimeout = old })
+	sock := startServer(t, &echoHandler{}, nil)
+	r, w, _ := os.Pipe()
+	defer r.Close()
+	c := rawSend(t, sock, []byte(`{"v":1,"op":"plan","args":{"ask":"X"},"fds":["stdout"]}`), int(w.Fd()))
+	defer c.Close()
+	w.Close()
+	out, _ := io.ReadAll(r) // ends when the handler is done with stdout
+	if !strings.Contains(string(out), "timeout") {
+		t.Fatalf("handler wrote %q, want a timeout error", out)
+	}
+}
+
+// Busy: one more call than MaxCalls is refused at once, not queued.
+func TestBusy(t *testing.T) {
+	release := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, c *Call) int { <-release; return 0 })
+	sock := startServer(t, h, func(s *Server) { s.MaxCalls = 2 })
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			call(t, sock, Request{Op: "status"}, answers{}, nil)
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	c := rawSend(t, sock, nil)
+	if got := readFailure(t, c); got != CodeBusy {
+		t.Fatalf("got %s, want busy", got)
+	}
+	c.Close()
+	close(release)
+	wg.Wait()
+}
+
+// HandlerFunc adapts a function.
+type HandlerFunc func(ctx context.Context, c *Call) int
+
+func (f HandlerFunc) Serve(ctx context.Context, c *Call) int { return f(ctx, c) }
+
+// A hundred concurrent clients each get their own answer.
+func TestHundredClients(t *testing.T) {
+	h := &echoHandler{}
+	sock := startServer(t, h, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("V%d", i)
+			out, res, err := call(t, sock, Request{Op: "plan", Args: json.RawMessage(fmt.Sprintf(`{"code":%d,"ask":%q}`, i%7, name))}, answers{name: fmt.Sprint(i)}, nil)
+			switch {
+			case err != nil:
+				errs <- err
+			case res.Code != i%7:
+				errs <- fmt.Errorf("client %d got code %d", i, res.Code)
+			case !strings.HasPrefix(out, fmt.Sprintf("%s=%q true\n", name, fmt.Sprint(i))):
+				errs <- fmt.Errorf("client %d got %q", i, out)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := h.calls.Load(); n != 100 {
+		t.Fatalf("%d calls served, want 100", n)
+	}
+}
+
+// The peer is the kernel's: SO_PEERCRED names this process.
+func TestPeerIsTheKernels(t *testing.T) {
+	peers := make(chan Peer, 1)
+	h := HandlerFunc(func(ctx context.Context, c *Call) int { peers <- c.Peer; return 0 })
+	sock := startServer(t, h, nil)
+	if _, _, err := call(t, sock, Request{Op: "status"}, answers{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := <-peers
+	if got.UID != uint32(os.Getuid()) || got.PID != int32(os.Getpid()) {
+		t.Fatalf("peer %+v, want uid %d pid %d", got, os.Getuid(), os.Getpid())
+	}
+}
+
+// A stale socket file is replaced; a live one is not taken over.
+func TestListenStaleAndLive(t *testing.T) {
+	sock := startServer(t, &echoHandler{}, nil)
+	if _, err := Listen(sock, 0o600); err == nil || !strings.Contains(err.Error(), "another service") {
+		t.Fatalf("listening on a live socket: %v", err)
+	}
+	stale := filepath.Join(t.TempDir(), "stale.sock")
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: stale, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	l2, err := Listen(stale, 0o640)
+	if err != nil {
+		t.Fatalf("replacing a stale socket: %v", err)
+	}
+	defer l2.Close()
+	if fi, _ := os.Stat(stale); fi.Mode().Perm() != 0o640 {
+		t.Fatalf("mode %v", fi.Mode().Perm())
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add([]byte(`{"v":1,"op":"plan","args":{"Operation":"x"},"fds":["stdin","stdout","file:config"],"json":true}`), 3)
+	f.Add([]byte(`{"v":1,"op":"run","fds":["cwd"]}`), 1)
+	f.Add([]byte(`{"v":2}`), 0)
+	f.Fuzz(func(t *testing.T, b []byte, nfds int) {
+		r, err := DecodeRequest(b, nfds)
+		if err != nil {
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("untyped error %T: %v", err, err)
+			}
+			return
+		}
+		// Whatever is accepted is of this version, names a served op and
+		// exactly the descriptors attached, each once and well formed.
+		if r.V != Version || len(r.FDs) != nfds {
+			t.Fatalf("accepted %+v with %d fds", r, nfds)
+		}
+		seen := map[string]bool{}
+		for _, n := range r.FDs {
+			if seen[n] || !fdName.MatchString(n) || strings.Contains(n, "/") {
+				t.Fatalf("accepted descriptor name %q", n)
+			}
+			seen[n] = true
+		}
+	})
+}

@@ -1,0 +1,324 @@
+// Package service is the runner service's socket protocol and server
+// (SPEC §13, docs/adr/0011-runner-service.md): what crosses the Unix socket
+// between a `prod-write` client and `prod-write serve`, and the accept loop
+// that keeps one misbehaving client from wedging the others. It knows no
+// command: a [Handler] (package cli's) does the work of each call.
+//
+// # Wire format (version 1)
+//
+// The socket is SOCK_SEQPACKET: every message is one datagram of at most
+// [MaxMessage] bytes of JSON, with the descriptors it carries attached to it
+// as SCM_RIGHTS, so a message and its descriptors arrive together or not at
+// all and no framing can be torn. A call is:
+//
+//	client → service   Request{v, op, args, fds, json}   + descriptors named by fds
+//	service → client   Need{…}                            (zero or more)
+//	client → service   Give{…}                            + descriptors, one per Need
+//	client → service   Signal{…}                          (any time while a program runs)
+//	service → client   Exit{code} or Failure{code, error}  (last)
+//
+// The service identifies the caller's account by SO_PEERCRED. Who may plan,
+// file, decide or run is still decided by signatures, never by the account.
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Version is the protocol version this build speaks.
+const Version = 1
+
+const (
+	// MaxMessage bounds one message. A request carries flags, not data:
+	// file contents travel as descriptors.
+	MaxMessage = 64 << 10
+	// MaxFDs bounds the descriptors one message may carry.
+	MaxFDs = 32
+)
+
+// Ops are the operations a request may name.
+var Ops = []string{
+	"plan", "status", "file", "decide", "gera", "withdraw", "run",
+	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "replay",
+}
+
+// Request opens a call.
+type Request struct {
+	V    int             `json:"v"`
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args,omitempty"`
+	// FDs names the descriptors attached, in order: "stdin", "stdout",
+	// "stderr", "cwd", "key", "out", "input", "checkpoint", "trust", or
+	// "file:NAME" for a file parameter.
+	FDs  []string `json:"fds,omitempty"`
+	JSON bool     `json:"json,omitempty"`
+}
+
+// Need asks the client for what the service may not take by itself: the
+// value of an environment variable an operation passes by value, or a file
+// the caller named, opened by the caller.
+type Need struct {
+	T    string `json:"t"` // "need"
+	Env  string `json:"env,omitempty"`
+	File string `json:"file,omitempty"` // the path, as the caller recorded it
+}
+
+// Give answers a Need: Set and Value for an environment variable, or one
+// descriptor attached (Error when the client could not open the file).
+type Give struct {
+	T     string `json:"t"` // "give"
+	Set   bool   `json:"set,omitempty"`
+	Value string `json:"value,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Signal relays a signal the client received, as a request.
+type Signal struct {
+	T      string `json:"t"` // "signal"
+	Signal string `json:"signal"`
+}
+
+// Exit ends a call that ran: the command's exit status.
+type Exit struct {
+	T    string `json:"t"` // "exit"
+	Code int    `json:"code"`
+}
+
+// Failure ends a call the service could not take: a typed protocol
+// error. Nothing was read or changed.
+type Failure struct {
+	T     string `json:"t"` // "failure"
+	Code  Code   `json:"code"`
+	Error string `json:"error"`
+}
+
+// Code is a protocol error's stable code.
+type Code string
+
+// Protocol error codes.
+const (
+	CodeBadRequest Code = "bad_request" // not a request of this version
+	CodeTooLarge   Code = "too_large"   // over MaxMessage or MaxFDs
+	CodeTimeout    Code = "timeout"     // the client was too slow
+	CodeVersion    Code = "version"     // another protocol version
+	CodeBusy       Code = "busy"        // too many calls at once
+	CodeInternal   Code = "internal"
+)
+
+// Error is a protocol error: the request was not taken.
+type Error struct {
+	Code Code
+	Msg  string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("runner service: %s: %s", e.Code, e.Msg) }
+
+func protoErr(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+var fdName = regexp.MustCompile(`^(stdin|stdout|stderr|cwd|key|out|input|checkpoint|trust|file:[A-Za-z0-9_.-]{1,64})$`)
+
+// DecodeRequest decodes and checks a request carrying nfds descriptors.
+// It is strict: unknown fields, another version, an unknown op, a
+// descriptor name that is malformed or repeated, or a count that does not
+// match the descriptors attached, are each a *Error.
+func DecodeRequest(b []byte, nfds int) (*Request, error) {
+	var r Request
+	if err := strictJSON(b, &r); err != nil {
+		return nil, protoErr(CodeBadRequest, "%v", err)
+	}
+	if r.V != Version {
+		return nil, protoErr(CodeVersion, "protocol version %d; this service speaks %d", r.V, Version)
+	}
+	if !slices.Contains(Ops, r.Op) {
+		return nil, protoErr(CodeBadRequest, "unknown op %q", r.Op)
+	}
+	if len(r.FDs) != nfds {
+		return nil, protoErr(CodeBadRequest, "%d descriptors named, %d attached", len(r.FDs), nfds)
+	}
+	seen := map[string]bool{}
+	for _, n := range r.FDs {
+		if !fdName.MatchString(n) {
+			return nil, protoErr(CodeBadRequest, "descriptor name %q", n)
+		}
+		if seen[n] {
+			return nil, protoErr(CodeBadRequest, "descriptor %q attached twice", n)
+		}
+		seen[n] = true
+	}
+	return &r, nil
+}
+
+// strictJSON decodes exactly one JSON value with no unknown fields.
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the message")
+	}
+	return nil
+}
+
+// Conn is one end of a call.
+type Conn struct {
+	c *net.UnixConn
+}
+
+// NewConn wraps a connected SOCK_SEQPACKET socket.
+func NewConn(c *net.UnixConn) *Conn { return &Conn{c: c} }
+
+// Dial connects to the service's socket.
+func Dial(path string) (*Conn, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{c: c}, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// Raw is the underlying socket, for deadlines.
+func (c *Conn) Raw() *net.UnixConn { return c.c }
+
+// Send writes v as one message with files attached.
+func (c *Conn) Send(v any, files ...*os.File) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxMessage {
+		return protoErr(CodeTooLarge, "message of %d bytes", len(b))
+	}
+	if len(files) > MaxFDs {
+		return protoErr(CodeTooLarge, "%d descriptors", len(files))
+	}
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	_, _, err = c.c.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+// Recv reads one message and the descriptors attached to it (close-on-exec).
+// A message or descriptor count over the limits is a *Error, and any
+// descriptors that did arrive are closed. io.EOF means the peer closed.
+func (c *Conn) Recv() ([]byte, []*os.File, error) {
+	buf := make([]byte, MaxMessage+1)
+	oob := make([]byte, unix.CmsgSpace(MaxFDs*4))
+	n, oobn, flags, _, err := c.c.ReadMsgUnix(buf, oob)
+	files, ferr := parseRights(oob[:oobn])
+	if err != nil {
+		closeAll(files)
+		return nil, nil, err
+	}
+	if ferr != nil {
+		closeAll(files)
+		return nil, nil, ferr
+	}
+	if flags&unix.MSG_TRUNC != 0 || n > MaxMessage {
+		closeAll(files)
+		return nil, nil, protoErr(CodeTooLarge, "message over %d bytes", MaxMessage)
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		closeAll(files)
+		return nil, nil, protoErr(CodeTooLarge, "more than %d descriptors", MaxFDs)
+	}
+	if n == 0 && len(files) == 0 {
+		return nil, nil, errEOF
+	}
+	return buf[:n], files, nil
+}
+
+// errEOF is a closed peer: a SOCK_SEQPACKET read of zero bytes.
+var errEOF = fmt.Errorf("runner service: connection closed: %w", os.ErrClosed)
+
+// IsClosed reports whether err is the peer having closed the connection.
+func IsClosed(err error) bool { return errors.Is(err, os.ErrClosed) || errors.Is(err, net.ErrClosed) }
+
+func parseRights(oob []byte) ([]*os.File, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, protoErr(CodeBadRequest, "control message: %v", err)
+	}
+	var files []*os.File
+	var bad error
+	for _, m := range msgs {
+		if m.Header.Level != unix.SOL_SOCKET || m.Header.Type != unix.SCM_RIGHTS {
+			bad = protoErr(CodeBadRequest, "control message of type %d", m.Header.Type)
+			continue
+		}
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			bad = protoErr(CodeBadRequest, "rights: %v", err)
+			continue
+		}
+		for _, fd := range fds {
+			// ReadMsgUnix passes MSG_CMSG_CLOEXEC, so none of these leak
+			// into a program the service starts.
+			files = append(files, os.NewFile(uintptr(fd), "descriptor"))
+		}
+	}
+	return files, bad
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// Peer is the calling account, from SO_PEERCRED: taken from the kernel when
+// the client connected, not from anything the client says.
+type Peer struct {
+	UID, GID uint32
+	PID      int32
+}
+
+// PeerOf returns the credentials of c's peer.
+func PeerOf(c *net.UnixConn) (Peer, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return Peer{}, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	err = raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Peer{}, fmt.Errorf("SO_PEERCRED: %w", err)
+	}
+	return Peer{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid}, nil
+}
+
+// Signals a client may relay, by name.
+var Signals = map[string]syscall.Signal{"SIGINT": syscall.SIGINT, "SIGTERM": syscall.SIGTERM}
