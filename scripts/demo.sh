@@ -84,4 +84,57 @@ step "15. The secret's value is nowhere in the state directory"
 if grep -rq "$DEPLOY_TOKEN" state; then echo "demo: secret leaked" >&2; exit 1; fi
 echo "no trace of DEPLOY_TOKEN's value under state/"
 
+step "16. The same story through the runner service (SPEC §13)"
+# A deployment runs \`prod-write serve\` as its own account and programs as
+# each operation's run_as account (docs/DEPLOYMENT.md). Here, in one
+# temporary directory: as root, programs run as nobody; as anyone else the
+# demo says explicitly that it has no second account (allow_shared_account).
+mkdir -p creds srv/svc client && chmod 0700 creds
+printf 'from-the-service-credentials' > creds/DEPLOY_TOKEN && chmod 0600 creds/DEPLOY_TOKEN
+if [ "$(id -u)" -eq 0 ]; then RUNAS=nobody SHARED=false; chmod 0755 "$DIR"; chmod 0777 srv/svc
+else RUNAS=$(id -un) SHARED=true; fi
+cat >> prod-write.toml <<EOF2
+
+[service]
+socket = "$DIR/pw.sock"
+credentials = "creds"
+allow_shared_account = $SHARED
+EOF2
+cat > operations/service.toml <<EOF2
+[[operation]]
+name = "svc-push"
+description = "Install a reviewed config file, run by the service as $RUNAS"
+program = "install"
+args = ["-m", "0644", "{file.config}", "$DIR/srv/svc/{param.service}.toml"]
+targets = ["staging"]
+run_as = "$RUNAS"
+[operation.params.service]
+pattern = "^[a-z][a-z0-9-]{0,30}$"
+[operation.files.config]
+max_size = "1MiB"
+[operation.env]
+secret = ["DEPLOY_TOKEN"]
+EOF2
+printf '[service]\nsocket = "%s/pw.sock"\n' "$DIR" > client/prod-write.toml
+echo "\$ prod-write serve &   (service log in serve.log)"
+"$BIN" serve > serve.log 2>&1 &
+SERVE=$!
+trap 'kill -INT $SERVE 2>/dev/null' EXIT
+for _ in $(seq 100); do [ -S pw.sock ] && break; sleep 0.05; done
+echo "--- the client's whole configuration (client/prod-write.toml):"; cat client/prod-write.toml
+export PROD_WRITE_CONFIG=$DIR/client/prod-write.toml
+export DEPLOY_TOKEN=the-callers-value-which-the-service-never-takes
+expect 0 plan svc-push --target staging --param service=api --file config=api.toml --key keys/agent.key > plan.out; cat plan.out
+FP4=$(fp < plan.out)
+expect 0 file "$FP4" --key keys/smith.key --summary "Install api's config via the service" \
+  --effect "api reads the file" --blast-radius "api in staging" --rollback "install the previous file" --certainty high
+expect 0 decide "$FP4" approve --key keys/alice.key
+expect 0 run "$FP4"
+echo "--- srv/svc/api.toml, written by the program as $RUNAS:"; ls -l srv/svc/api.toml
+expect 77 run "$FP4"
+expect 0 replay
+kill -INT $SERVE; wait $SERVE 2>/dev/null; trap - EXIT
+echo "--- the service's log:"; cat serve.log
+unset PROD_WRITE_CONFIG
+
 printf '\ndemo finished in %s\n' "$DIR"
