@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
@@ -251,9 +253,6 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 	if !slackEnabled(b) && !githubEnabled(b) {
 		return &config.Error{Path: c.Path, Msg: "no bridge is configured: set [bridge] slack_channel and/or github_repo"}
 	}
-	if b.Key == "" {
-		return &config.Error{Path: c.Path, Msg: "[bridge] key is required: the bridge's own key, of a principal with role bridge"}
-	}
 	reg, err := f.Registry(c)
 	if err != nil {
 		return err
@@ -265,17 +264,34 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 	if err := checkPins(c, policy, reg); err != nil {
 		return err
 	}
-	st, err := f.Store(c)
+	s, err := newBridgeService(f, c, reg, policy)
 	if err != nil {
 		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return f.Net.ServeBridge(ctx, s)
+}
+
+// newBridgeService checks and loads what the bridges need: their key, their
+// secrets (through f: the runner service passes a Factory with no
+// environment, so there they come from files only) and the attestor.
+func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, policy *approval.Policy) (*BridgeService, error) {
+	b := c.Bridge
+	if b.Key == "" {
+		return nil, &config.Error{Path: c.Path, Msg: "[bridge] key is required: the bridge's own key, of a principal with role bridge"}
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return nil, err
 	}
 	key, err := keys.Load(b.Key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	att, err := bridge.NewAttestor(bridge.Source{Policy: policy, Registry: reg, Store: st}, key, f.Now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s := &BridgeService{Bridge: b, Attestor: att, Ledger: ledger(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil))}
 	if len(att.Principal().Roles) > 1 {
@@ -283,27 +299,25 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 	}
 	if githubEnabled(b) {
 		if _, s.GitHubToken, err = githubPoster(f, c); err != nil {
-			return err
+			return nil, err
 		}
 		s.GitHubPoll = 30 * time.Second
 		if b.GitHubPoll != "" {
 			if s.GitHubPoll, err = time.ParseDuration(b.GitHubPoll); err != nil || s.GitHubPoll < time.Second {
-				return &config.Error{Path: c.Path, Msg: fmt.Sprintf("bridge.github_poll %q: want a duration of at least 1s", b.GitHubPoll)}
+				return nil, &config.Error{Path: c.Path, Msg: fmt.Sprintf("bridge.github_poll %q: want a duration of at least 1s", b.GitHubPoll)}
 			}
 		}
 	}
 	if slackEnabled(b) {
 		if b.Listen == "" {
-			return &config.Error{Path: c.Path, Msg: "[bridge] listen is required for Slack: the address Slack's interaction requests reach (behind a TLS proxy)"}
+			return nil, &config.Error{Path: c.Path, Msg: "[bridge] listen is required for Slack: the address Slack's interaction requests reach (behind a TLS proxy)"}
 		}
 		if s.SlackSigning, err = secret(f, c, bridge.EnvSlackSigningSecret, "slack_signing_secret_file", b.SlackSigningSecretFile); err != nil {
-			return err
+			return nil, err
 		}
 		if s.SlackToken, err = secret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return f.Net.ServeBridge(ctx, s)
+	return s, nil
 }

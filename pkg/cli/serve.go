@@ -171,9 +171,24 @@ func serveRun(o *ServeOptions) error {
 		}
 		mode = os.FileMode(m)
 	}
+	// Nothing of the service's own environment reaches a secret, a proxy
+	// or a CA: bridge tokens come from their files, and the network
+	// clients are built without proxy or CA settings from anyone's
+	// environment (docs/adr/0011-runner-service.md).
+	f.LookupEnv = func(string) (string, bool) { return "", false }
+	for _, v := range proxyAndCAVariables {
+		os.Unsetenv(v)
+	}
 	st := &serviceState{cfg: c, uid: uint32(os.Getuid()), log: log.New(f.IO.Err, "prod-write serve: ", log.LstdFlags|log.Lmsgprefix)}
 	if err := st.load(); err != nil {
 		return err
+	}
+	var bridges *BridgeService
+	if slackEnabled(c.Bridge) || githubEnabled(c.Bridge) {
+		lp := st.current()
+		if bridges, err = newBridgeService(f, c, lp.reg, lp.policy); err != nil {
+			return err
+		}
 	}
 	if st.starter, err = execute.NewCaplessStarter(); err != nil {
 		return err
@@ -202,10 +217,31 @@ func serveRun(o *ServeOptions) error {
 	if o.Ready != nil {
 		o.Ready()
 	}
+	errc := make(chan error, 2)
+	if bridges != nil {
+		go func() {
+			if err := f.Net.ServeBridge(ctx, bridges); err != nil {
+				errc <- fmt.Errorf("bridges: %w", err)
+				stop()
+			}
+		}()
+	}
 	srv := &service.Server{Handler: &serviceHandler{st: st, base: f}, Log: st.log}
 	err = srv.Serve(ctx, l)
 	st.log.Printf("stopped")
+	select {
+	case berr := <-errc:
+		return errors.Join(err, berr)
+	default:
+	}
 	return err
+}
+
+// proxyAndCAVariables are the environment variables through which Go's
+// HTTP and TLS stacks would take a proxy or trusted CAs.
+var proxyAndCAVariables = []string{
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+	"SSL_CERT_FILE", "SSL_CERT_DIR",
 }
 
 // serviceHandler runs each call as the command it names, with a Factory

@@ -32,7 +32,14 @@ type Backend struct{}
 
 var _ cli.Net = Backend{}
 
-func httpClient() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
+// httpClient is the bridges' client: no proxy from anyone's environment
+// (http.DefaultTransport reads HTTP_PROXY/HTTPS_PROXY), so a caller's
+// variables can never route a bridge token through a proxy of theirs.
+func httpClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	return &http.Client{Timeout: 10 * time.Second, Transport: t}
+}
 
 func slackClient(b config.Bridge, token bridge.Secret) *slack.Client {
 	api := b.SlackAPI
