@@ -221,12 +221,45 @@ func Load(dir string, securePath []string) (*Registry, error) {
 			reg.names = append(reg.names, op.Name)
 		}
 	}
+	reg.seal()
+	return reg, nil
+}
+
+func (reg *Registry) seal() {
 	sort.Strings(reg.names)
 	h := sha256.New()
 	for _, n := range reg.names {
 		fmt.Fprintf(h, "%s %s\n", n, reg.ops[n].Digest)
 	}
 	reg.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// Decode rebuilds a registry from operations as `ops list --json` prints
+// them: a runner service's client learns the registry this way. Each
+// definition is checked again and its digest recomputed, so a definition
+// that does not match its digest is an error.
+func Decode(data []byte) (*Registry, error) {
+	var ops []*Operation
+	if err := json.Unmarshal(data, &ops); err != nil {
+		return nil, fmt.Errorf("decoding the registry: %w", err)
+	}
+	reg := &Registry{ops: map[string]*Operation{}}
+	for _, op := range ops {
+		want, path := op.Digest, op.ProgramPath
+		if err := op.check(); err != nil {
+			return nil, fmt.Errorf("operation %q: %w", op.Name, err)
+		}
+		if op.Digest != want {
+			return nil, fmt.Errorf("operation %q: its definition does not match its digest", op.Name)
+		}
+		if _, dup := reg.ops[op.Name]; dup {
+			return nil, fmt.Errorf("operation %q twice", op.Name)
+		}
+		op.ProgramPath = path
+		reg.ops[op.Name] = op
+		reg.names = append(reg.names, op.Name)
+	}
+	reg.seal()
 	return reg, nil
 }
 

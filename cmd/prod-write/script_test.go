@@ -52,6 +52,7 @@ func TestScript(t *testing.T) {
 			"fakegithub":   cmdFakeGitHub,
 			"appendenv":    cmdAppendEnv,
 			"waitsock":     cmdWaitSock,
+			"mcpcall":      cmdMCPCall,
 		},
 		Condition: func(cond string) (bool, error) {
 			if cond == "root" {

@@ -89,6 +89,9 @@ func MCPBackend(f *Factory) mcpapi.Backend { return newMCPBackend(f) }
 type mcpBackend struct {
 	f        *Factory
 	inflight sync.WaitGroup
+	// remote is set when the configuration names a runner service: each
+	// tool is then a call to it (mcpremote.go).
+	remote bool
 }
 
 var _ mcpapi.Backend = (*mcpBackend)(nil)
@@ -97,7 +100,11 @@ func newMCPBackend(f *Factory) *mcpBackend {
 	g := *f
 	g.IO = &IOStreams{Out: io.Discard, Err: io.Discard}
 	g.JSON = true
-	return &mcpBackend{f: &g}
+	b := &mcpBackend{f: &g}
+	if c, err := g.loadConfig(); err == nil && c.Service.Socket != "" && g.call == nil {
+		b.remote = true
+	}
+	return b
 }
 
 // with returns a copy of the backend's factory writing to out and errOut.
@@ -107,11 +114,19 @@ func (b *mcpBackend) with(out, errOut io.Writer) *Factory {
 	return &g
 }
 
-func (b *mcpBackend) Registry() (*operations.Registry, error) { return loadRegistry(b.f) }
+func (b *mcpBackend) Registry() (*operations.Registry, error) {
+	if b.remote {
+		return b.remoteRegistry()
+	}
+	return loadRegistry(b.f)
+}
 
 func (b *mcpBackend) Principal() (*approval.Principal, error) {
-	if b.f.KeyFile() == "" {
+	if !b.f.hasKey() {
 		return nil, nil
+	}
+	if b.remote {
+		return b.remotePrincipal()
 	}
 	c, err := b.f.Config()
 	if err != nil {
@@ -126,6 +141,9 @@ func (b *mcpBackend) Principal() (*approval.Principal, error) {
 }
 
 func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (any, error) {
+	if b.remote {
+		return b.remotePlan(req)
+	}
 	plan, stored, err := planCore(&PlanOptions{F: b.f, Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files}, operations.HashDigester{})
 	if err != nil {
 		return nil, err
@@ -134,6 +152,9 @@ func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (any, error) {
 }
 
 func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
+	if b.remote {
+		return b.remoteStatus(fp)
+	}
 	s, err := statusCore(b.f, fp, operations.HashDigester{})
 	if err != nil {
 		return nil, nil, err
@@ -143,7 +164,13 @@ func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
 
 func (b *mcpBackend) Receipt(id string) ([]json.RawMessage, error) {
 	var out bytes.Buffer
-	if err := receiptsShow(b.with(&out, io.Discard), id); err != nil {
+	var err error
+	if b.remote {
+		_, err = b.call("receipts-show", nameArg{id}, nil, &out, io.Discard)
+	} else {
+		err = receiptsShow(b.with(&out, io.Discard), id)
+	}
+	if err != nil {
 		return nil, err
 	}
 	var entries []json.RawMessage
@@ -165,6 +192,9 @@ const runOutputLimit = 64 << 10
 func (b *mcpBackend) Run(fp string) (*mcpapi.RunResult, error) {
 	b.inflight.Add(1)
 	defer b.inflight.Done()
+	if b.remote {
+		return b.remoteRun(fp)
+	}
 	stdout, stderr := &capture{limit: runOutputLimit}, &capture{limit: runOutputLimit}
 	// No stdin (the program reads /dev/null), and the program's output goes
 	// to buffers: the MCP stream is never the program's.
@@ -206,7 +236,13 @@ func (b *mcpBackend) secrets() []string {
 	return out
 }
 
-func (b *mcpBackend) ErrorCode(err error) string { return errorCode(err) }
+func (b *mcpBackend) ErrorCode(err error) string {
+	var re *remoteError
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	return errorCode(err)
+}
 
 // capture keeps the first limit bytes written to it, and the bytes of the
 // last write.

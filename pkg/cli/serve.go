@@ -505,6 +505,19 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		return receiptsCheckpoint(f, "")
 	case "replay":
 		return replayService(f)
+	case "whoami":
+		// The principal of the key handed over (the MCP server of a
+		// client learns its scope this way).
+		c, _ := f.Config()
+		p, err := f.Policy(c)
+		if err != nil {
+			return err
+		}
+		_, pr, err := f.Actor(p, "")
+		if err != nil {
+			return err
+		}
+		return printJSON(f.IO.Out, pr)
 	}
 	return &usageError{msg: fmt.Sprintf("the service does not serve %q", req.Op)}
 }

@@ -50,6 +50,7 @@ const (
 var Ops = []string{
 	"plan", "status", "file", "decide", "gera", "withdraw", "run",
 	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "replay",
+	"whoami",
 }
 
 // Request opens a call.

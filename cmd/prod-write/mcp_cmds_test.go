@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// cmdMCPCall is a real MCP client (the go-sdk's) of `prod-write mcp`,
+// started as a subprocess with the script's environment and directory:
+//
+//	mcpcall [mcp flags…] -- list
+//	mcpcall [mcp flags…] -- call TOOL JSON-ARGS
+//
+// list prints the tool names, one a line; call prints "isError=BOOL" and
+// the result's text, or "protocol error: …" for a JSON-RPC error.
+func cmdMCPCall(ts *testscript.TestScript, neg bool, args []string) {
+	sep := -1
+	for i, a := range args {
+		if a == "--" {
+			sep = i
+			break
+		}
+	}
+	if sep < 0 || sep+1 >= len(args) {
+		ts.Fatalf("usage: mcpcall [mcp flags…] -- list | call TOOL JSON-ARGS")
+	}
+	path, err := exec.LookPath("prod-write")
+	ts.Check(err)
+	cmd := exec.Command(path, append([]string{"mcp"}, args[:sep]...)...)
+	cmd.Dir = ts.MkAbs(".")
+	for _, kv := range []string{"PATH", "HOME", "PROD_WRITE_CONFIG", "PROD_WRITE_KEY", "TMPDIR"} {
+		cmd.Env = append(cmd.Env, kv+"="+ts.Getenv(kv))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "testscript", Version: "v0"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if neg {
+		// "! mcpcall": the server must not come up.
+		if err == nil {
+			cs.Close()
+			ts.Fatalf("mcpcall: the server started")
+		}
+		return
+	}
+	ts.Check(err)
+	defer cs.Close()
+	var out strings.Builder
+	switch rest := args[sep+1:]; rest[0] {
+	case "list":
+		res, err := cs.ListTools(ctx, nil)
+		ts.Check(err)
+		var names []string
+		for _, t := range res.Tools {
+			names = append(names, t.Name)
+		}
+		sort.Strings(names)
+		out.WriteString(strings.Join(names, "\n") + "\n")
+	case "call":
+		if len(rest) != 3 {
+			ts.Fatalf("usage: mcpcall … -- call TOOL JSON-ARGS")
+		}
+		var a map[string]any
+		ts.Check(json.Unmarshal([]byte(rest[2]), &a))
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: rest[1], Arguments: a})
+		if err != nil {
+			fmt.Fprintf(&out, "protocol error: %v\n", err)
+			break
+		}
+		fmt.Fprintf(&out, "isError=%v\n", res.IsError)
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				out.WriteString(t.Text + "\n")
+			}
+		}
+	default:
+		ts.Fatalf("mcpcall: unknown action %q", rest[0])
+	}
+	ts.Stdout().Write([]byte(out.String()))
+}

@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// The MCP server of a runner service's client (`prod-write mcp` with a
+// configuration that names a socket): each tool is the same call the CLI
+// makes, so the service's gate, policy and scope decide, and the client
+// holds nothing but the agent's key and files.
+
+// remoteError is an error the service reported for a call (its --json
+// error line), with its stable code.
+type remoteError struct {
+	Code string
+	Msg  string
+	Exit int
+}
+
+func (e *remoteError) Error() string { return e.Msg }
+
+// call makes one call with --json, writing its stdout and stderr to out
+// and errOut, and returns the service's verdict as an error: the refusal
+// or error its last stderr line reports, or an *ExitError for a non-zero
+// status with neither.
+func (b *mcpBackend) call(op string, args any, extra []handover, out, errOut io.Writer) ([]byte, error) {
+	g := b.with(out, nil)
+	tail := &lastLine{w: errOut}
+	g.IO.Err = tail
+	c, err := g.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	err = g.callService(c, op, args, extra)
+	line := tail.last()
+	var exit *ExitError
+	if err == nil || !errors.As(err, &exit) {
+		return line, err
+	}
+	var head struct {
+		Outcome string `json:"outcome"`
+		Code    string `json:"code"`
+		Error   string `json:"error"`
+	}
+	if json.Unmarshal(line, &head) == nil {
+		switch head.Outcome {
+		case "refused":
+			var r refusal.Error
+			if json.Unmarshal(line, &r) == nil {
+				return line, &r
+			}
+		case "error":
+			return line, &remoteError{Code: head.Code, Msg: head.Error, Exit: exit.Code}
+		}
+	}
+	return line, exit
+}
+
+// remoteRun is Run through the service: the outcome is the last line the
+// service wrote to stderr, after the program's own output.
+func (b *mcpBackend) remoteRun(fp string) (*mcpapi.RunResult, error) {
+	stdout, stderr := &capture{limit: runOutputLimit}, &capture{limit: runOutputLimit + 4<<10}
+	line, err := b.call("run", &RunOptions{Fingerprint: fp}, nil, stdout, stderr)
+	var exit *ExitError
+	if err != nil && !errors.As(err, &exit) {
+		return nil, err
+	}
+	var res mcpapi.RunResult
+	if json.Unmarshal(line, &res) != nil || res.Outcome != "ran" {
+		return nil, fmt.Errorf("run ended without its outcome line")
+	}
+	// Drop the outcome line from the program's stderr.
+	if kept := stderr.buf.Bytes(); bytes.HasSuffix(kept, append(line, '\n')) {
+		stderr.buf.Truncate(len(kept) - len(line) - 1)
+	}
+	if stderr.buf.Len() > runOutputLimit {
+		stderr.buf.Truncate(runOutputLimit)
+		stderr.truncated = true
+	}
+	// The secrets are the service's: the client knows none of their
+	// values, and the service relays the program's output as it is.
+	res.Stdout, res.StdoutTruncated = stdout.text(nil)
+	res.Stderr, res.StderrTruncated = stderr.text(nil)
+	return &res, nil
+}
+
+func (b *mcpBackend) remoteRegistry() (*operations.Registry, error) {
+	var out bytes.Buffer
+	if _, err := b.call("ops-list", nil, nil, &out, io.Discard); err != nil {
+		return nil, err
+	}
+	return operations.Decode(out.Bytes())
+}
+
+func (b *mcpBackend) remotePrincipal() (*approval.Principal, error) {
+	var out bytes.Buffer
+	if _, err := b.call("whoami", nil, nil, &out, io.Discard); err != nil {
+		return nil, err
+	}
+	var pr approval.Principal
+	if err := json.Unmarshal(out.Bytes(), &pr); err != nil {
+		return nil, fmt.Errorf("the service's whoami: %w", err)
+	}
+	return &pr, nil
+}
+
+func (b *mcpBackend) remotePlan(req mcpapi.PlanRequest) (any, error) {
+	var files []handover
+	for name, path := range req.Files {
+		files = append(files, handover{name: "file:" + name, path: path})
+	}
+	var out bytes.Buffer
+	opts := &PlanOptions{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files}
+	if _, err := b.call("plan", opts, files, &out, io.Discard); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(bytes.TrimSpace(out.Bytes())), nil
+}
+
+func (b *mcpBackend) remoteStatus(fp string) (any, *refusal.Error, error) {
+	var out bytes.Buffer
+	_, err := b.call("status", &StatusOptions{Fingerprint: fp}, nil, &out, io.Discard)
+	r, refused := refusal.As(err)
+	if err != nil && (!refused || out.Len() == 0) {
+		// Refused before a report (no plan, no key…): the tool's error.
+		return nil, nil, err
+	}
+	return json.RawMessage(bytes.TrimSpace(out.Bytes())), r, nil
+}
+
+// lastLine passes writes through to w and remembers the last complete line
+// written, whatever the writes' boundaries (a pipe merges them).
+type lastLine struct {
+	mu   sync.Mutex
+	w    io.Writer
+	cur  []byte
+	line []byte
+}
+
+func (l *lastLine) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range p {
+		if c == '\n' {
+			l.line = append(l.line[:0], l.cur...)
+			l.cur = l.cur[:0]
+			continue
+		}
+		if len(l.cur) < 64<<10 {
+			l.cur = append(l.cur, c)
+		}
+	}
+	if l.w == nil {
+		return len(p), nil
+	}
+	return l.w.Write(p)
+}
+
+func (l *lastLine) last() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]byte(nil), l.line...)
+}
