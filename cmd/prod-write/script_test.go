@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,6 +55,12 @@ func TestScript(t *testing.T) {
 			"appendenv":    cmdAppendEnv,
 			"waitsock":     cmdWaitSock,
 			"mcpcall":      cmdMCPCall,
+			"sighup":       cmdSigHUP,
+			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
+				d, err := time.ParseDuration(args[0])
+				ts.Check(err)
+				time.Sleep(d)
+			},
 		},
 		Condition: func(cond string) (bool, error) {
 			if cond == "root" {
@@ -98,6 +106,46 @@ func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Fatalf("no socket at %s after 10s", path)
+}
+
+// cmdSigHUP sends SIGHUP to this script's processes whose command line
+// contains every argument (testscript's kill knows only INT and KILL):
+//
+//	sighup serve --config svc/prod-write.toml
+func cmdSigHUP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: sighup WORD...")
+	}
+	dirs, err := os.ReadDir("/proc")
+	ts.Check(err)
+	n := 0
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
+		// Only processes of this script: their working directory is under $WORK.
+		cwd, _ := os.Readlink("/proc/" + d.Name() + "/cwd")
+		if !strings.HasPrefix(cwd, ts.Getenv("WORK")) {
+			continue
+		}
+		all := true
+		for _, a := range args {
+			all = all && strings.Contains(cmdline, a)
+		}
+		if all {
+			ts.Check(syscall.Kill(pid, syscall.SIGHUP))
+			n++
+		}
+	}
+	if n == 0 {
+		ts.Fatalf("sighup: no process matches %q", args)
+	}
 }
 
 // cmdExits runs a command and checks its exit status, keeping its stdout
