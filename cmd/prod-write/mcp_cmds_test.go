@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"sort"
 	"strings"
@@ -12,6 +13,89 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rogpeppe/go-internal/testscript"
 )
+
+// cmdMCPHTTP is a real MCP client (the go-sdk's) of MCP over Streamable
+// HTTP at $MCP_URL, presenting a bearer token:
+//
+//	mcphttp TOKEN list
+//	mcphttp TOKEN call TOOL JSON-ARGS
+//	! mcphttp TOKEN list      (the connection is refused)
+func cmdMCPHTTP(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: mcphttp TOKEN list | call TOOL JSON-ARGS")
+	}
+	hc := &http.Client{Transport: bearer{args[0], http.DefaultTransport}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "testscript", Version: "v0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: ts.Getenv("MCP_URL"), HTTPClient: hc}, nil)
+	if neg {
+		if err == nil {
+			cs.Close()
+			ts.Fatalf("mcphttp: connected")
+		}
+		fmt.Fprintf(ts.Stdout(), "%v\n", err)
+		return
+	}
+	ts.Check(err)
+	defer cs.Close()
+	ts.Stdout().Write([]byte(mcpAct(ts, ctx, cs, args[1:])))
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// cmdFreeAddr sets VAR to a free loopback address.
+func cmdFreeAddr(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeaddr VAR")
+	}
+	ts.Setenv(args[0], freeAddr(ts))
+}
+
+// mcpAct lists tools or calls one, and returns what it printed.
+func mcpAct(ts *testscript.TestScript, ctx context.Context, cs *mcp.ClientSession, rest []string) string {
+	var out strings.Builder
+	switch rest[0] {
+	case "list":
+		res, err := cs.ListTools(ctx, nil)
+		ts.Check(err)
+		var names []string
+		for _, t := range res.Tools {
+			names = append(names, t.Name)
+		}
+		sort.Strings(names)
+		out.WriteString(strings.Join(names, "\n") + "\n")
+	case "call":
+		if len(rest) != 3 {
+			ts.Fatalf("usage: … call TOOL JSON-ARGS")
+		}
+		var a map[string]any
+		ts.Check(json.Unmarshal([]byte(rest[2]), &a))
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: rest[1], Arguments: a})
+		if err != nil {
+			fmt.Fprintf(&out, "protocol error: %v\n", err)
+			break
+		}
+		fmt.Fprintf(&out, "isError=%v\n", res.IsError)
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				out.WriteString(t.Text + "\n")
+			}
+		}
+	default:
+		ts.Fatalf("unknown action %q", rest[0])
+	}
+	return out.String()
+}
 
 // cmdMCPCall is a real MCP client (the go-sdk's) of `prod-write mcp`,
 // started as a subprocess with the script's environment and directory:
@@ -52,36 +136,5 @@ func cmdMCPCall(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Check(err)
 	defer cs.Close()
-	var out strings.Builder
-	switch rest := args[sep+1:]; rest[0] {
-	case "list":
-		res, err := cs.ListTools(ctx, nil)
-		ts.Check(err)
-		var names []string
-		for _, t := range res.Tools {
-			names = append(names, t.Name)
-		}
-		sort.Strings(names)
-		out.WriteString(strings.Join(names, "\n") + "\n")
-	case "call":
-		if len(rest) != 3 {
-			ts.Fatalf("usage: mcpcall … -- call TOOL JSON-ARGS")
-		}
-		var a map[string]any
-		ts.Check(json.Unmarshal([]byte(rest[2]), &a))
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: rest[1], Arguments: a})
-		if err != nil {
-			fmt.Fprintf(&out, "protocol error: %v\n", err)
-			break
-		}
-		fmt.Fprintf(&out, "isError=%v\n", res.IsError)
-		for _, c := range res.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				out.WriteString(t.Text + "\n")
-			}
-		}
-	default:
-		ts.Fatalf("mcpcall: unknown action %q", rest[0])
-	}
-	ts.Stdout().Write([]byte(out.String()))
+	ts.Stdout().Write([]byte(mcpAct(ts, ctx, cs, args[sep+1:])))
 }

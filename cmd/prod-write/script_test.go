@@ -55,6 +55,8 @@ func TestScript(t *testing.T) {
 			"appendenv":    cmdAppendEnv,
 			"waitsock":     cmdWaitSock,
 			"mcpcall":      cmdMCPCall,
+			"mcphttp":      cmdMCPHTTP,
+			"freeaddr":     cmdFreeAddr,
 			"sighup":       cmdSigHUP,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])

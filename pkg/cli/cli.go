@@ -167,6 +167,9 @@ func (f *Factory) KeyFile() string {
 // it is bound into the fingerprint by value.
 func (f *Factory) passEnv(name string) (string, bool) {
 	if f.call != nil {
+		if f.call.c == nil {
+			return "", false // MCP over HTTP: no caller environment at all
+		}
 		v, ok, err := f.call.c.Env(name)
 		return v, ok && err == nil
 	}

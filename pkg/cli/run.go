@@ -238,7 +238,9 @@ func runRun(o *RunOptions) error {
 	if f.call != nil {
 		// The client's ^C and kill, relayed as requests; the service's
 		// own signals are its own.
-		spec.Signals = f.call.c.Signals()
+		if f.call.c != nil {
+			spec.Signals = f.call.c.Signals()
+		}
 	} else {
 		sigs := make(chan os.Signal, 4)
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -355,7 +357,10 @@ func (pc *planContext) intent(f *Factory, dec *approval.Decision, evidence []*ap
 func invoker(f *Factory, p *approval.Policy) receipts.Invoker {
 	inv := receipts.Invoker{UID: os.Getuid()}
 	if f.call != nil {
-		inv.UID = int(f.call.c.Peer.UID)
+		inv.UID = -1 // MCP over HTTP: a token, no account
+		if f.call.c != nil {
+			inv.UID = int(f.call.c.Peer.UID)
+		}
 	}
 	if f.hasKey() {
 		if k, _, err := f.loadKey(); err == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"os/user"
@@ -26,6 +27,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 )
@@ -226,6 +228,30 @@ func serveRun(o *ServeOptions) error {
 			}
 		}()
 	}
+	if c.Service.MCPListen != "" {
+		if c.Service.MCPTokens == "" {
+			return &config.Error{Path: c.Path, Msg: "service.mcp_listen needs service.mcp_tokens: the file of hashed bearer tokens"}
+		}
+		slog := slog.New(slog.NewTextHandler(f.IO.Err, nil))
+		backendFor := func(principal string) (mcpapi.Backend, error) { return st.mcpBackend(f, principal) }
+		// Started before the socket accepts: a tokens file that names no
+		// principal of the policy stops the service here.
+		mcpErr := make(chan error, 1)
+		go func() {
+			mcpErr <- f.Net.ServeMCPHTTP(ctx, c.Service.MCPListen, c.Service.MCPTokens, c.Service.MCPAllowRun, backendFor, slog)
+		}()
+		select {
+		case err := <-mcpErr:
+			return &config.Error{Path: c.Path, Msg: "serving MCP over HTTP", Err: err}
+		case <-time.After(200 * time.Millisecond):
+		}
+		go func() {
+			if err := <-mcpErr; err != nil {
+				errc <- fmt.Errorf("mcp: %w", err)
+				stop()
+			}
+		}()
+	}
 	srv := &service.Server{Handler: &serviceHandler{st: st, base: f}, Log: st.log}
 	err = srv.Serve(ctx, l)
 	st.log.Printf("stopped")
@@ -243,6 +269,51 @@ var proxyAndCAVariables = []string{
 	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
 	"SSL_CERT_FILE", "SSL_CERT_DIR",
 }
+
+// mcpBackend is the backend of MCP over HTTP acting for principal: the
+// CLI's code paths with a Factory the service builds (no client: no files,
+// no working directory but an operation's declared cwd, no environment),
+// signing with the principal's key from the service's mcp_keys directory
+// when it has one there.
+func (s *serviceState) mcpBackend(base *Factory, principal string) (mcpapi.Backend, error) {
+	pr, ok := s.current().policy.ByID(principal)
+	if !ok {
+		return nil, fmt.Errorf("token principal %q is not in the trust policy", principal)
+	}
+	sc := &serviceCall{svc: s, files: map[string]*os.File{}}
+	if dir := s.cfg.Service.MCPKeys; dir != "" {
+		kf, err := os.Open(filepath.Join(dir, principal+".key"))
+		switch {
+		case err == nil:
+			k, err := keys.LoadFile(kf, kf.Name())
+			if err != nil {
+				kf.Close()
+				return nil, err
+			}
+			if kp, ok := s.current().policy.ByKey(k.Public().ID()); !ok || kp.ID != principal {
+				kf.Close()
+				return nil, fmt.Errorf("%s is not %s's key", kf.Name(), principal)
+			}
+			sc.key = kf
+		case !errors.Is(err, os.ErrNotExist):
+			return nil, err
+		}
+	}
+	f := &Factory{
+		IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: base.Now, JSON: true, AWS: base.AWS, Net: base.Net, call: sc,
+		Getwd:     func() (string, error) { return "", nil },
+		LookupEnv: func(string) (string, bool) { return "", false },
+	}
+	return &hostedBackend{mcpBackend: newMCPBackend(f), pr: pr}, nil
+}
+
+// hostedBackend acts for a token's principal, with or without its key.
+type hostedBackend struct {
+	*mcpBackend
+	pr *approval.Principal
+}
+
+func (h *hostedBackend) Principal() (*approval.Principal, error) { return h.pr, nil }
 
 // serviceHandler runs each call as the command it names, with a Factory
 // built from the call alone.
@@ -266,6 +337,9 @@ type serviceCall struct {
 func (sc *serviceCall) file(name, path string) (*os.File, error) {
 	if fl, ok := sc.files[name]; ok {
 		return fl, nil
+	}
+	if sc.c == nil {
+		return nil, &operations.InputError{Err: fmt.Errorf("file %s: no client to hand it over (MCP over HTTP takes no files)", name)}
 	}
 	fl, err := sc.c.File(path)
 	if err != nil {
@@ -304,10 +378,14 @@ func (sc *serviceCall) credential(pc *planContext) (*syscall.Credential, error) 
 		return nil, refuse("run_as account %q has no numeric ids", name)
 	}
 	shared := sc.svc.cfg.Service.AllowSharedAccount
+	peer := ^uint32(0) // MCP over HTTP: no account calls
+	if sc.c != nil {
+		peer = sc.c.Peer.UID
+	}
 	switch {
 	case uid == 0 && !sc.svc.cfg.Service.AllowRoot:
 		return nil, refuse("run_as is root, and [service] allow_root is not set")
-	case uint32(uid) == sc.c.Peer.UID && !shared:
+	case uint32(uid) == peer && !shared:
 		return nil, refuse("run_as account %q is the caller's own: the program would hold no privilege the caller lacks", name)
 	case uint32(uid) == sc.svc.uid && !shared:
 		return nil, refuse("run_as account %q is the service's own: the program could rewrite the journal and read the runner key", name)

@@ -121,6 +121,12 @@ type Service struct {
 	// (off when empty); MCPTokens the file of its hashed bearer tokens.
 	MCPListen string `toml:"mcp_listen"`
 	MCPTokens string `toml:"mcp_tokens"`
+	// MCPKeys is the service-owned directory of the keys the hosted
+	// principals sign plans with, one PRINCIPAL.key each; a token whose
+	// principal has none can read but not plan.
+	MCPKeys string `toml:"mcp_keys"`
+	// MCPAllowRun offers run to the tokens that allow it.
+	MCPAllowRun bool `toml:"mcp_allow_run"`
 }
 
 // Error is a missing or broken configuration (exit 78).
@@ -235,7 +241,7 @@ func Parse(path string, data []byte) (*Config, error) {
 	default:
 		return nil, &Error{Path: path, Msg: fmt.Sprintf("archive.lock_mode %q: want GOVERNANCE or COMPLIANCE", c.Archive.LockMode)}
 	}
-	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens} {
+	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens, &c.Service.MCPKeys} {
 		*p = c.Abs(*p)
 	}
 	return c, nil

@@ -1,24 +1,42 @@
 // Package mcpserver serves prod-write's agent surface over the Model Context
-// Protocol (SPEC §12).
+// Protocol (SPEC §12), over stdio and, in the runner service (SPEC §13),
+// over Streamable HTTP.
 //
 // # Tools
 //
 // The tools are derived, never listed by hand: list_operations, one
 // plan_OPERATION tool per operation of the registry (its input schema built
-// from the operation's targets, typed params and files), status and
-// show_receipt; with [Options.AllowRun], run. Each calls the CLI's own code
-// path through a [Backend], so a plan made over MCP has the fingerprint the
-// CLI gives for the same inputs, and run passes the one gate.
+// from the operation's targets, typed params and files), status,
+// show_receipt and run. Each calls the CLI's own code path through a
+// [Backend], so a plan made over MCP has the fingerprint the CLI gives for
+// the same inputs, and run passes the one gate.
 //
 // # Scope
 //
-// The server acts for the principal of its key. A tool whose role that
-// principal lacks is not added to the server, so it is absent from
-// tools/list; filing, deciding and recording a Gera decision are never
-// served over MCP at all (docs/AGENTS.md says why). A call to a tool
-// the server does not expose is refused by a receiving middleware before any
-// handler runs, and the role is checked again against the trust policy as it
-// is at call time.
+// A server acts for one principal: over stdio ([New]) the principal of its
+// key, over Streamable HTTP ([NewHTTPHandler]) the principal a bearer token
+// maps to. One function, [ResolveScope], decides for both which tools
+// exist, from that principal's roles and a [Scope]: a plan tool needs the
+// agent role; a read-only scope omits every tool that writes (each plan
+// tool, since planning stores a signed plan, and run) and keeps
+// list_operations, status and show_receipt; run is offered only with
+// AllowRun (--allow-run on stdio; allow_run and the service's --allow-run
+// over HTTP), never in a read-only scope, and the gate, not the caller,
+// decides whether a plan runs. Filing, deciding and recording a Gera
+// decision are never served over MCP at all (docs/AGENTS.md says why). A
+// tool outside the scope is not added to the server, so it is absent from
+// tools/list; a call to it by name is refused by a receiving middleware
+// before any handler runs, and a tool's role is checked again against the
+// trust policy as it is at call time.
+//
+// # Tokens
+//
+// Over HTTP, a [Tokens] file maps the sha256 of each bearer token, never
+// the token, to a principal and a scope ([LoadTokens]). A request without
+// a known bearer gets 401 and reaches no backend; the bearer is dropped
+// from the request once resolved, and appears in no log, error or
+// response. Each token has its own server and session table, so a session
+// started with one token is unknown to every other.
 //
 // # Errors
 //
@@ -34,6 +52,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -61,45 +80,71 @@ type (
 // Options configure the server.
 type Options struct {
 	// AllowRun exposes the run tool, which still passes the one gate.
+	// Over HTTP it is a ceiling: a token's allow_run counts only with it.
 	AllowRun bool
+	// ReadOnly omits every tool that writes (see [Scope]). Over HTTP it is
+	// a ceiling: every token is then read-only.
+	ReadOnly bool
 	// Version is reported to clients.
 	Version string
+	// Logger receives the HTTP handler's events (a refused bearer, a
+	// server that could not be built); nil discards them. No bearer value
+	// ever reaches it.
+	Logger *slog.Logger
 }
 
-// New builds the server for b's registry and principal as they are now.
-// A registry or key that cannot be loaded is an error: the server does
-// not start half-configured.
+// scope returns the scope the options give a stdio server, and the ceiling
+// they put on every HTTP token.
+func (o Options) scope() Scope { return Scope{ReadOnly: o.ReadOnly, AllowRun: o.AllowRun} }
+
+// New builds the stdio server for b's registry and principal as they are
+// now, in the scope the options give. A registry or key that cannot be
+// loaded is an error: the server does not start half-configured.
 func New(b Backend, o Options) (*mcp.Server, error) {
+	srv, _, err := build(b, o.scope(), o.Version, hints{
+		runWhy:   "this server was started without --allow-run",
+		run:      "prod-write mcp --allow-run",
+		readOnly: "a server that is not read-only",
+	})
+	return srv, err
+}
+
+// hints say, in a refusal, why a tool the principal could use is omitted and
+// what would expose it; they differ between a stdio server (its flags) and
+// an HTTP token (its entry in the tokens file).
+type hints struct{ runWhy, run, readOnly string }
+
+// build makes the server for b acting under s, whichever the transport:
+// [ResolveScope] decides its tools, and the receiving middleware refuses a
+// call to any other before a handler runs. It also returns the principal
+// the tools were chosen for.
+func build(b Backend, s Scope, version string, hs hints) (*mcp.Server, *approval.Principal, error) {
 	reg, err := b.Registry()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pr, err := b.Principal()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	allowed := ResolveScope(reg, pr, s)
 	h := &handlers{b: b}
-	s := &scope{b: b, exposed: map[string]*tool{}, registry: reg, principal: pr, allowRun: o.AllowRun}
-	for _, t := range catalogue(reg, h, o) {
-		if holds(pr, t.role) {
-			s.exposed[t.def.Name] = t
+	sc := &scope{b: b, exposed: map[string]*tool{}, registry: reg, principal: pr, scope: s, hints: hs}
+	for _, t := range catalogue(reg, h) {
+		if allowed[t.def.Name] {
+			sc.exposed[t.def.Name] = t
 		}
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "prod-write", Version: o.Version}, &mcp.ServerOptions{
-		Instructions: instructions(pr, s),
+	srv := mcp.NewServer(&mcp.Implementation{Name: "prod-write", Version: version}, &mcp.ServerOptions{
+		Instructions: instructions(pr, sc),
 		// No logging capability: nothing but tool results crosses the wire.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
-	for _, name := range s.names() {
-		srv.AddTool(s.exposed[name].def, s.exposed[name].handler)
+	for _, name := range sc.names() {
+		srv.AddTool(sc.exposed[name].def, sc.exposed[name].handler)
 	}
-	srv.AddReceivingMiddleware(s.middleware)
-	return srv, nil
-}
-
-// holds reports whether pr may use a tool that needs role ("" for anyone).
-func holds(pr *approval.Principal, role string) bool {
-	return role == "" || (pr != nil && pr.Has(role))
+	srv.AddReceivingMiddleware(sc.middleware)
+	return srv, pr, nil
 }
 
 // scope decides which tool calls reach a handler.
@@ -109,7 +154,8 @@ type scope struct {
 	// registry and principal are as they were when the tools were chosen.
 	registry  *operations.Registry
 	principal *approval.Principal
-	allowRun  bool
+	scope     Scope
+	hints     hints
 }
 
 func (s *scope) names() []string {
@@ -177,14 +223,20 @@ func (s *scope) absent(name string) *refusal.Error {
 	if who, ok := never[name]; ok {
 		return refusal.New(refusal.RoleMissing, "%s is not served over MCP under any key: it is %s act, on the CLI or a bridge", name, who).Needs("a human using the CLI or a bridge")
 	}
-	if name == "run" && !s.allowRun {
-		return refusal.New(refusal.RoleMissing, "run is not served: this server was started without --allow-run").Needs("prod-write mcp --allow-run")
+	if name == runTool {
+		if s.scope.ReadOnly {
+			return refusal.New(OutOfScope, "run is not served in a read-only scope").Needs(s.hints.readOnly)
+		}
+		return refusal.New(refusal.RoleMissing, "run is not served: %s", s.hints.runWhy).Needs(s.hints.run)
 	}
 	if op, ok := strings.CutPrefix(name, planPrefix); ok {
-		if _, known := s.registry.Get(op); known {
-			return missingRole(s.principal, name, approval.RoleAgent).For(op, "")
+		if _, known := s.registry.Get(op); !known {
+			return refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", op).For(op, "")
 		}
-		return refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", op).For(op, "")
+		if s.scope.ReadOnly {
+			return refusal.New(OutOfScope, "%s is not served in a read-only scope: planning stores a signed plan", name).Needs(s.hints.readOnly).For(op, "")
+		}
+		return missingRole(s.principal, name, approval.RoleAgent).For(op, "")
 	}
 	return refusal.New(ToolAbsent, "prod-write serves no tool named %q", name)
 }
@@ -231,7 +283,10 @@ func instructions(pr *approval.Principal, s *scope) string {
 		"your plan, runs nothing, and returns the plan's fingerprint. Humans then approve it (a certainty record plus " +
 		"an approval, or a standing Gera go); status shows what is present and what is missing. You cannot file, " +
 		"approve, deny or record decisions over this server."
-	if s.allowRun {
+	if s.scope.ReadOnly {
+		text += " This scope is read-only: you can list operations and read a plan's status and receipts, but not plan or run."
+	}
+	if _, ok := s.exposed[runTool]; ok {
 		text += " run executes a plan only when the gate passes, and every run leaves a receipt (show_receipt)."
 	}
 	return text

@@ -29,13 +29,21 @@ type tool struct {
 	def *mcp.Tool
 	// role is what the server's principal must hold to see and call the
 	// tool; "" for anyone.
-	role    string
+	role string
+	// writes marks a tool that changes state (a stored plan, a run): a
+	// read-only scope omits it.
+	writes bool
+	// runs marks run, which a scope offers only with AllowRun.
+	runs    bool
 	handler mcp.ToolHandler
 }
 
-// catalogue derives every tool from the registry and the options. Nothing
-// else adds a tool.
-func catalogue(reg *operations.Registry, h *handlers, o Options) []*tool {
+// runTool is the name of the tool that runs an approved plan.
+const runTool = "run"
+
+// catalogue derives every tool there may be from the registry. Nothing else
+// adds a tool; which of them a server exposes is [ResolveScope]'s decision.
+func catalogue(reg *operations.Registry, h *handlers) []*tool {
 	tools := []*tool{
 		{def: &mcp.Tool{
 			Name:  "list_operations",
@@ -67,20 +75,21 @@ func catalogue(reg *operations.Registry, h *handlers, o Options) []*tool {
 		}, handler: h.showReceipt},
 	}
 	for _, op := range reg.All() {
-		tools = append(tools, &tool{def: planTool(op), role: approval.RoleAgent, handler: h.plan(op.Name)})
+		// Planning stores a signed plan: a write, though not to production.
+		tools = append(tools, &tool{def: planTool(op), role: approval.RoleAgent, writes: true, handler: h.plan(op.Name)})
 	}
-	if o.AllowRun {
-		tools = append(tools, &tool{def: &mcp.Tool{
-			Name:  "run",
-			Title: "Run an approved plan",
-			Description: "Run a stored plan, the same as `prod-write run FP`: recompute its fingerprint from reality, pass the gate " +
-				"(the approval it needs is consumed), write a durable intent receipt, execute the program with no shell, write the outcome receipt. " +
-				"Refused, and nothing runs, unless the plan was approved. Returns the exit code, the receipt numbers and the program's output " +
-				"(bounded, secrets redacted); isError when refused or when the program exits non-zero.",
-			InputSchema: object(fingerprintProp()),
-			Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
-		}, handler: h.run})
-	}
+	// run needs no role of the server's principal: the gate, not the
+	// caller, decides whether the plan may run.
+	tools = append(tools, &tool{def: &mcp.Tool{
+		Name:  runTool,
+		Title: "Run an approved plan",
+		Description: "Run a stored plan, the same as `prod-write run FP`: recompute its fingerprint from reality, pass the gate " +
+			"(the approval it needs is consumed), write a durable intent receipt, execute the program with no shell, write the outcome receipt. " +
+			"Refused, and nothing runs, unless the plan was approved. Returns the exit code, the receipt numbers and the program's output " +
+			"(bounded, secrets redacted); isError when refused or when the program exits non-zero.",
+		InputSchema: object(fingerprintProp()),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
+	}, writes: true, runs: true, handler: h.run})
 	return tools
 }
 

@@ -147,6 +147,41 @@ func addrOf(ln net.Listener) string {
 	return ln.Addr().String()
 }
 
+// ServeMCPHTTP implements [cli.Net].
+func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allowRun bool, backendFor func(string) (mcpapi.Backend, error), log *slog.Logger) error {
+	tokens, err := mcpserver.LoadTokens(tokensPath)
+	if err != nil {
+		return err
+	}
+	// Every token must name a principal the service can act for, before
+	// anything is served.
+	for _, t := range tokens.All() {
+		if _, err := backendFor(t.Principal); err != nil {
+			return fmt.Errorf("%s: %w", t.Source, err)
+		}
+	}
+	h := mcpserver.NewHTTPHandler(tokens, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
+		mcpserver.Options{AllowRun: allowRun, Version: cli.Version, Logger: log})
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "path", "/mcp", "tokens", tokens.Len())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
 // ServeMCP implements [cli.Net].
 func (Backend) ServeMCP(ctx context.Context, b mcpapi.Backend, allowRun bool, in io.Reader, out io.Writer) error {
 	srv, err := mcpserver.New(b, mcpserver.Options{AllowRun: allowRun, Version: cli.Version})

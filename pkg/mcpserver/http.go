@@ -1,0 +1,160 @@
+package mcpserver
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/prod-write/prod-write/approval"
+)
+
+// sessionIdle closes a session after this long without a request, so that
+// clients that vanish without ending their session do not hold its memory
+// for the life of the service.
+const sessionIdle = 30 * time.Minute
+
+// NewHTTPHandler serves MCP over Streamable HTTP for the runner service
+// (SPEC §12, §13). Every request must carry `Authorization: Bearer TOKEN`
+// for a token of tokens; any other request gets 401 with
+// `WWW-Authenticate: Bearer` and no word on what was wrong. A token's server
+// is built on its first request, by the code path of [New], for the
+// backend backendFor returns, in the token's scope narrowed by o (see
+// [Scope.Within]); it is then kept for the life of the handler, so, as
+// over stdio, its tool list is fixed while its roles are checked again at
+// every call. The backend must act for the token's principal: if it acts
+// for another, the token is not served.
+//
+// Each token has its own Streamable HTTP handler, so a session started
+// with one token is unknown to every other: a session id alone reaches
+// nothing. The bearer is dropped from the request once it has been
+// resolved; it is never logged, returned or handed to the SDK or a
+// backend.
+func NewHTTPHandler(tokens *Tokens, backendFor func(Token) (Backend, error), o Options) http.Handler {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &httpHandler{tokens: tokens, backendFor: backendFor, o: o, log: log, servers: map[[32]byte]*tokenServer{}}
+}
+
+type httpHandler struct {
+	tokens     *Tokens
+	backendFor func(Token) (Backend, error)
+	o          Options
+	log        *slog.Logger
+
+	mu      sync.Mutex
+	servers map[[32]byte]*tokenServer // by the token's hash
+}
+
+// tokenServer is one token's server and its Streamable HTTP handler, built
+// on first use.
+type tokenServer struct {
+	mu  sync.Mutex
+	srv *mcp.Server
+	h   http.Handler
+}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tok, ok := h.tokens.Resolve(bearer(r.Header))
+	if !ok {
+		// One answer for a missing, malformed or unknown token: which
+		// part was wrong would help only someone guessing.
+		h.log.Info("mcp over http: request without a known bearer token refused", "remote", r.RemoteAddr, "method", r.Method)
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	// The bearer has done its work: nothing past this point is handed it,
+	// not even the SDK, which gives each request's headers to the tools.
+	r = r.Clone(r.Context())
+	r.Header.Del("Authorization")
+	srv, err := h.serverFor(tok)
+	if err != nil {
+		h.log.Error("mcp over http: cannot serve a token", "token", tok.Source, "principal", tok.Principal, "err", err)
+		http.Error(w, "the MCP server for this token is unavailable (the service's log says why)", http.StatusInternalServerError)
+		return
+	}
+	srv.ServeHTTP(w, r)
+}
+
+// bearer returns the token of the request's one Authorization header, or ""
+// when there is none, more than one, or another scheme.
+func bearer(hd http.Header) string {
+	vs := hd.Values("Authorization")
+	if len(vs) != 1 {
+		return ""
+	}
+	scheme, tok, ok := strings.Cut(vs[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimLeft(tok, " ")
+}
+
+// serverFor returns tok's handler, building it on first use. A build that
+// fails is not kept: the next request tries again, so a trust policy or
+// registry fixed while the service runs takes effect without a restart.
+func (h *httpHandler) serverFor(tok Token) (http.Handler, error) {
+	h.mu.Lock()
+	ts, ok := h.servers[tok.sum]
+	if !ok {
+		ts = &tokenServer{}
+		h.servers[tok.sum] = ts
+	}
+	h.mu.Unlock()
+
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.h != nil {
+		return ts.h, nil
+	}
+	b, err := h.backendFor(tok)
+	if err != nil {
+		return nil, fmt.Errorf("the backend for principal %q: %w", tok.Principal, err)
+	}
+	srv, pr, err := build(b, tok.Scope.Within(h.o.scope()), h.o.Version, h.hints(tok))
+	if err != nil {
+		return nil, fmt.Errorf("building the server for principal %q: %w", tok.Principal, err)
+	}
+	// The scope was resolved against pr's roles: it must be the token's
+	// principal, or a token would borrow another principal's roles.
+	if pr == nil || pr.ID != tok.Principal {
+		return nil, fmt.Errorf("the backend acts for %s, not for the token's principal %q", describe(pr), tok.Principal)
+	}
+	ts.srv = srv
+	ts.h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Logger:         h.log,
+		SessionTimeout: sessionIdle,
+	})
+	return ts.h, nil
+}
+
+// hints are what a refusal tells a token's client would expose what its
+// scope omits. They name no file: the client is not the operator.
+func (h *httpHandler) hints(tok Token) hints {
+	hs := hints{
+		runWhy:   "this token's entry does not allow run",
+		run:      "allow_run = true on this token's entry in the service's tokens file",
+		readOnly: `a token with scope = "agent"`,
+	}
+	if tok.Scope.AllowRun && !h.o.AllowRun {
+		hs.runWhy, hs.run = "the service was started without --allow-run", "the service's --allow-run"
+	}
+	if !tok.Scope.ReadOnly && h.o.ReadOnly {
+		hs.readOnly = "a service that is not read-only"
+	}
+	return hs
+}
+
+func describe(pr *approval.Principal) string {
+	if pr == nil {
+		return "no principal"
+	}
+	return fmt.Sprintf("principal %q", pr.ID)
+}

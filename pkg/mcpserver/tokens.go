@@ -1,0 +1,227 @@
+package mcpserver
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/tomlpos"
+)
+
+// The values of a token's scope key.
+const (
+	ScopeReadOnly = "read-only"
+	ScopeAgent    = "agent"
+)
+
+// Token is one entry of a tokens file: whom a bearer token acts for and what
+// it may reach. It holds the sha256 of the token, never the token, so
+// nothing that handles a Token (a log line, an error, a backend) can leak
+// the bearer.
+type Token struct {
+	// Principal is the id, in the trust policy, of the principal the
+	// token acts for.
+	Principal string
+	// Scope is what the token may reach, within the principal's roles.
+	Scope Scope
+	// Source is where the entry is: FILE:LINE, for messages.
+	Source string
+
+	sum [sha256.Size]byte
+}
+
+// Tokens are the bearer tokens of MCP over HTTP, stored hashed.
+type Tokens struct {
+	list []Token
+}
+
+// Len is the number of tokens.
+func (t *Tokens) Len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.list)
+}
+
+// All returns the tokens in file order; a service checks with it that each
+// names a principal of its trust policy before it serves.
+func (t *Tokens) All() []Token {
+	if t == nil {
+		return nil
+	}
+	return slices.Clone(t.list)
+}
+
+// HashToken returns what a tokens file stores for a bearer token: the hex
+// sha256 of its bytes. A token with enough entropy (32 random bytes, say)
+// needs no slower hash: there is nothing to guess from its sha256.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Resolve returns the token whose hash is sha256(bearer). It compares the
+// hash against every entry in constant time and never stops early, so the
+// time it takes says nothing about which bytes, or which entry, matched.
+func (t *Tokens) Resolve(bearer string) (Token, bool) {
+	if t == nil || bearer == "" {
+		return Token{}, false
+	}
+	sum := sha256.Sum256([]byte(bearer))
+	found := -1
+	for i := range t.list {
+		eq := subtle.ConstantTimeCompare(sum[:], t.list[i].sum[:])
+		found = subtle.ConstantTimeSelect(eq, i, found)
+	}
+	if found < 0 {
+		return Token{}, false
+	}
+	return t.list[found], true
+}
+
+// LoadTokens reads a tokens file, refusing one that group or others can
+// write: whoever can add a line to it can give themselves a principal.
+func LoadTokens(path string) (*Tokens, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &approval.ConfigError{File: path, Msg: "not a regular file"}
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, &keys.InsecureError{Path: path, Mode: fi.Mode(), What: "write"}
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(f); err != nil {
+		return nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	return ParseTokens(path, buf.Bytes())
+}
+
+type tokensFile struct {
+	Token []tokenEntry `toml:"token"`
+}
+
+type tokenEntry struct {
+	SHA256    string `toml:"sha256"`
+	Principal string `toml:"principal"`
+	Scope     string `toml:"scope"`
+	AllowRun  bool   `toml:"allow_run"`
+}
+
+// ParseTokens decodes a tokens file strictly: an unknown key, a missing or
+// malformed hash, a duplicate hash, a missing principal, a scope that is
+// neither read-only nor agent, or allow_run on a read-only token is an
+// error naming the file and, where it can, the line.
+func ParseTokens(name string, data []byte) (*Tokens, error) {
+	var f tokensFile
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &approval.ConfigError{File: name, Line: pe.Position.Line, Msg: pe.Message}
+		}
+		msg := strings.TrimPrefix(err.Error(), "toml: ")
+		line := 0
+		if m := tomlLineRE().FindStringSubmatch(msg); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			msg = strings.TrimPrefix(msg, m[0])
+		}
+		return nil, &approval.ConfigError{File: name, Line: line, Msg: msg}
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		return nil, &approval.ConfigError{File: name, Line: tomlpos.KeyLine(data, md.Keys(), und[0]), Msg: fmt.Sprintf("unknown key %q", und[0].String())}
+	}
+	if len(f.Token) == 0 {
+		return nil, &approval.ConfigError{File: name, Msg: "declares no [[token]]: MCP over HTTP would refuse every request"}
+	}
+	starts := tokenLines(data)
+	empty := sha256.Sum256(nil)
+	seen := map[[sha256.Size]byte]string{}
+	t := &Tokens{list: make([]Token, 0, len(f.Token))}
+	for i, e := range f.Token {
+		line := 0
+		if i < len(starts) {
+			line = starts[i]
+		}
+		bad := func(format string, args ...any) error {
+			return &approval.ConfigError{File: name, Line: line, Msg: fmt.Sprintf("token %d: ", i+1) + fmt.Sprintf(format, args...)}
+		}
+		tok := Token{Principal: e.Principal, Source: fmt.Sprintf("%s:%d", name, line)}
+		if line == 0 { // an inline array of tables has no [[token]] lines
+			tok.Source = fmt.Sprintf("%s (token %d)", name, i+1)
+		}
+		// Only the hash's form is reported, never its value: it is not a
+		// secret, but nothing gains from echoing it.
+		raw, err := hex.DecodeString(e.SHA256)
+		if err != nil || len(raw) != sha256.Size {
+			return nil, bad("sha256 must be %d hex digits: the sha256 of the bearer token, never the token itself", 2*sha256.Size)
+		}
+		copy(tok.sum[:], raw)
+		if tok.sum == empty {
+			return nil, bad("sha256 is the hash of the empty string, which is no token")
+		}
+		if prev, dup := seen[tok.sum]; dup {
+			return nil, bad("sha256 is already the token's at %s: one token maps to exactly one principal", prev)
+		}
+		seen[tok.sum] = tok.Source
+		if e.Principal == "" {
+			return nil, bad("principal is required")
+		}
+		switch e.Scope {
+		case ScopeReadOnly:
+			if e.AllowRun {
+				return nil, bad("allow_run is true on a read-only token: a read-only token never runs")
+			}
+			tok.Scope = Scope{ReadOnly: true}
+		case ScopeAgent:
+			tok.Scope = Scope{AllowRun: e.AllowRun}
+		case "":
+			// No default: a forgotten scope must not widen to agent.
+			return nil, bad("scope is required (%q or %q)", ScopeReadOnly, ScopeAgent)
+		default:
+			return nil, bad("unknown scope %q (known: %s, %s)", e.Scope, ScopeReadOnly, ScopeAgent)
+		}
+		t.list = append(t.list, tok)
+	}
+	return t, nil
+}
+
+var (
+	// compiled on first use, not at every start
+	tomlLineRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^line (\d+)(?: \(last key "[^"]*"\))?: `) })
+	tokenHeaderRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*\[\[\s*(token|"token"|'token')\s*\]\]`)
+	})
+)
+
+// tokenLines returns the 1-based lines on which a [[token]] table starts,
+// in order.
+func tokenLines(data []byte) []int {
+	var out []int
+	for i, l := range tomlpos.CodeLines(data) {
+		if tokenHeaderRE().MatchString(l) {
+			out = append(out, i+1)
+		}
+	}
+	return out
+}
