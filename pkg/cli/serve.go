@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -405,7 +406,47 @@ func (sc *serviceCall) credential(pc *planContext) (*syscall.Credential, error) 
 			cred.Groups = append(cred.Groups, uint32(n))
 		}
 	}
+	if err := sc.canEnter(pc, cred); err != nil {
+		return nil, refuse("run_as account %q cannot enter the working directory: %v", name, err)
+	}
 	return cred, nil
+}
+
+// canEnter checks, before anything is consumed, that the program's account
+// may enter its working directory: otherwise the fork fails after the
+// approval is spent. The check reads the mode bits (an ACL that denies
+// more is still caught at fork, with the approval spent).
+func (sc *serviceCall) canEnter(pc *planContext, cred *syscall.Credential) error {
+	var st unix.Stat_t
+	var err error
+	switch {
+	case pc.op.Cwd != "":
+		err = unix.Stat(pc.plan.Cwd, &st)
+	case sc.cwd != nil:
+		err = unix.Fstat(int(sc.cwd.Fd()), &st)
+	default:
+		return errors.New("none was handed over")
+	}
+	if err != nil {
+		return err
+	}
+	if cred.Uid == 0 {
+		return nil
+	}
+	mode := st.Mode & 0o777
+	var bit uint32
+	switch {
+	case st.Uid == cred.Uid:
+		bit = mode & 0o100
+	case st.Gid == cred.Gid || slices.Contains(cred.Groups, st.Gid):
+		bit = mode & 0o010
+	default:
+		bit = mode & 0o001
+	}
+	if bit == 0 {
+		return fmt.Errorf("mode %04o, owner uid %d, group %d", mode, st.Uid, st.Gid)
+	}
+	return nil
 }
 
 // prepare sets what the service decides of an execution: the capless fork

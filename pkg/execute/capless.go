@@ -43,6 +43,13 @@ func NewCaplessStarter() (*CaplessStarter, error) {
 			ready <- fmt.Errorf("clearing ambient capabilities: %w", err)
 			return
 		}
+		// And the inheritable set, which raising ambient capabilities
+		// needed: a program that execs a file with inheritable file
+		// capabilities would otherwise get them.
+		if err := clearInheritable(); err != nil {
+			ready <- fmt.Errorf("clearing inheritable capabilities: %w", err)
+			return
+		}
 		ready <- nil
 		for r := range s.reqs {
 			r.done <- r.cmd.Start()
@@ -52,6 +59,21 @@ func NewCaplessStarter() (*CaplessStarter, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// clearInheritable empties this thread's inheritable capability set,
+// keeping the permitted and effective sets.
+func clearInheritable() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	if data[0].Inheritable == 0 && data[1].Inheritable == 0 {
+		return nil
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	return unix.Capset(&hdr, &data[0])
 }
 
 // Start starts cmd from the capless thread.

@@ -247,6 +247,7 @@ func Run(spec Spec) (*Result, error) {
 	// is its group's id, cannot be reused: signalling -pid in this loop can
 	// only reach the program's own processes.
 	timedOut := false
+	var killErrs []string
 	signals := spec.Signals
 	exited, drained := exitedC, drainedC
 	for exited != nil || drained != nil {
@@ -258,7 +259,12 @@ func Run(spec Spec) (*Result, error) {
 		case <-timeout:
 			timeout = nil
 			timedOut = true
-			unix.Kill(-pid, unix.SIGKILL)
+			if err := unix.Kill(-pid, unix.SIGKILL); err != nil {
+				// Never claim a kill that did not happen (a runner
+				// service without CAP_KILL gets EPERM for another
+				// account's processes).
+				killErrs = append(killErrs, fmt.Sprintf("killing the program's group on timeout: %v", err))
+			}
 			deadline := time.Now().Add(drainGrace)
 			stdout.r.SetReadDeadline(deadline)
 			stderr.r.SetReadDeadline(deadline)
@@ -268,7 +274,9 @@ func Run(spec Spec) (*Result, error) {
 				continue
 			}
 			if s, ok := sig.(syscall.Signal); ok {
-				unix.Kill(-pid, s)
+				if err := unix.Kill(-pid, s); err != nil && err != unix.ESRCH {
+					killErrs = append(killErrs, fmt.Sprintf("forwarding %v: %v", s, err))
+				}
 			}
 		}
 	}
@@ -297,11 +305,11 @@ func Run(spec Spec) (*Result, error) {
 			res.Signal = ws.Signal().String()
 		}
 	}
-	if timedOut {
+	if timedOut && len(killErrs) == 0 {
 		res.TimedOut = true
 		res.ExitCode = 124
 	}
-	var problems []string
+	problems := killErrs
 	for _, c := range []*capture{stdout, stderr} {
 		problems = append(problems, c.problems()...)
 	}
