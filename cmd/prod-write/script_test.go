@@ -57,6 +57,7 @@ func TestScript(t *testing.T) {
 			"mcpcall":      cmdMCPCall,
 			"mcphttp":      cmdMCPHTTP,
 			"freeaddr":     cmdFreeAddr,
+			"fakessm":      cmdFakeSSM,
 			"sighup":       cmdSigHUP,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])

@@ -42,6 +42,9 @@ type AWS interface {
 	// journal. c is nil when there is no configuration; when there is and
 	// its archive names the same bucket, its endpoint and region apply.
 	OpenArchive(ctx context.Context, c *config.Config, url string) (io.ReadCloser, error)
+	// SecretSource reads the runner service's production secrets from SSM
+	// Parameter Store, as c's [service] secrets says.
+	SecretSource(c *config.Config) (func(ctx context.Context, name string) (string, error), error)
 }
 
 // ArchiveSync is what [AWS.SyncReceipts] did.

@@ -73,11 +73,13 @@ calls in progress; SIGINT or SIGTERM stops accepting and waits for them.`,
 
 // serviceState is what the service loaded and keeps warm.
 type serviceState struct {
-	cfg     *config.Config
-	loaded  atomic.Pointer[loadedPolicy]
-	uid     uint32 // the service's own account
-	starter *execute.CaplessStarter
-	log     *log.Logger
+	cfg *config.Config
+	// remoteSecret reads a secret from SSM when [service] secrets says so.
+	remoteSecret func(ctx context.Context, name string) (string, error)
+	loaded       atomic.Pointer[loadedPolicy]
+	uid          uint32 // the service's own account
+	starter      *execute.CaplessStarter
+	log          *log.Logger
 }
 
 // loadedPolicy is one consistent load of the policy the service judges by.
@@ -117,6 +119,11 @@ func (s *serviceState) load() error {
 // directory: one file per secret, named as the variable. Never from a
 // caller, never from the service's environment.
 func (s *serviceState) secret(name string) (string, error) {
+	if s.remoteSecret != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return s.remoteSecret(ctx, name)
+	}
 	dir := s.cfg.Service.Credentials
 	if dir == "" {
 		// systemd's LoadCredential= sets it in the service's own
@@ -185,6 +192,14 @@ func serveRun(o *ServeOptions) error {
 	st := &serviceState{cfg: c, uid: uint32(os.Getuid()), log: log.New(f.IO.Err, "prod-write serve: ", log.LstdFlags|log.Lmsgprefix)}
 	if err := st.load(); err != nil {
 		return err
+	}
+	if c.Service.Secrets != "" {
+		if f.AWS == nil {
+			return &config.Error{Path: c.Path, Msg: "service.secrets needs the AWS backends (prod-write-net)"}
+		}
+		if st.remoteSecret, err = f.AWS.SecretSource(c); err != nil {
+			return err
+		}
 	}
 	var bridges *BridgeService
 	if slackEnabled(c.Bridge) || githubEnabled(c.Bridge) {

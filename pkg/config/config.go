@@ -107,6 +107,13 @@ type Service struct {
 	// layout). Empty means $CREDENTIALS_DIRECTORY of the service's own
 	// environment, which systemd sets.
 	Credentials string `toml:"credentials"`
+	// Secrets, when set, is where production secrets come from instead of
+	// the credentials directory: "ssm:/PREFIX/" reads secret NAME from the
+	// SSM Parameter Store parameter /PREFIX/NAME (decrypted), with
+	// SecretsRegion and, for tests, SecretsEndpoint.
+	Secrets         string `toml:"secrets"`
+	SecretsRegion   string `toml:"secrets_region"`
+	SecretsEndpoint string `toml:"secrets_endpoint"`
 	// AllowRoot lets an operation's run_as be root. Off, such an
 	// operation is refused under the service.
 	AllowRoot bool `toml:"allow_root"`
