@@ -10,7 +10,7 @@ import (
 
 // DoctorOptions are doctor's inputs.
 type DoctorOptions struct {
-	F  *Factory
+	F  *Factory `json:"-"`
 	As string
 }
 
@@ -20,14 +20,39 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor [--as USER]",
 		Short: "Check a deployment against the trust boundary and name each weakness",
-		Long: `doctor checks the deployment it runs in (SPEC §13): whether the invoking user
-(or --as USER) can change the configuration, trust policy, registry, state or
-journal, or a program an operation runs; whether keys are readable by others;
-whether the runner key is missing; whether the state is on a filesystem where
-fsync is not durable; whether principals lack keys. One line per finding,
-with its severity and fix. Exit 0 when clean, 1 with findings.`,
-		Example: `  prod-write doctor
-  sudo prod-write doctor --as agent --json`,
+		Long: `doctor checks the deployment it runs in against the trust boundary of
+SPEC §13 and names each weakness with its fix. Run it on the service host with
+the service's configuration, as root, with --as naming the agent's account:
+it then reports what that account can reach.
+
+With [service] socket configured (the runner service, docs/DEPLOYMENT.md),
+it reports as critical what the account can read (the runner and bridge
+keys, the bridge secret files, the files of the credentials directory, the
+store and journal, and any *.key under the configuration's directory whose
+principal holds a role other than agent), what it can change (the
+configuration, trust policy, registry, MCP token file, prod-write's
+binaries and systemd units, the programs the operations run, the state and
+journal, the credentials directory, the socket's directory, a run_as
+account's home), and whether it can become a run_as account (root, or the
+same uid). It also checks the registry: each mutating operation names a
+run_as account that is neither the service's own (the owner of the state
+directory) nor root without [service] allow_root.
+
+Without [service] socket, prod-write runs in-process as whoever invokes it
+(local mode: a laptop, CI, a demo): there is no boundary, and doctor says so
+in one warning.
+
+In both modes: a setuid or setgid prod-write binary (there is no setuid
+mode), a missing runner key, a key or secret file others can read, state
+on a filesystem where fsync is not durable (tmpfs), a trust policy that
+does not load or a principal without a key. Reach is judged by file modes
+and owners; ACLs, capabilities and sudo rules are not read.
+
+One line per finding, with its severity and fix; --json for machines.
+Exit 0 when clean (notes only), 1 with any warning or critical finding.`,
+		Example: `  sudo prod-write doctor --config /etc/prod-write/prod-write.toml --as agent
+  sudo prod-write doctor --as agent --json
+  prod-write doctor`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -36,7 +61,7 @@ with its severity and fix. Exit 0 when clean, 1 with findings.`,
 			return doctorRun(opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.As, "as", "", "check what this user account can reach instead of the invoking one")
+	cmd.Flags().StringVar(&opts.As, "as", "", "check what this account (the agent's) can reach instead of the invoking one")
 	return cmd
 }
 
@@ -45,13 +70,14 @@ func doctorRun(o *DoctorOptions) error {
 	if err != nil {
 		return err
 	}
-	who := doctor.Current()
+	who, check := doctor.Current(), doctor.Check
 	if o.As != "" {
 		if who, err = doctor.Lookup(o.As); err != nil {
 			return &usageError{msg: fmt.Sprintf("--as %s: %v", o.As, err)}
 		}
+		check = doctor.CheckAs
 	}
-	findings := doctor.Check(c, who)
+	findings := check(c, who)
 	weak := 0
 	for _, fd := range findings {
 		if fd.Severity != doctor.Info {
@@ -75,7 +101,11 @@ func doctorRun(o *DoctorOptions) error {
 		}
 	}
 	if weak > 0 {
-		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("doctor: %d weaknesses found (checked as %s)", weak, who.Name)}
+		noun := "weaknesses"
+		if weak == 1 {
+			noun = "weakness"
+		}
+		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("doctor: %d %s found (checked as %s)", weak, noun, who.Name)}
 	}
 	return nil
 }

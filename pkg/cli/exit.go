@@ -82,6 +82,8 @@ func ExitCode(err error) int {
 func errorCode(err error) string {
 	var insecure *keys.InsecureError
 	switch ExitCode(err) {
+	case ExitInvalid:
+		return "invalid"
 	case ExitUsage:
 		return "usage"
 	case ExitConfig:
