@@ -189,13 +189,7 @@ pattern = "[0-9]+"
 }
 
 func timeCmd(dir, name string, args ...string) time.Duration {
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	t := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fail(fmt.Errorf("%s %v: %v\n%s", name, args, err, out))
-	}
-	return time.Since(t)
+	return timeCmdEnv(dir, nil, name, args...)
 }
 
 // runAs is the account the service runs the bench's programs as: nobody
@@ -257,15 +251,25 @@ func timeCmdEnv(dir string, env []string, name string, args ...string) time.Dura
 	return time.Since(t)
 }
 
-// benchRunService is benchRun with prod-write a client of a running
-// service (SPEC §15's figure).
-func benchRunService(dir string) result {
+func benchRun(dir string) result        { return runOverhead(dir, false) }
+func benchRunService(dir string) result { return runOverhead(dir, true) }
+
+// runOverhead times prod-write run of an approved /bin/true against the
+// floor, interleaved so drift hits both alike; as a client of a running
+// service when service is set (SPEC §15's figure).
+func runOverhead(dir string, service bool) result {
 	fp := approvedTrue(dir, 1, *runs+10)[0]
-	env, stop := startService(dir)
-	defer stop()
+	var env []string
+	name, what := "run", "prod-write run"
+	if service {
+		var stop func()
+		env, stop = startService(dir)
+		defer stop()
+		name, what = "run-service", "prod-write run as a client"
+	}
 	floorDir := filepath.Join(dir, "floor")
 	os.MkdirAll(floorDir, 0o700)
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 5; i++ { // warm up both
 		timeCmd(dir, *floorBin, floorDir, "/bin/true")
 		timeCmdEnv(dir, env, *bin, "run", fp)
 	}
@@ -275,19 +279,30 @@ func benchRunService(dir string) result {
 		rl = append(rl, timeCmdEnv(dir, env, *bin, "run", fp))
 	}
 	fm, rm := median(fl), median(rl)
-	r := result{name: "run via the service / floor (approved /bin/true)", ratio: rm.Seconds() / fm.Seconds(), goal: "≤ 1.2"}
+	r := result{name: name + " wall time / floor (approved /bin/true)", ratio: rm.Seconds() / fm.Seconds(), goal: "≤ 1.2"}
 	r.met = r.ratio <= 1.2
-	r.extra = []string{fmt.Sprintf("floor %v, prod-write run as a client %v (median of %d each)", fm.Round(time.Microsecond), rm.Round(time.Microsecond), *runs)}
-	fmt.Printf("run-service: %s\n", r.extra[0])
+	r.extra = []string{fmt.Sprintf("floor %v, %s %v (median of %d each)", fm.Round(time.Microsecond), what, rm.Round(time.Microsecond), *runs)}
+	fmt.Printf("%s: %s\n", name, r.extra[0])
 	return r
 }
 
-// benchParallelService is benchParallel through the service.
-func benchParallelService(dir string) result {
+func benchParallel(dir string) result        { return parallelRuns(dir, false) }
+func benchParallelService(dir string) result { return parallelRuns(dir, true) }
+
+// parallelRuns compares 32 distinct approved runs made all at once with
+// the same 32 one at a time (group commit: SPEC §15); through a running
+// service when service is set.
+func parallelRuns(dir string, service bool) result {
 	const n, rounds = 32, 3
 	fps := approvedTrue(dir, n, 2*rounds)
-	env, stop := startService(dir)
-	defer stop()
+	var env []string
+	name := "parallel"
+	if service {
+		var stop func()
+		env, stop = startService(dir)
+		defer stop()
+		name = "parallel-service"
+	}
 	var seq, par []time.Duration
 	for round := 0; round < rounds; round++ {
 		t := time.Now()
@@ -317,74 +332,11 @@ func benchParallelService(dir string) result {
 		}
 	}
 	sm, pm := median(seq), median(par)
-	r := result{name: "32 parallel client runs: throughput / serial", ratio: sm.Seconds() / pm.Seconds(), goal: "≥ 4"}
+	r := result{name: name + ": 32 runs' throughput / one at a time", ratio: sm.Seconds() / pm.Seconds(), goal: "≥ 4"}
 	r.met = r.ratio >= 4
-	r.extra = []string{fmt.Sprintf("one at a time %v, parallel %v for 32 runs through the service (median of %d rounds)", sm.Round(time.Millisecond), pm.Round(time.Millisecond), rounds)}
-	fmt.Printf("parallel-service: %s\n", r.extra[0])
-	out := pw(dir, env, "replay")
-	if !bytes.Contains(out, []byte(" 0 failed, 0 incomplete")) {
-		fail(fmt.Errorf("replay after the parallel runs did not pass:\n%s", out))
-	}
-	return r
-}
-
-func benchRun(dir string) result {
-	fp := approvedTrue(dir, 1, *runs+10)[0]
-	floorDir := filepath.Join(dir, "floor")
-	os.MkdirAll(floorDir, 0o700)
-	for i := 0; i < 5; i++ { // warm up both
-		timeCmd(dir, *floorBin, floorDir, "/bin/true")
-		timeCmd(dir, *bin, "run", fp)
-	}
-	var fl, rl []time.Duration
-	for i := 0; i < *runs; i++ { // interleaved, so drift hits both alike
-		fl = append(fl, timeCmd(dir, *floorBin, floorDir, "/bin/true"))
-		rl = append(rl, timeCmd(dir, *bin, "run", fp))
-	}
-	fm, rm := median(fl), median(rl)
-	r := result{name: "run wall time / floor (approved /bin/true)", ratio: rm.Seconds() / fm.Seconds(), goal: "≤ 1.2"}
-	r.met = r.ratio <= 1.2
-	r.extra = []string{fmt.Sprintf("floor %v, prod-write run %v (median of %d each)", fm.Round(time.Microsecond), rm.Round(time.Microsecond), *runs)}
-	fmt.Printf("run: %s\n", r.extra[0])
-	return r
-}
-
-func benchParallel(dir string) result {
-	const n, rounds = 32, 3
-	fps := approvedTrue(dir, n, 2*rounds)
-	var seq, par []time.Duration
-	for round := 0; round < rounds; round++ {
-		t := time.Now()
-		for _, fp := range fps {
-			timeCmd(dir, *bin, "run", fp)
-		}
-		seq = append(seq, time.Since(t))
-		t = time.Now()
-		var wg sync.WaitGroup
-		var failures atomic.Int32
-		for _, fp := range fps {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cmd := exec.Command(*bin, "run", fp)
-				cmd.Dir = dir
-				if err := cmd.Run(); err != nil {
-					failures.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		par = append(par, time.Since(t))
-		if failures.Load() > 0 {
-			fail(fmt.Errorf("%d parallel runs failed", failures.Load()))
-		}
-	}
-	sm, pm := median(seq), median(par)
-	r := result{name: "32 parallel runs: throughput / one at a time", ratio: sm.Seconds() / pm.Seconds(), goal: "≥ 1.5"}
-	r.met = r.ratio >= 1.5
 	r.extra = []string{fmt.Sprintf("one at a time %v, parallel %v for 32 runs (median of %d rounds)", sm.Round(time.Millisecond), pm.Round(time.Millisecond), rounds)}
-	fmt.Printf("parallel: %s\n", r.extra[0])
-	out := pw(dir, nil, "replay")
+	fmt.Printf("%s: %s\n", name, r.extra[0])
+	out := pw(dir, env, "replay")
 	if !bytes.Contains(out, []byte(" 0 failed, 0 incomplete")) {
 		fail(fmt.Errorf("replay after the parallel runs did not pass:\n%s", out))
 	}
