@@ -4,7 +4,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 3s
 BIN         := bin/prod-write
 
-.PHONY: build test demo bench fuzz lint man clean
+.PHONY: build test demo bench fuzz lint man clean mutants
 
 # Static binaries (no cgo): they start in a third of the time of dynamically
 # linked ones, and run's latency is mostly start-up (docs/PERFORMANCE.md).
@@ -44,3 +44,9 @@ man:
 
 clean:
 	rm -rf bin
+
+## mutants: turn each security-critical defence of testdata/mutants/*.toml
+## off in a scratch copy and check that its tests fail (issue 23).
+mutants:
+	./scripts/test-deps.sh
+	PROD_WRITE_REQUIRE_SERVERS=1 $(GO) run ./cmd/prod-write-mutants $(MUTANTS)

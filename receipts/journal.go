@@ -33,6 +33,13 @@ type Journal struct {
 	Runner string
 	Host   string
 	Now    func() time.Time
+
+	// Sync and SyncDir make an append durable: nil means f.Sync and
+	// durable.SyncDir. Tests swap them to fail or to record the order of
+	// events (an append whose sync fails returns its error; nothing may
+	// execute before the intent's sync returns).
+	Sync    func(*os.File) error
+	SyncDir func(dir string) error
 }
 
 // LineHash is the chain hash of one journal line (without its newline).
@@ -83,8 +90,8 @@ func (j *Journal) Append(r *Receipt) (Appended, error) {
 		// The first entry: make the journal's directory entry durable
 		// before anyone, this process or another, can rely on an entry in
 		// it (they all wait for the lock).
-		if err := durable.SyncDir(filepath.Dir(j.Path)); err != nil {
-			return Appended{}, err
+		if err := j.syncDir(filepath.Dir(j.Path)); err != nil {
+			return Appended{}, fmt.Errorf("syncing the journal's directory: %w", err)
 		}
 	}
 	r.Seq, r.Prev = tail.seq+1, tail.hash
@@ -97,10 +104,24 @@ func (j *Journal) Append(r *Receipt) (Appended, error) {
 	}
 	unix.Flock(int(f.Fd()), unix.LOCK_UN)
 	locked = false
-	if err := f.Sync(); err != nil {
+	if err := j.sync(f); err != nil {
 		return Appended{}, fmt.Errorf("syncing journal: %w", err)
 	}
 	return Appended{Seq: r.Seq, Hash: LineHash(line)}, nil
+}
+
+func (j *Journal) sync(f *os.File) error {
+	if j.Sync != nil {
+		return j.Sync(f)
+	}
+	return f.Sync()
+}
+
+func (j *Journal) syncDir(dir string) error {
+	if j.SyncDir != nil {
+		return j.SyncDir(dir)
+	}
+	return durable.SyncDir(dir)
 }
 
 func (j *Journal) now() time.Time {
@@ -142,7 +163,7 @@ func (j *Journal) repair(f *os.File, t *tailInfo) error {
 	if _, err := f.Write(append(line, '\n')); err != nil {
 		return fmt.Errorf("recording journal repair: %w", err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := j.sync(f); err != nil {
 		return err
 	}
 	t.seq, t.hash, t.torn = rep.Seq, LineHash(line), nil

@@ -63,6 +63,10 @@ type Factory struct {
 	Executable func() (string, error)
 	Exec       func(path string, argv, env []string) error
 
+	// JournalSync, if set, replaces the journal's fsync (tests: a failing
+	// disk, the order of sync and exec).
+	JournalSync func(*os.File) error
+
 	// Global flags.
 	ConfigPath string
 	KeyPath    string

@@ -45,6 +45,8 @@ type runHarness struct {
 	dir string
 	env map[string]string
 	now time.Time
+	// journalSync, when set, is the journal's fsync (Factory.JournalSync).
+	journalSync func(*os.File) error
 }
 
 func newRunHarness(t *testing.T) *runHarness {
@@ -64,6 +66,8 @@ func (h *runHarness) run(args ...string) (int, string, string) {
 		Now:       func() time.Time { return h.now },
 		LookupEnv: func(k string) (string, bool) { v, ok := h.env[k]; return v, ok },
 		Getwd:     func() (string, error) { return h.dir, nil },
+
+		JournalSync: h.journalSync,
 	}
 	code := Run(args, f)
 	return code, stdout.String(), stderr.String()

@@ -480,6 +480,13 @@ description = "Runs as the service's own account: must be refused"
 program = "true"
 targets = ["production"]
 run_as = "` + serviceUser + `"
+
+[[operation]]
+name = "as-root"
+description = "Runs as root without allow_root: must be refused"
+program = "true"
+targets = ["production"]
+run_as = "root"
 `
 }
 
@@ -887,7 +894,7 @@ func TestRunnerServiceBoundary(t *testing.T) {
 	// nothing), the second as the service (able to rewrite the journal and
 	// read the runner key).
 	t.Run("run_as_the_agent_or_the_service_account", func(t *testing.T) {
-		for _, op := range []string{"as-agent", "as-service"} {
+		for _, op := range []string{"as-agent", "as-service", "as-root"} {
 			p := d.plan(t, d.agentWork, op)
 			d.approve(t, p.Fingerprint)
 			before := d.journalLines(t)
@@ -1021,6 +1028,23 @@ func TestRunnerServiceBoundary(t *testing.T) {
 		// The second use is still there: it was not consumed by the refusals.
 		if r := d.asAgentIn(t, a, "run", p.Fingerprint); r.code != 0 || strings.TrimSpace(r.out) != a {
 			t.Errorf("run from the planned directory after the refusals: want exit 0 printing %s, got %s", a, r)
+		}
+	})
+
+	// Defence: the program enters the working directory through the
+	// descriptor the client handed over (/proc/self/fd/N), which checks
+	// only that directory's own mode: a directory the agent keeps 0755
+	// inside its 0700 home is reachable that way and by no path run_as
+	// could walk. Entered by path instead, the run fails here (and a path
+	// could be swapped after the check).
+	t.Run("cwd_reachable_only_through_the_descriptor", func(t *testing.T) {
+		dir := filepath.Join(d.agentHome, "project")
+		must(t, os.Mkdir(dir, 0o755))
+		must(t, os.Chown(dir, d.agent.uid, d.agent.gid))
+		p := d.plan(t, dir, "show-cwd")
+		d.geraGo(t, p.Fingerprint, 1)
+		if r := d.asAgentIn(t, dir, "run", p.Fingerprint); r.code != 0 || strings.TrimSpace(r.out) != dir {
+			t.Errorf("run from %s (0755, in the agent's 0700 home): want exit 0 printing it, got %s", dir, r)
 		}
 	})
 
