@@ -18,7 +18,11 @@ const ClockSkew = 5 * time.Minute
 type Input struct {
 	Plan     *Envelope
 	Evidence []*Envelope
-	Policy   *Policy
+	// Unreadable names evidence the store holds for the plan but could
+	// not read or decode (store.Problem): the gate refuses while there is
+	// any, since it may be a veto.
+	Unreadable []string
+	Policy     *Policy
 	Op       *operations.Operation
 	Now      time.Time
 	// Used counts how often each record (by ID) was already consumed.
@@ -44,7 +48,13 @@ type Assessed struct {
 	Channel  *Channel      `json:"channel,omitempty"`
 	Signed   *Signed       `json:"-"`
 	relevant bool
+	// authentic: signature, binding, role and separation of duties hold;
+	// only time (issue, expiry) or use may still make it not count.
+	authentic bool
 }
+
+// veto reports whether a is a veto: a Gera no-go or a Trinity deny.
+func (a *Assessed) veto() bool { return a.Verdict == NoGo || a.Verdict == Deny }
 
 // Decision is the gate's verdict.
 type Decision struct {
@@ -90,6 +100,9 @@ func Evaluate(in Input) (*Decision, error) {
 		return nil, refuse(refusal.FingerprintMismatch, "the plan's mutating flag does not match operation %s", plan.Operation)
 	}
 	d := &Decision{Plan: plan, Planner: plan.Planner}
+	if len(in.Unreadable) > 0 {
+		return d, refuse(refusal.EvidenceUnreadable, "evidence for this plan cannot be read: %s; it may be a veto, so nothing runs until it is repaired or removed", in.Unreadable[0]).Needs("readable evidence (prod-write status, prod-write doctor)")
+	}
 	records, filers := map[string]*Assessed{}, map[string]string{}
 	for _, env := range in.Evidence {
 		a := assess(in, plan, env)
@@ -101,12 +114,20 @@ func Evaluate(in Input) (*Decision, error) {
 			}
 		}
 	}
+	// Evidence that cannot be decoded or verified may be a veto: refuse
+	// rather than drop it (SPEC §3 rule 3).
+	for _, a := range d.Evidence {
+		if a.Problem != nil && *a.Problem == refusal.EvidenceUnreadable {
+			return d, refuse(refusal.EvidenceUnreadable, "%s record %.12s… cannot be verified: %s; it may be a veto, so nothing runs until it is repaired or removed", a.Kind, a.ID, a.Why).Needs("readable evidence (prod-write status, prod-write doctor)")
+		}
+	}
 	for _, a := range d.Evidence {
 		if a.Kind != "trinity" || !a.Valid || a.Record == "" {
 			continue
 		}
-		// No principal answers the record it filed (SPEC §3 rule 6).
-		if filers[a.Record] == a.By {
+		// No principal approves the record it filed (SPEC §3 rule 6); a
+		// deny is a veto, which the filer may cast.
+		if filers[a.Record] == a.By && a.Verdict == Approve {
 			c := refusal.SelfApproval
 			a.Valid, a.Problem, a.Why = false, &c, fmt.Sprintf("%s filed the certainty record and cannot also answer it", a.By)
 			continue
@@ -127,9 +148,29 @@ func Evaluate(in Input) (*Decision, error) {
 		d.Path = "none"
 		return d, nil
 	}
+	// A veto in force refuses. One that has expired does not lapse into a
+	// yes: every go, record or approval issued before it expired never
+	// counts again; only decisions made after it can open the gate.
+	var lapsed *Assessed
 	for _, a := range d.Evidence {
-		if a.Valid && (a.Verdict == NoGo || a.Verdict == Deny) {
+		if !a.authentic || !a.veto() {
+			continue
+		}
+		if in.Now.Before(a.Expires) {
 			return d, refuse(refusal.Vetoed, "%s answered %s: a veto wins over any approval", a.By, a.Verdict)
+		}
+		if lapsed == nil || a.Expires.After(lapsed.Expires) {
+			lapsed = a
+		}
+	}
+	if lapsed != nil {
+		for _, a := range d.Evidence {
+			if a.Valid && !a.veto() && a.Issued.Before(lapsed.Expires) {
+				c := refusal.Vetoed
+				a.Valid, a.Problem = false, &c
+				a.Why = fmt.Sprintf("issued before %s's %s expired at %s: a veto never lapses into a yes", lapsed.By, lapsed.Verdict, lapsed.Expires.Format(time.RFC3339))
+				delete(records, a.ID)
+			}
 		}
 	}
 
@@ -182,7 +223,7 @@ func Evaluate(in Input) (*Decision, error) {
 	// was relevant but did not count.
 	code := refusal.NoApproval
 	why := fmt.Sprintf("no valid approval for this plan (accepted paths: %v)", in.Op.Approval.Paths)
-	for _, c := range []refusal.Code{refusal.SelfApproval, refusal.EvidenceConsumed, refusal.EvidenceExpired, refusal.SignatureInvalid, refusal.PrincipalUnknown, refusal.RoleMissing} {
+	for _, c := range []refusal.Code{refusal.Vetoed, refusal.SelfApproval, refusal.EvidenceConsumed, refusal.EvidenceExpired, refusal.SignatureInvalid, refusal.PrincipalUnknown, refusal.RoleMissing} {
 		if a := firstProblem(d.Evidence, c); a != nil {
 			code, why = c, fmt.Sprintf("%s record %.12s… does not count: %s", a.Kind, a.ID, a.Why)
 			break
@@ -223,7 +264,9 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 		}
 		r, _ := refusal.As(err)
 		a.Kind = kindOf(env.PayloadType)
-		return fail(r.Code, "%s", r.Reason)
+		// Not verifiable (a bad signature, a key of no principal, a
+		// malformed envelope): whatever it says, it could be a veto.
+		return fail(refusal.EvidenceUnreadable, "%s: %s", r.Code, r.Reason)
 	}
 	a.ID, a.Signed, a.Signer = s.ID, s, s.Signer.ID
 	a.Kind = kindOf(s.Type)
@@ -236,7 +279,7 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 	case TypeGera:
 		var g GeraDecision
 		if err := s.Decode(&g); err != nil {
-			return fail(refusal.SignatureInvalid, "%v", err)
+			return fail(refusal.EvidenceUnreadable, "%v", err)
 		}
 		fingerprint, issued, expires, role = g.Fingerprint, g.Issued, g.Expires, RoleGera
 		a.By, a.Verdict, a.Path, a.Uses = g.Decider, g.Decision, operations.PathGera, g.Uses
@@ -249,14 +292,14 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 	case TypeSmith:
 		var c CertaintyRecord
 		if err := s.Decode(&c); err != nil {
-			return fail(refusal.SignatureInvalid, "%v", err)
+			return fail(refusal.EvidenceUnreadable, "%v", err)
 		}
 		fingerprint, issued, expires, role = c.Fingerprint, c.Issued, c.Expires, RoleOperator
 		a.By, a.Verdict, a.Path, a.Uses = c.Filer, "record", operations.PathSmithTrinity, 1
 	case TypeTrinity:
 		var t Answer
 		if err := s.Decode(&t); err != nil {
-			return fail(refusal.SignatureInvalid, "%v", err)
+			return fail(refusal.EvidenceUnreadable, "%v", err)
 		}
 		fingerprint, issued, expires, role = t.Fingerprint, t.Issued, t.Expires, RoleApprover
 		a.By, a.Verdict, a.Path, a.Record, a.Channel = t.Approver, t.Answer, operations.PathSmithTrinity, t.Record, t.Channel
@@ -292,7 +335,7 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 	case TypeWithdraw:
 		var w Withdrawal
 		if err := s.Decode(&w); err != nil {
-			return fail(refusal.SignatureInvalid, "%v", err)
+			return fail(refusal.EvidenceUnreadable, "%v", err)
 		}
 		fingerprint, issued, role = w.Fingerprint, w.Issued, ""
 		a.By, a.Verdict = w.Planner, "withdraw"
@@ -319,9 +362,12 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 	if !actor.Has(role) {
 		return fail(refusal.RoleMissing, "%s lacks the %s role", actor.ID, role)
 	}
-	if actor.ID == plan.Planner {
-		return fail(refusal.SelfApproval, "%s planned this and cannot also vouch for, answer or decide it", actor.ID)
+	// The planner vouches for, approves or decides nothing of its own
+	// plan; it may veto it, which only reduces what may run.
+	if actor.ID == plan.Planner && !a.veto() {
+		return fail(refusal.SelfApproval, "%s planned this and cannot also vouch for, approve or decide it", actor.ID)
 	}
+	a.authentic = true
 	if issued.After(in.Now.Add(ClockSkew)) {
 		return fail(refusal.EvidenceExpired, "issued in the future (%s)", issued.Format(time.RFC3339))
 	}

@@ -268,10 +268,13 @@ func TestEvaluateMatchesModel(t *testing.T) {
 		if !ok {
 			t.Fatalf("refused with %T %v, want a *refusal.Error", err, err)
 		}
+		if want.unreadable && r.Code != refusal.EvidenceUnreadable {
+			t.Fatalf("model sees unverifiable evidence (%s), Evaluate says %s: %s", want.why, r.Code, r.Reason)
+		}
 		if want.vetoed && r.Code != refusal.Vetoed {
 			t.Fatalf("model sees a veto (%s), Evaluate says %s: %s", want.why, r.Code, r.Reason)
 		}
-		if !want.vetoed && !slices.Contains(gateCodes, r.Code) {
+		if !want.vetoed && !want.unreadable && !slices.Contains(gateCodes, r.Code) {
 			t.Fatalf("refusal code %q is not one the gate gives for missing or invalid evidence", r.Code)
 		}
 		if r.Fingerprint != plan.Fingerprint || r.Operation != op.Name || r.Reason == "" {
@@ -284,7 +287,8 @@ func TestEvaluateMatchesModel(t *testing.T) {
 // gateCodes are the codes of SPEC §3 that explain why evidence was missing
 // or did not count.
 var gateCodes = []refusal.Code{refusal.NoApproval, refusal.SelfApproval, refusal.EvidenceExpired,
-	refusal.EvidenceConsumed, refusal.SignatureInvalid, refusal.PrincipalUnknown, refusal.RoleMissing}
+	refusal.EvidenceConsumed, refusal.SignatureInvalid, refusal.PrincipalUnknown, refusal.RoleMissing,
+	refusal.Vetoed} // vetoed: approvals issued before a veto that has since expired
 
 func indices(n int) []int {
 	out := make([]int, n)
@@ -334,11 +338,33 @@ type model struct {
 	recs      []*genRec
 	approvers int
 	paths     []string
+	// vetoUntil is the latest expiry of the vetoes that have expired:
+	// evidence issued before it never counts (rule 3). Zero when none.
+	vetoUntil *time.Duration
 }
 
 type verdict struct {
-	allowed, vetoed bool
-	why             string
+	allowed, vetoed, unreadable bool
+	why                         string
+}
+
+// isVeto reports whether g is a Gera no-go or a Trinity deny.
+func isVeto(g *genRec) bool {
+	return g.Kind == "gera" && g.Verdict == approval.NoGo || g.Kind == "trinity" && g.Verdict == approval.Deny
+}
+
+// authenticVeto is a veto whose signature, binding and role hold: anyone
+// holding the role may veto, the planner and the filer included (rule 3).
+func (m *model) authenticVeto(g *genRec) bool {
+	if !isVeto(g) {
+		return false
+	}
+	who := m.actor(g)
+	if who == "" || g.OtherFP {
+		return false
+	}
+	role := map[string]string{"gera": "gera", "trinity": "approver"}[g.Kind]
+	return hasRole(who, role)
 }
 
 // actor is the principal a piece of evidence acts for, or "" when it acts
@@ -411,12 +437,20 @@ func (m *model) valid(g *genRec) bool {
 	if !hasRole(who, role) {
 		return false
 	}
+	if isVeto(g) {
+		// A veto stands until it expires, whoever cast it.
+		return g.Expires > 0
+	}
 	// Rule 6: nobody decides, vouches for or answers a plan they planned.
 	if who == m.planner {
 		return false
 	}
 	// Expiry, with issue times no later than the documented clock skew.
 	if g.Expires <= 0 || g.Issued > approval.ClockSkew {
+		return false
+	}
+	// Rule 3: issued before a veto expired, it never counts again.
+	if m.vetoUntil != nil && g.Issued < *m.vetoUntil {
 		return false
 	}
 	switch g.Kind {
@@ -437,16 +471,28 @@ func (m *model) valid(g *genRec) bool {
 		if g.Verdict == approval.Approve && g.RecordRef == -1 {
 			return false // an approval answers a certainty record
 		}
-		// Rule 6: nobody answers a record they filed.
-		return who != m.filer(g)
+		// Rule 6: nobody approves a record they filed.
+		return g.Verdict == approval.Deny || who != m.filer(g)
 	}
 	return false
 }
 
 func (m *model) verdict() verdict {
+	// Evidence that cannot be verified may be a veto: nothing runs.
 	for _, g := range m.recs {
-		if m.valid(g) && (g.Verdict == approval.NoGo || g.Verdict == approval.Deny) {
+		if _, known := castMember(g.Signer); g.Tamper != "" || !known {
+			return verdict{unreadable: true, why: "unverifiable: " + g.String()}
+		}
+	}
+	for _, g := range m.recs {
+		if m.authenticVeto(g) && g.Expires > 0 {
 			return verdict{vetoed: true, why: "veto: " + g.String()}
+		}
+	}
+	for _, g := range m.recs {
+		if m.authenticVeto(g) && (m.vetoUntil == nil || g.Expires > *m.vetoUntil) {
+			e := g.Expires
+			m.vetoUntil = &e
 		}
 	}
 	if slices.Contains(m.paths, gera) {

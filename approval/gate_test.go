@@ -2,6 +2,7 @@ package approval_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,16 +84,62 @@ func TestEvaluate(t *testing.T) {
 			w.add("gera", approval.TypeGera, geraNoGo(w.fp2, "gera"))
 			w.add("bob", approval.TypeTrinity, answer(w.fp2, "", approval.Deny, "bob"))
 		}, wantPath: gera},
-		{name: "expired no-go does not veto", build: func(w *world) {
+		{name: "a go issued after a no-go expired counts", build: func(w *world) {
 			w.add("gera", approval.TypeGera, geraGo(w.fp, "gera", 1))
 			ng := geraNoGo(w.fp, "gera")
 			ng.Issued, ng.Expires = testNow.Add(-2*time.Hour), testNow.Add(-time.Hour)
 			w.add("gera", approval.TypeGera, ng)
 		}, wantPath: gera},
-		{name: "forged veto does not veto", build: func(w *world) {
+		// A veto never lapses into a yes (SPEC §3 rule 3): a go (24h) at
+		// 10:00, a deny at 10:01 expiring at 11:01; at 11:01:30 the go
+		// still does not count.
+		{name: "a go issued before a deny expired never counts", build: func(w *world) {
+			g := geraGo(w.fp, "gera", 1)
+			g.Issued, g.Expires = testNow.Add(-61*time.Minute-30*time.Second), testNow.Add(23*time.Hour)
+			w.add("gera", approval.TypeGera, g)
+			d := answer(w.fp, "", approval.Deny, "bob")
+			d.Issued, d.Expires = testNow.Add(-60*time.Minute-30*time.Second), testNow.Add(-30*time.Second)
+			w.add("bob", approval.TypeTrinity, d)
+		}, want: refusal.Vetoed},
+		{name: "a record and approval issued before a no-go expired never count", build: func(w *world) {
+			rec := smithRecord(w.fp, "smith")
+			rec.Issued = testNow.Add(-2 * time.Hour)
+			r := w.add("smith", approval.TypeSmith, rec)
+			a := answer(w.fp, r, approval.Approve, "alice")
+			a.Issued = testNow.Add(-2 * time.Hour)
+			w.add("alice", approval.TypeTrinity, a)
+			ng := geraNoGo(w.fp, "gera")
+			ng.Issued, ng.Expires = testNow.Add(-90*time.Minute), testNow.Add(-time.Minute)
+			w.add("gera", approval.TypeGera, ng)
+		}, want: refusal.Vetoed},
+		{name: "a record and approval made after the veto expired count", build: func(w *world) {
+			r := w.add("smith", approval.TypeSmith, smithRecord(w.fp, "smith"))
+			w.add("alice", approval.TypeTrinity, answer(w.fp, r, approval.Approve, "alice"))
+			d := answer(w.fp, "", approval.Deny, "bob")
+			d.Issued, d.Expires = testNow.Add(-2*time.Hour), testNow.Add(-2*time.Minute)
+			w.add("bob", approval.TypeTrinity, d)
+		}, wantPath: smith},
+		// Evidence that cannot be verified may be a veto: refuse, never
+		// drop it.
+		{name: "forged veto refuses as unreadable", build: func(w *world) {
 			w.add("gera", approval.TypeGera, geraGo(w.fp, "gera", 1))
 			w.addEnv(flipSignature(w.t, mustSign(w.t, "bob", approval.TypeTrinity, answer(w.fp, "", approval.Deny, "bob")), 9))
-		}, wantPath: gera},
+		}, want: refusal.EvidenceUnreadable},
+		// Anyone holding the role may veto, the planner and the filer
+		// included: a veto only reduces what may run.
+		{name: "the filer may deny its own record", build: func(w *world) {
+			r := w.add("olive", approval.TypeSmith, smithRecord(w.fp, "olive"))
+			w.add("alice", approval.TypeTrinity, answer(w.fp, r, approval.Approve, "alice"))
+			w.add("olive", approval.TypeTrinity, answer(w.fp, r, approval.Deny, "olive"))
+		}, want: refusal.Vetoed},
+		{name: "the planner may deny its own plan", planner: "pat", build: func(w *world) {
+			w.add("gera", approval.TypeGera, geraGo(w.fp, "gera", 1))
+			w.add("pat", approval.TypeTrinity, answer(w.fp, "", approval.Deny, "pat"))
+		}, want: refusal.Vetoed},
+		{name: "the planner's gera no-go vetoes", planner: "pat", build: func(w *world) {
+			w.add("gera", approval.TypeGera, geraGo(w.fp, "gera", 1))
+			w.add("pat", approval.TypeGera, geraNoGo(w.fp, "pat"))
+		}, want: refusal.Vetoed},
 
 		// Rule 4: distinct approvers, per record, per path.
 		{name: "one approver twice is one approval", approvers: 2, build: func(w *world) {
@@ -148,21 +195,21 @@ func TestEvaluate(t *testing.T) {
 		// Rule 5: signature, role, binding, expiry, consumption.
 		{name: "flipped signature", build: func(w *world) {
 			w.addEnv(flipSignature(w.t, mustSign(w.t, "gera", approval.TypeGera, geraGo(w.fp, "gera", 1)), 77))
-		}, want: refusal.SignatureInvalid},
+		}, want: refusal.EvidenceUnreadable},
 		{name: "flipped payload", build: func(w *world) {
 			w.addEnv(flipPayload(w.t, mustSign(w.t, "gera", approval.TypeGera, geraGo(w.fp, "gera", 1)), 30))
-		}, want: refusal.SignatureInvalid},
+		}, want: refusal.EvidenceUnreadable},
 		{name: "two signatures", build: func(w *world) {
 			env := mustSign(w.t, "gera", approval.TypeGera, geraGo(w.fp, "gera", 1))
 			env.Signatures = append(env.Signatures, env.Signatures[0])
 			w.addEnv(env)
-		}, want: refusal.SignatureInvalid},
+		}, want: refusal.EvidenceUnreadable},
 		{name: "record names someone else than its signer", build: func(w *world) {
 			w.add("pat", approval.TypeGera, geraGo(w.fp, "gera", 1))
 		}, want: refusal.SignatureInvalid},
 		{name: "unknown key", build: func(w *world) {
 			w.add("mallory", approval.TypeGera, geraGo(w.fp, "mallory", 1))
-		}, want: refusal.PrincipalUnknown},
+		}, want: refusal.EvidenceUnreadable},
 		{name: "approver signs a gera go", build: func(w *world) {
 			w.add("alice", approval.TypeGera, geraGo(w.fp, "alice", 1))
 		}, want: refusal.RoleMissing},
@@ -487,5 +534,24 @@ func TestEvaluatePlanVersion(t *testing.T) {
 	}
 	if _, ok := refusal.As(err); !ok {
 		t.Fatalf("a plan of another version gives the untyped error %q; want a *refusal.Error", err)
+	}
+}
+
+// A record the store could not read or decode (a store.Problem) may be a
+// veto: the gate refuses while there is any, whatever else is there.
+func TestEvaluateRefusesUnreadableEvidence(t *testing.T) {
+	policy := mustPolicy(t, demoCast)
+	op := mustOp(t, 1, []string{gera, smith}, true)
+	plan, penv := planFor(t, op, "agent", "")
+	go1 := mustSign(t, "gera", approval.TypeGera, geraGo(plan.Fingerprint, "gera", 1))
+	in := approval.Input{Plan: penv, Evidence: []*approval.Envelope{go1}, Policy: policy, Op: op, Now: testNow}
+	if _, err := approval.Evaluate(in); err != nil {
+		t.Fatalf("with a valid go and nothing unreadable: %v", err)
+	}
+	in.Unreadable = []string{"state/store/evidence/ab/cd.json: unexpected end of JSON input"}
+	_, err := approval.Evaluate(in)
+	r, ok := refusal.As(err)
+	if !ok || r.Code != refusal.EvidenceUnreadable || !strings.Contains(r.Reason, "cd.json") {
+		t.Fatalf("with an unreadable record: %v, want evidence_unreadable naming it", err)
 	}
 }

@@ -100,14 +100,18 @@ func (a *Attestor) Answer(req Request) (*Result, error) {
 	if r != nil {
 		return nil, r.For(v.Plan.Operation, v.Plan.Fingerprint)
 	}
-	if pr.ID == v.Plan.Planner {
-		return nil, refuse(refusal.SelfApproval, "%s planned this and cannot also answer it", pr.ID)
+	// A deny is a veto, which anyone holding the role may cast, the
+	// planner and the filer included; nobody approves their own plan or
+	// record (SPEC §3).
+	veto := req.Verdict == approval.Deny
+	if pr.ID == v.Plan.Planner && !veto {
+		return nil, refuse(refusal.SelfApproval, "%s planned this and cannot also approve it", pr.ID)
 	}
 	if v.Record == nil {
 		return nil, refuse(refusal.NoApproval, "no certainty record %.12s… of this plan verifies", req.Record)
 	}
-	if v.Record.Filer == pr.ID {
-		return nil, refuse(refusal.SelfApproval, "%s filed the certainty record and cannot also answer it", pr.ID)
+	if v.Record.Filer == pr.ID && !veto {
+		return nil, refuse(refusal.SelfApproval, "%s filed the certainty record and cannot also approve it", pr.ID)
 	}
 	if v.RecordProblem != "" {
 		return nil, refuse(refusal.EvidenceExpired, "the certainty record no longer counts: %s", v.RecordProblem)
@@ -176,10 +180,12 @@ func (a *Attestor) approver(ch approval.Channel) (*approval.Principal, *refusal.
 			pr, ok = a.Policy.BySlack(ch.SlackUser)
 		}
 	case KindGitHub:
-		who = "GitHub login " + ch.GitHubLogin
-		if ch.GitHubLogin != "" {
-			pr, ok = a.Policy.ByGitHub(ch.GitHubLogin)
+		who = fmt.Sprintf("GitHub login %s (user id %d)", ch.GitHubLogin, ch.GitHubUserID)
+		var r *refusal.Error
+		if pr, r = GitHubPrincipal(a.Policy, ch.GitHubLogin, ch.GitHubUserID); r != nil {
+			return nil, r
 		}
+		ok = pr != nil
 	default:
 		return nil, refusal.New(refusal.PrincipalUnknown, "unknown channel kind %q", ch.Kind)
 	}
@@ -190,6 +196,33 @@ func (a *Attestor) approver(ch approval.Channel) (*approval.Principal, *refusal.
 		return nil, refusal.New(refusal.RoleMissing, "%s is %s, who does not hold the approver role", who, pr.ID).Needs("role approver")
 	}
 	return pr, nil
+}
+
+// GitHubPrincipal maps a GitHub account to its principal by its numeric
+// user id, and refuses (principal_unknown) when the login disagrees with
+// the trust policy: a login that is a principal's but comes with another
+// id is a renamed or re-registered account, never that principal; an id
+// that is a principal's but comes with another login is the principal's
+// account renamed, which trust.toml must say before it counts. It returns
+// nil, nil when neither the id nor the login is anyone's.
+func GitHubPrincipal(p *approval.Policy, login string, id int64) (*approval.Principal, *refusal.Error) {
+	byID, idOK := p.ByGitHubID(id)
+	byLogin, loginOK := p.ByGitHub(login)
+	switch {
+	case id == 0 && loginOK:
+		return nil, refusal.New(refusal.PrincipalUnknown, "GitHub login %s is %s's, but GitHub gave no user id for it: a login alone never counts", login, byLogin.ID)
+	case !idOK && loginOK:
+		return nil, refusal.New(refusal.PrincipalUnknown,
+			"GitHub login %s is %s's in the trust policy, but this account's user id %d is not %s's github_id %d: a renamed or re-registered login never counts",
+			login, byLogin.ID, id, byLogin.ID, byLogin.GitHubID).Needs("a comment by the account with github_id " + fmt.Sprint(byLogin.GitHubID))
+	case idOK && (!loginOK || byLogin != byID):
+		return nil, refusal.New(refusal.PrincipalUnknown,
+			"GitHub user id %d is %s's, whose login the trust policy says is %s, not %s: update github in trust.toml if the account was renamed",
+			id, byID.ID, byID.GitHub, login).Needs("trust.toml's github for " + byID.ID + " to match the account's login")
+	case idOK:
+		return byID, nil
+	}
+	return nil, nil
 }
 
 // recorded returns a bridge answer already stored for this click or comment
@@ -238,7 +271,11 @@ func sameEvidence(x, y approval.Channel) bool {
 	case KindSlack:
 		return x.SlackActionTS != "" && x.SlackActionTS == y.SlackActionTS && x.SlackUser == y.SlackUser && x.SlackTeam == y.SlackTeam
 	case KindGitHub:
-		return x.GitHubComment != 0 && x.GitHubComment == y.GitHubComment && strings.EqualFold(x.GitHubRepo, y.GitHubRepo)
+		// A comment and a review are told apart: their ids are drawn
+		// from different sequences.
+		same := (x.GitHubComment != 0 && x.GitHubComment == y.GitHubComment && x.GitHubReview == y.GitHubReview) ||
+			(x.GitHubReview != 0 && x.GitHubReview == y.GitHubReview && x.GitHubComment == y.GitHubComment)
+		return same && strings.EqualFold(x.GitHubRepo, y.GitHubRepo)
 	}
 	return false
 }

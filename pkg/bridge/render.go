@@ -51,6 +51,10 @@ func quoteWord(a string) string {
 	return strconv.Quote(a)
 }
 
+// VetoRule states the veto rule of SPEC §3 as every surface shows it (the
+// GitHub issue, Slack's confirm dialog, decide --help).
+const VetoRule = "A deny is a veto: it wins over every approval, and approvals given before the veto expires never count again; anyone holding the approver role may deny, the planner and the filer included. Nobody approves a plan they planned or a record they filed."
+
 // Title is a one-line name of the decision.
 func Title(v *View) string {
 	return fmt.Sprintf("prod-write decision: %s on %s", v.Plan.Operation, v.Plan.Target)
@@ -121,6 +125,9 @@ func StatusLines(v *View) []string {
 				via = "Slack " + a.Channel.SlackUser
 			case KindGitHub:
 				via = fmt.Sprintf("GitHub @%s, comment %d", a.Channel.GitHubLogin, a.Channel.GitHubComment)
+				if a.Channel.GitHubReview != 0 {
+					via = fmt.Sprintf("GitHub @%s, review %d", a.Channel.GitHubLogin, a.Channel.GitHubReview)
+				}
 			}
 		}
 		l := fmt.Sprintf("%s by %s (%s) at %s", a.Verdict, a.By, via, stamp(a.Issued))

@@ -126,8 +126,10 @@ func (pc *planContext) refuse(code refusal.Code, format string, args ...any) *re
 }
 
 // actor loads the acting key for a command that acts on pc's plan in role,
-// refusing anyone acting on a plan they planned (SPEC §3 rule 6).
-func (pc *planContext) actor(f *Factory, role string) (*keys.Private, *approval.Principal, error) {
+// refusing anyone acting on a plan they planned (SPEC §3 rule 6) — unless
+// the act is a veto, which anyone holding the role may cast, the planner
+// included: a veto only reduces what may run.
+func (pc *planContext) actor(f *Factory, role string, veto bool) (*keys.Private, *approval.Principal, error) {
 	k, pr, err := f.Actor(pc.policy, role)
 	if err != nil {
 		if r, ok := refusal.As(err); ok {
@@ -135,7 +137,7 @@ func (pc *planContext) actor(f *Factory, role string) (*keys.Private, *approval.
 		}
 		return nil, nil, err
 	}
-	if pr.ID == pc.plan.Planner {
+	if pr.ID == pc.plan.Planner && !veto {
 		return nil, nil, pc.refuse(refusal.SelfApproval, "%s planned this; no principal acts on its own plan except to withdraw it", pr.ID).Needs("another " + role)
 	}
 	return k, pr, nil
@@ -220,7 +222,7 @@ func fileRun(o *FileOptions) error {
 	if err != nil {
 		return err
 	}
-	k, pr, err := pc.actor(o.F, approval.RoleOperator)
+	k, pr, err := pc.actor(o.F, approval.RoleOperator, false)
 	if err != nil {
 		return err
 	}
@@ -260,7 +262,14 @@ func NewCmdDecide(f *Factory, runF func(*DecideOptions) error) *cobra.Command {
 		Short: "Answer a filed plan on the CLI (Trinity; role approver)",
 		Long: `decide shows the plan and the certainty record it answers, then stores your
 signed answer, bound to the fingerprint and to that record. An approval
-expires after --ttl (default 1h). A deny is a veto: it wins over any approval.`,
+expires after --ttl (default 1h).
+
+A deny is a veto: it wins over every approval while it stands, and when it
+expires it does not lapse into a yes — every approval, record or Gera go
+issued before it expired never counts again; only decisions made after it
+has expired can open the gate. Anyone holding the approver role may deny,
+the planner and the filer of the record included: a veto only reduces what
+may run. Nobody approves a plan they planned or a record they filed.`,
 		Example: `  prod-write decide sha256:9f… approve --key keys/alice.key
   prod-write decide sha256:9f… deny --reason "not during the freeze" --key keys/bob.key`,
 		Args: cobra.ExactArgs(2),
@@ -286,7 +295,7 @@ func decideRun(o *DecideOptions) error {
 	if err != nil {
 		return err
 	}
-	k, pr, err := pc.actor(o.F, approval.RoleApprover)
+	k, pr, err := pc.actor(o.F, approval.RoleApprover, o.Answer == approval.Deny)
 	if err != nil {
 		return err
 	}
@@ -298,7 +307,7 @@ func decideRun(o *DecideOptions) error {
 	if rec == nil && o.Answer == approval.Approve {
 		return pc.refuse(refusal.NoApproval, "there is no valid certainty record to approve").Needs("a smith certainty record (prod-write file)")
 	}
-	if rec != nil && rec.Filer == pr.ID {
+	if rec != nil && rec.Filer == pr.ID && o.Answer == approval.Approve {
 		return pc.refuse(refusal.SelfApproval, "%s filed the certainty record and cannot also answer it", pr.ID).Needs("another approver")
 	}
 	ans := approval.Answer{
@@ -402,7 +411,7 @@ func geraRun(o *GeraOptions) error {
 	if err != nil {
 		return err
 	}
-	k, pr, err := pc.actor(o.F, approval.RoleGera)
+	k, pr, err := pc.actor(o.F, approval.RoleGera, o.Decision == approval.NoGo)
 	if err != nil {
 		return err
 	}

@@ -173,7 +173,7 @@ func runRun(o *RunOptions) error {
 		return err
 	}
 	// 3. The gate.
-	evidence, _, err := pc.store.Evidence(pc.plan.Fingerprint)
+	evidence, problems, err := pc.store.Evidence(pc.plan.Fingerprint)
 	if err != nil {
 		return fmt.Errorf("reading evidence: %w", err)
 	}
@@ -187,7 +187,7 @@ func runRun(o *RunOptions) error {
 	if err != nil {
 		return fmt.Errorf("reading consumption: %w", err)
 	}
-	dec, err := approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used})
+	dec, err := approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used})
 	if err != nil {
 		return err
 	}

@@ -60,12 +60,22 @@ func (pc *planContext) judge(f *Factory, d operations.Digester, now time.Time) (
 		return nil, problems, err
 	}
 	dec, gateErr := approval.Evaluate(approval.Input{
-		Plan: pc.env, Evidence: evidence, Policy: pc.policy, Op: pc.op, Now: now, Used: used,
+		Plan: pc.env, Evidence: evidence, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: now, Used: used,
 	})
 	if err := pc.reality(f, d); err != nil {
 		return dec, problems, err
 	}
 	return dec, problems, gateErr
+}
+
+// problemStrings names the records the store could not read, for the
+// gate, which refuses while there is any (evidence_unreadable).
+func problemStrings(problems []store.Problem) []string {
+	out := make([]string, len(problems))
+	for i, p := range problems {
+		out[i] = p.String()
+	}
+	return out
 }
 
 // reality recomputes the fingerprint from the program, files, cwd and
@@ -241,7 +251,10 @@ func channelEvidence(c *approval.Channel) string {
 	case "slack":
 		return fmt.Sprintf("slack (user %s, team %s, action %s)", c.SlackUser, c.SlackTeam, c.SlackActionTS)
 	case "github":
-		return fmt.Sprintf("github (login %s, comment %d in %s)", c.GitHubLogin, c.GitHubComment, c.GitHubRepo)
+		if c.GitHubReview != 0 {
+			return fmt.Sprintf("github (login %s, user id %d, review %d in %s)", c.GitHubLogin, c.GitHubUserID, c.GitHubReview, c.GitHubRepo)
+		}
+		return fmt.Sprintf("github (login %s, user id %d, comment %d in %s)", c.GitHubLogin, c.GitHubUserID, c.GitHubComment, c.GitHubRepo)
 	}
 	return c.Kind
 }

@@ -31,6 +31,10 @@ const (
 	Withdrawn           Code = "withdrawn"
 	PolicyPinMismatch   Code = "policy_pin_mismatch"
 	StoreUnavailable    Code = "store_unavailable"
+	// EvidenceUnreadable: a piece of evidence for the plan cannot be read,
+	// decoded or verified. The gate refuses rather than drop it: a corrupt
+	// veto must never silently stop counting (SPEC §3).
+	EvidenceUnreadable Code = "evidence_unreadable"
 	// RunAsRefused: under the runner service, the operation's run_as is
 	// missing, unknown, the caller's or the service's own account, or root
 	// without allow_root (docs/adr/0011-runner-service.md).
