@@ -41,6 +41,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/store"
 	"github.com/prod-write/prod-write/pkg/keys"
 )
 
@@ -269,6 +270,50 @@ func Check(c *config.Config, a Account) []Finding { return examine(c, a, false) 
 // [Check], an a that is root is then itself a weakness.
 func CheckAs(c *config.Config, a Account) []Finding { return examine(c, a, true) }
 
+// maxEvidenceChecked bounds how many plans' evidence doctor reads.
+const maxEvidenceChecked = 10000
+
+// unreadableEvidence names every evidence record of the embedded store that
+// cannot be read, decoded or verified: the gate refuses a plan while it has
+// one (evidence_unreadable, SPEC §3), since it may be a veto.
+func (d *doctor) unreadableEvidence() {
+	if d.c.Store.Backend != "embedded" {
+		return
+	}
+	root := d.c.StoreDir()
+	dirs, err := os.ReadDir(filepath.Join(root, "evidence"))
+	if err != nil {
+		return
+	}
+	st := &store.Dir{Root: root}
+	for i, e := range dirs {
+		if i == maxEvidenceChecked {
+			d.add(Info, "evidence-unreadable", root, fmt.Sprintf("checked the evidence of the first %d plans only", maxEvidenceChecked), "")
+			return
+		}
+		fp := "sha256:" + e.Name()
+		envs, problems, err := st.Evidence(fp)
+		if err != nil {
+			continue
+		}
+		for _, p := range problems {
+			d.add(Critical, "evidence-unreadable", p.Path, fmt.Sprintf("evidence of plan %s cannot be read (%s): the gate refuses the plan while it is there", fp, p.Err),
+				"restore the record from a backup, or remove it once you know it is not a veto")
+		}
+		if d.policy == nil {
+			continue
+		}
+		for _, env := range envs {
+			if _, err := d.policy.Open(env); err != nil {
+				id, _ := approval.ID(env)
+				d.add(Critical, "evidence-unreadable", filepath.Join(root, "evidence", e.Name(), id+".json"),
+					fmt.Sprintf("evidence of plan %s cannot be verified (%v): the gate refuses the plan while it is there", fp, err),
+					"restore the record from a backup, or remove it once you know it is not a veto")
+			}
+		}
+	}
+}
+
 // doctor carries one run of the checks.
 type doctor struct {
 	c   *config.Config
@@ -317,6 +362,7 @@ func examine(c *config.Config, a Account, named bool) []Finding {
 		}
 	}
 	d.keyFiles()
+	d.unreadableEvidence()
 	if fs, err := statfsType(c.State); err == nil && fs == tmpfsMagic {
 		d.add(Warning, "state-not-durable", c.State, "the state directory is on tmpfs: fsync does not make receipts or consumption survive a reboot", "put the state directory on a disk-backed filesystem (ext4, xfs)")
 	}
