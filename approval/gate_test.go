@@ -555,3 +555,23 @@ func TestEvaluateRefusesUnreadableEvidence(t *testing.T) {
 		t.Fatalf("with an unreadable record: %v, want evidence_unreadable naming it", err)
 	}
 }
+
+// The filer's deny is a veto it may cast: it is shown as counting, not as
+// a refused self-approval (status prints this).
+func TestFilerDenyIsShownAsCounting(t *testing.T) {
+	policy := mustPolicy(t, demoCast)
+	op := mustOp(t, 1, []string{gera, smith}, true)
+	plan, penv := planFor(t, op, "agent", "")
+	w := &world{t: t, fp: plan.Fingerprint, used: map[string]int{}}
+	r := w.add("olive", approval.TypeSmith, smithRecord(w.fp, "olive"))
+	w.add("olive", approval.TypeTrinity, answer(w.fp, r, approval.Deny, "olive"))
+	d, err := approval.Evaluate(approval.Input{Plan: penv, Evidence: w.evidence, Policy: policy, Op: op, Now: testNow, Used: w.used})
+	if rr, ok := refusal.As(err); !ok || rr.Code != refusal.Vetoed {
+		t.Fatalf("got %v, want vetoed", err)
+	}
+	for _, a := range d.Evidence {
+		if a.Verdict == approval.Deny && (!a.Valid || a.Problem != nil) {
+			t.Fatalf("the filer's deny is shown as not counting: %s", a.Why)
+		}
+	}
+}
