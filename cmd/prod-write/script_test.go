@@ -21,7 +21,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	// WrapM stops the servers after the tests and says loudly when the
+	// dynamo_* scripts were skipped for want of them.
+	testscript.Main(testservers.WrapM(m), map[string]func(){
 		// prod-write links no AWS SDK and hands dynamo_* scripts' commands
 		// to prod-write-net, as an installation does.
 		"prod-write":  func() { os.Exit(cli.Main(nil, nil)) },
@@ -43,22 +45,23 @@ func TestScript(t *testing.T) {
 			return testservers.ScriptSetup(env)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"setfp":        cmdSetFP,
-			"expand":       testservers.CmdExpand,
-			"s3":           testservers.CmdS3,
-			"addprincipal": cmdAddPrincipal,
-			"tamper":       cmdTamper,
-			"exits":        cmdExits,
-			"fakeslack":    cmdFakeSlack,
-			"slackclick":   cmdSlackClick,
-			"fakegithub":   cmdFakeGitHub,
-			"appendenv":    cmdAppendEnv,
-			"waitsock":     cmdWaitSock,
-			"mcpcall":      cmdMCPCall,
-			"mcphttp":      cmdMCPHTTP,
-			"freeaddr":     cmdFreeAddr,
-			"fakessm":      cmdFakeSSM,
-			"sighup":       cmdSigHUP,
+			"setfp":           cmdSetFP,
+			"expand":          testservers.CmdExpand,
+			"s3":              testservers.CmdS3,
+			"addprincipal":    cmdAddPrincipal,
+			"tamper":          cmdTamper,
+			"exits":           cmdExits,
+			"fakeslack":       cmdFakeSlack,
+			"slackclick":      cmdSlackClick,
+			"fakegithub":      cmdFakeGitHub,
+			"appendenv":       cmdAppendEnv,
+			"waitsock":        cmdWaitSock,
+			"mcpcall":         cmdMCPCall,
+			"mcphttp":         cmdMCPHTTP,
+			"freeaddr":        cmdFreeAddr,
+			"fakessm":         cmdFakeSSM,
+			"corruptevidence": cmdCorruptEvidence,
+			"sighup":          cmdSigHUP,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])
 				ts.Check(err)

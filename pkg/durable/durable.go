@@ -18,6 +18,11 @@ import (
 // to simulate a full disk or a failing device.
 var CreateTemp = os.CreateTemp
 
+// Sync fsyncs an open file or directory: every fsync of this package goes
+// through it. Tests replace it to fail as a dying disk does, or to record
+// what is synced and when.
+var Sync = (*os.File).Sync
+
 // WriteFile atomically replaces path with data: readers see either the old
 // content or the new one, never a mix, and after WriteFile returns the new
 // content survives a crash.
@@ -41,7 +46,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("setting mode of %s: %w", tmp, err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := Sync(f); err != nil {
 		return fmt.Errorf("syncing %s: %w", tmp, err)
 	}
 	if err := f.Close(); err != nil {
@@ -71,7 +76,7 @@ func CreateExclusive(path string, data []byte, perm os.FileMode, sync bool) erro
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	if sync {
-		if err := f.Sync(); err != nil {
+		if err := Sync(f); err != nil {
 			f.Close()
 			return fmt.Errorf("syncing %s: %w", path, err)
 		}
@@ -107,7 +112,7 @@ func CreateOnce(path string, data []byte, perm os.FileMode) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := Sync(f); err != nil {
 		f.Close()
 		return fmt.Errorf("syncing %s: %w", tmp, err)
 	}
@@ -128,7 +133,7 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("opening directory %s: %w", dir, err)
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := Sync(d); err != nil {
 		return fmt.Errorf("syncing directory %s: %w", dir, err)
 	}
 	return nil

@@ -17,6 +17,12 @@
 // "1" (make test sets it after installing them), in which case it fails:
 // CI never passes by silently skipping these tests. A server that is
 // installed but does not start always fails the test.
+//
+// A skip is said loudly: when the test binary ends, [Main] (or [WrapM])
+// prints a banner naming the package, how many tests were not run and how
+// to run them. go test shows nothing of a passing package but its "ok"
+// line unless -v is given, or no package is named, so the banner goes to
+// the terminal (/dev/tty) as well as to stderr.
 package testservers
 
 import (
@@ -32,6 +38,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,8 +78,12 @@ var (
 	s3gw     *server
 	s3Err    error
 	s3Once   sync.Once
-	missing  sync.Once
 	stopping bool
+
+	// What absent skipped: the first reason, and how many tests.
+	skipMu     sync.Mutex
+	skipReason string
+	skipCount  int
 )
 
 // Root returns the repository root: the directory of go.mod above this
@@ -121,10 +132,76 @@ func absent(t testing.TB, what, path string) {
 	if os.Getenv(RequireEnv) == "1" {
 		t.Fatalf("%s; %s=1, so this is a failure, not a skip", msg, RequireEnv)
 	}
-	missing.Do(func() {
-		fmt.Fprintf(os.Stderr, "\n*** SKIPPING the DynamoDB/S3 tests: %s ***\n\n", msg)
-	})
+	skipMu.Lock()
+	if skipCount == 0 {
+		skipReason = msg
+		// Opened while the test runs, so that go test counts it as an
+		// input; [Report] rewrites it as the binary ends.
+		touchSkipMarker(nil)
+	}
+	skipCount++
+	skipMu.Unlock()
 	t.Skipf("SKIPPED, NOT TESTED: %s", msg)
+}
+
+// touchSkipMarker writes .cache/testservers-skipped. go test caches no
+// result that read a file of the module modified in the last two seconds:
+// a run that skipped is run again next time, and says so again, rather
+// than replayed as a bare "ok".
+func touchSkipMarker(data []byte) {
+	root, err := Root()
+	if err != nil {
+		return
+	}
+	dir := filepath.Join(root, ".cache")
+	if os.MkdirAll(dir, 0o755) == nil {
+		os.WriteFile(filepath.Join(dir, "testservers-skipped"), data, 0o644)
+	}
+}
+
+// skipped returns how many tests of this binary were skipped because a
+// server is not installed, and the first reason.
+func skipped() (int, string) {
+	skipMu.Lock()
+	defer skipMu.Unlock()
+	return skipCount, skipReason
+}
+
+// skipBanner is what [Report] prints when n tests of the package pkg were
+// skipped for reason.
+func skipBanner(pkg string, n int, reason string) string {
+	return fmt.Sprintf("\n"+
+		"*** SKIPPED, NOT TESTED: %d DynamoDB/S3 test(s) of %s ***\n"+
+		"*** %s ***\n"+
+		"*** Run them with: ./scripts/test-deps.sh && %s=1 go test %s (or make test) ***\n\n",
+		n, pkg, reason, RequireEnv, pkg)
+}
+
+// Report prints a banner when tests of this binary were
+// skipped for a missing server: to stderr, which go test shows with -v or
+// when no package is named, and to the terminal, which it always reaches
+// (go test keeps a passing package's output to itself otherwise).
+func Report() {
+	n, reason := skipped()
+	if n == 0 {
+		return
+	}
+	banner := skipBanner(testPackage(), n, reason)
+	fmt.Fprint(os.Stderr, banner)
+	if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+		fmt.Fprint(tty, banner)
+		tty.Close()
+	}
+	touchSkipMarker([]byte(banner))
+}
+
+// testPackage is the import path of the package under test, as its test
+// binary records it ("…/pkg/store/dynamo.test"), or the binary's name.
+func testPackage() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Path != "" {
+		return "./" + strings.TrimPrefix(strings.TrimSuffix(bi.Path, ".test"), bi.Main.Path+"/") + "/"
+	}
+	return filepath.Base(os.Args[0])
 }
 
 // Dynalite returns the endpoint of a running dynalite (DynamoDB) server,
@@ -338,14 +415,25 @@ func Stop() {
 	}
 }
 
-// Main runs m with [Stop] after it; a TestMain of a package whose tests
-// use the servers is:
+// Main runs m with [Stop] and [Report] after it; a TestMain of a package
+// whose tests use the servers is:
 //
 //	func TestMain(m *testing.M) { testservers.Main(m) }
 func Main(m *testing.M) {
-	code := m.Run()
+	os.Exit(WrapM(m).Run())
+}
+
+// WrapM returns m with [Stop] and [Report] after its Run, for a TestMain
+// that hands m on, as testscript.Main does.
+func WrapM(m interface{ Run() int }) interface{ Run() int } { return wrapped{m} }
+
+type wrapped struct{ m interface{ Run() int } }
+
+func (w wrapped) Run() int {
+	code := w.m.Run()
 	Stop()
-	os.Exit(code)
+	Report()
+	return code
 }
 
 // Name returns a fresh name for a table or bucket: lowercase, prefix
