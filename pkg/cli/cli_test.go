@@ -153,7 +153,7 @@ max_size = "1GiB"
 		for _, asJSON := range []bool{false, true} {
 			f, out, errb := testFactory(t, dir)
 			f.IO.ErrTTY = tty
-			args := []string{"plan", "load", "--target", "staging", "--file", "data=" + data}
+			args := []string{"plan", "load", "--target", "staging", "--file", "data=" + data, "--dry-run"}
 			if asJSON {
 				args = append(args, "--json")
 			}

@@ -22,6 +22,8 @@ type PlanOptions struct {
 	Target    string
 	Params    map[string]string
 	Files     map[string]string
+	// DryRun resolves and fingerprints without a key and stores nothing.
+	DryRun bool
 }
 
 // NewCmdPlan builds `plan`.
@@ -33,9 +35,11 @@ func NewCmdPlan(f *Factory, runF func(*PlanOptions) error) *cobra.Command {
 		Short: "Resolve and fingerprint an operation, and store the signed plan",
 		Long: `plan validates an invocation of a registry operation, resolves its program on
 the secure path, hashes the program and every file parameter, and prints the
-fingerprint that approvals must name. With a key (role agent) it stores the
-signed plan; without one it stores nothing, since a plan nobody signed cannot
-be approved.`,
+fingerprint that approvals must name, then stores the plan signed with the
+agent's key (--key or PROD_WRITE_KEY, role agent). Without a key it refuses
+(exit 64), unless --dry-run says that nothing should be stored: a plan nobody
+signed cannot be approved, and an agent that forgot its key must not believe
+it asked.`,
 		Example: `  prod-write plan config-push --target staging --param service=api \
       --file config=./api.toml --key keys/agent.key`,
 		Args: cobra.ExactArgs(1),
@@ -64,6 +68,7 @@ be approved.`,
 	cmd.Flags().StringVar(&opts.Target, "target", "", "the target environment")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "a parameter, `NAME=VALUE` (repeatable)")
 	cmd.Flags().StringArrayVar(&files, "file", nil, "a file parameter, `NAME=PATH` (repeatable)")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "resolve and print the fingerprint, store nothing (no key needed)")
 	return cmd
 }
 
@@ -106,7 +111,7 @@ func planRun(o *PlanOptions) error {
 	if stored {
 		fmt.Fprintf(f.IO.Out, "stored:      signed by %s\n", plan.Planner)
 	} else {
-		fmt.Fprintf(f.IO.Out, "stored:      no (no --key: an unsigned plan cannot be approved)\n")
+		fmt.Fprintf(f.IO.Out, "stored:      no (--dry-run)\n")
 	}
 	return nil
 }
@@ -154,8 +159,11 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 	if err != nil {
 		return nil, false, err
 	}
-	if actor == nil {
+	if o.DryRun {
 		return plan, false, nil
+	}
+	if actor == nil {
+		return nil, false, &usageError{msg: fmt.Sprintf("plan stores a plan signed with the agent's key, and none was given (--key or PROD_WRITE_KEY); nothing was stored. Fingerprint only: prod-write plan %s … --dry-run", o.Operation)}
 	}
 	plan.Planner = actor.ID
 	plan.Created = f.Now().UTC()

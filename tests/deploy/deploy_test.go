@@ -1208,9 +1208,13 @@ func TestRunnerServiceBoundary(t *testing.T) {
 		plans := filepath.Join(d.state, "store")
 		before := snapshot(t, plans)
 		r := other("plan", "deploy-config", "--target", "production", "--param", "name=evil", "--file", "config="+input, "--json")
+		if r.code != 64 {
+			t.Errorf("plan with no key: want exit 64 (nothing stored): %s", r)
+		}
+		r = other("plan", "deploy-config", "--target", "production", "--param", "name=evil", "--file", "config="+input, "--json", "--dry-run")
 		var p planned
 		if r.code != 0 || json.Unmarshal([]byte(r.out), &p) != nil || p.Stored || !fpRE.MatchString(p.Fingerprint) {
-			t.Errorf("plan with no key: want exit 0 and nothing stored: %s", r)
+			t.Errorf("plan --dry-run with no key: want exit 0 and nothing stored: %s", r)
 		}
 		key := filepath.Join(d.otherHome, "other.key")
 		d.keygen(t, d.other, key)
