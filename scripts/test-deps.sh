@@ -7,10 +7,16 @@
 #   versitygw  (S3, Go)         .cache/bin/versitygw
 # Keep the versions in step with pkg/testservers (DynaliteVersion,
 # VersityGWVersion).
+#
+# The MCP tools' input schemas are compiled by a JSON Schema validator of
+# another language, pinned here and installed beside dynalite:
+#   ajv        (JSON Schema, npm)  .cache/node_modules/ajv
+# Keep its version in step with pkg/mcpserver's schema_ajv_test.go (ajvVersion).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DYNALITE_VERSION=4.0.0
+AJV_VERSION=8.20.0
 VERSITYGW_VERSION=v1.8.0
 
 go mod download
@@ -22,6 +28,15 @@ if [ "$have" != "$DYNALITE_VERSION" ]; then
 	echo "test-deps: installing dynalite $DYNALITE_VERSION into .cache/" >&2
 	npm install --prefix .cache --save-exact --ignore-scripts --no-audit --no-fund \
 		"dynalite@$DYNALITE_VERSION" >&2
+fi
+
+# ajv: exact version, no install scripts (it has none; its four
+# dependencies are plain JavaScript).
+have=$(node -p 'require("./.cache/node_modules/ajv/package.json").version' 2>/dev/null || true)
+if [ "$have" != "$AJV_VERSION" ]; then
+	echo "test-deps: installing ajv $AJV_VERSION into .cache/" >&2
+	npm install --prefix .cache --save-exact --ignore-scripts --no-audit --no-fund \
+		"ajv@$AJV_VERSION" >&2
 fi
 
 # versitygw: go install of the pinned module version (posix backend, with

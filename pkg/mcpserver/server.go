@@ -29,6 +29,21 @@
 // before any handler runs, and a tool's role is checked again against the
 // trust policy as it is at call time.
 //
+// # Stdio
+//
+// `prod-write mcp` serves over [StdioTransport]: the SDK's stdio transport
+// behind a line filter, so that a malformed line is answered with a
+// JSON-RPC error instead of ending the session, and every request read
+// before stdin ends is answered before the session ends.
+//
+// # Schemas
+//
+// A plan tool's input schema states each param's type, enum, range and
+// pattern. A registry pattern (Go RE2) reaches it only translated into the
+// ECMA-262 dialect JSON Schema reads, exactly, or, when that cannot be
+// done, not at all, the param's description then quoting it. A plan tool's
+// arguments are held to the schema's JSON types, never converted.
+//
 // # Tokens
 //
 // Over HTTP, a [Tokens] file maps the sha256 of each bearer token, never

@@ -573,7 +573,7 @@ enum = ["eu", "us"]
 		{[]string{"properties", "params", "required"}, []any{"region", "replicas", "service"}},
 		{[]string{"properties", "params", "additionalProperties"}, false},
 		{[]string{"properties", "params", "properties", "service", "type"}, "string"},
-		{[]string{"properties", "params", "properties", "service", "pattern"}, "^(?:[a-z]+)$"},
+		{[]string{"properties", "params", "properties", "service", "pattern"}, "^[a-z]+$"},
 		{[]string{"properties", "params", "properties", "service", "description"}, "the service"},
 		{[]string{"properties", "params", "properties", "replicas", "type"}, "integer"},
 		{[]string{"properties", "params", "properties", "replicas", "minimum"}, 1.0},

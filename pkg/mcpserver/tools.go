@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/big"
 	"regexp"
 	"slices"
 	"strconv"
@@ -76,7 +77,7 @@ func catalogue(reg *operations.Registry, h *handlers) []*tool {
 	}
 	for _, op := range reg.All() {
 		// Planning stores a signed plan: a write, though not to production.
-		tools = append(tools, &tool{def: planTool(op), role: approval.RoleAgent, writes: true, handler: h.plan(op.Name)})
+		tools = append(tools, &tool{def: planTool(op), role: approval.RoleAgent, writes: true, handler: h.plan(op)})
 	}
 	// run needs no role of the server's principal: the gate, not the
 	// caller, decides whether the plan may run.
@@ -153,6 +154,11 @@ func planDescription(op *operations.Operation) string {
 // paramSchema carries a param's type, pattern, enum and range into JSON
 // Schema. The registry still decides: the schema tells a client how to
 // call, and every value is validated again by the registry.
+//
+// A pattern reaches the schema only as [ecmaPattern] translates it, never
+// as the registry's RE2 text, which ECMA-262 validators reject or read
+// otherwise; one that cannot be translated exactly is stated in the
+// description instead.
 func paramSchema(p operations.Param) *jsonschema.Schema {
 	var s *jsonschema.Schema
 	desc := p.Description
@@ -173,20 +179,25 @@ func paramSchema(p operations.Param) *jsonschema.Schema {
 		}
 		// JSON Schema applies a pattern to strings only; say it instead.
 		if p.Pattern != "" {
-			desc = strings.TrimSpace(desc + " (its decimal form must match " + anchored(p.Pattern) + ")")
+			desc = strings.TrimSpace(desc + " (its decimal form must match the RE2 pattern " + anchored(p.Pattern) + ")")
 		}
 	} else {
 		s = &jsonschema.Schema{Type: "string", Enum: anys(p.Enum)}
 		if p.Pattern != "" {
-			s.Pattern = anchored(p.Pattern)
+			if ecma, ok := ecmaPattern(p.Pattern); ok {
+				s.Pattern = ecma
+			} else {
+				desc = strings.TrimSpace(desc + " (the server checks the value against the RE2 pattern " + anchored(p.Pattern) +
+					", which a JSON Schema pattern cannot state exactly, so this schema has none)")
+			}
 		}
 	}
 	s.Description = desc
 	return s
 }
 
-// anchored is a registry pattern as JSON Schema states it: the registry
-// matches the whole value, a JSON Schema pattern any part of it.
+// anchored is a registry pattern as the registry matches it: the whole
+// value (a JSON Schema pattern matches any part of it).
 func anchored(pattern string) string { return "^(?:" + pattern + ")$" }
 
 type prop struct {
@@ -243,7 +254,7 @@ func (h *handlers) listOperations(_ context.Context, req *mcp.CallToolRequest) (
 	return result(map[string]any{"operations": reg.All()}, false), nil
 }
 
-func (h *handlers) plan(op string) mcp.ToolHandler {
+func (h *handlers) plan(op *operations.Operation) mcp.ToolHandler {
 	return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		pr, err := planArgs(op, req)
 		if err != nil {
@@ -367,36 +378,137 @@ func fingerprintArg(req *mcp.CallToolRequest) (string, error) {
 var integerRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-?[0-9]+$`) }) // compiled on first use, not at every start
 
 // planArgs decodes a plan tool's arguments into the request the CLI would
-// make. A param may be a string or, for integer params, a JSON integer;
-// either way it reaches the registry's validation as the decimal text the
-// CLI's --param would carry.
-func planArgs(op string, req *mcp.CallToolRequest) (PlanRequest, error) {
+// make, holding each value to the JSON type the tool's input schema gives
+// it: the target, each string param and each file path a JSON string, each
+// integer param a JSON number of integral value. A value of another type is
+// a param_invalid refusal naming it, never converted: a number given for a
+// string param is not its decimal text, nor a string for an integer param
+// its number. An integer reaches the registry's validation as the decimal
+// text the CLI's --param would carry.
+func planArgs(op *operations.Operation, req *mcp.CallToolRequest) (PlanRequest, error) {
 	var in struct {
-		Target string                     `json:"target"`
-		Params map[string]json.RawMessage `json:"params"`
-		Files  map[string]string          `json:"files"`
+		Target json.RawMessage `json:"target"`
+		Params json.RawMessage `json:"params"`
+		Files  json.RawMessage `json:"files"`
 	}
 	if err := decodeArgs(req, &in); err != nil {
 		return PlanRequest{}, err
 	}
-	pr := PlanRequest{Operation: op, Target: in.Target, Params: map[string]string{}, Files: map[string]string{}}
-	for name, raw := range in.Params {
-		raw = bytes.TrimSpace(raw)
-		switch {
-		case len(raw) > 0 && raw[0] == '"':
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return PlanRequest{}, argError(req, "param %s: %v", name, err)
+	pr := PlanRequest{Operation: op.Name, Params: map[string]string{}, Files: map[string]string{}}
+	if in.Target != nil {
+		if k := jsonKind(in.Target); k != "a string" {
+			return PlanRequest{}, argError(req, "target: want a string, got %s", k).Needs("target as a JSON string")
+		}
+		json.Unmarshal(in.Target, &pr.Target)
+	}
+	params, err := argObject(req, "params", in.Params)
+	if err != nil {
+		return PlanRequest{}, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		raw := params[name]
+		p, declared := op.Params[name]
+		switch k := jsonKind(raw); {
+		case !declared:
+			// The registry refuses it, whatever its type.
+			return PlanRequest{}, argError(req, "operation %s declares no param %q", op.Name, name)
+		case p.Type == "integer":
+			text, ok := integerText(raw)
+			if !ok {
+				what := k
+				if k == "a number" {
+					what = "the number " + string(raw)
+				}
+				return PlanRequest{}, argError(req, "param %s: want an integer (a JSON number), got %s", name, what).Needs("param " + name + " as a JSON integer")
 			}
-			pr.Params[name] = s
-		case integerRE().Match(raw):
-			pr.Params[name] = string(raw)
+			pr.Params[name] = text
+		case k != "a string":
+			return PlanRequest{}, argError(req, "param %s: want a string, got %s", name, k).Needs("param " + name + " as a JSON string")
 		default:
-			return PlanRequest{}, argError(req, "param %s: want a string or an integer", name)
+			var v string
+			json.Unmarshal(raw, &v)
+			pr.Params[name] = v
 		}
 	}
-	for name, path := range in.Files {
+	files, err := argObject(req, "files", in.Files)
+	if err != nil {
+		return PlanRequest{}, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if k := jsonKind(files[name]); k != "a string" {
+			return PlanRequest{}, argError(req, "file %s: want a path (a JSON string), got %s", name, k).Needs("file " + name + " as a JSON string")
+		}
+		var path string
+		json.Unmarshal(files[name], &path)
 		pr.Files[name] = path
 	}
 	return pr, nil
+}
+
+// argObject decodes the argument name, absent or a JSON object.
+func argObject(req *mcp.CallToolRequest, name string, raw json.RawMessage) (map[string]json.RawMessage, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	if k := jsonKind(raw); k != "an object" {
+		return nil, argError(req, "%s: want an object, got %s", name, k).Needs(name + " as a JSON object")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, argError(req, "%s: %v", name, err)
+	}
+	return m, nil
+}
+
+// jsonKind names the JSON type of a valid JSON value.
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// integerText returns the decimal text of a JSON number whose value is an
+// integer, as JSON Schema's "integer" counts it (3, 3.0 and 3e0 alike).
+func integerText(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if jsonKind(raw) != "a number" {
+		return "", false
+	}
+	if integerRE().Match(raw) {
+		if string(raw) == "-0" {
+			return "0", true
+		}
+		return string(raw), true
+	}
+	// A fraction or an exponent. Bounded, so that 1e999999999 costs
+	// nothing: the registry takes no integer beyond int64 anyway.
+	lit := string(raw)
+	if len(lit) > 64 {
+		return "", false
+	}
+	if _, exp, ok := strings.Cut(strings.ToLower(lit), "e"); ok {
+		if e, err := strconv.Atoi(exp); err != nil || e < -64 || e > 64 {
+			return "", false
+		}
+	}
+	r, ok := new(big.Rat).SetString(lit)
+	if !ok || !r.IsInt() {
+		return "", false
+	}
+	return r.Num().String(), true
 }
