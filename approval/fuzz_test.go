@@ -174,6 +174,8 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Add([]byte(""))
 	f.Add([]byte("[[principal]]\nid = \"a\"\nroles = [\"agent\"]\nkey = \"" + keyFor("a").Public().String() + "\"\ngithub = \"A\"\n" +
 		"[[principal]]\nid = \"b\"\nroles = [\"approver\"]\nkey = \"" + keyFor("b").Public().String() + "\"\ngithub = \"a\"\n"))
+	f.Add([]byte("[[principal]]\nid = \"a\"\nroles = [\"agent\"]\nkey = \"" + keyFor("a").Public().String() + "\"\ngithub = \"A\"\ngithub_id = 7\n" +
+		"[[principal]]\nid = \"b\"\nroles = [\"approver\"]\nkey = \"" + keyFor("b").Public().String() + "\"\ngithub = \"b\"\ngithub_id = 7\n"))
 	f.Add([]byte("[[principal]]\nid = \"a\"\nroles = [\"agent\"]\nkey = \"ed25519:AAAA\"\nextra = 1\n"))
 	f.Add([]byte("principal = [{id = \"a\", roles = [\"agent\"], key = \"" + keyFor("a").Public().String() + "\", slack = \"U1\"}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -224,6 +226,16 @@ func FuzzParsePolicy(f *testing.F) {
 				gh[l] = true
 				if q, ok := p.ByGitHub(strings.ToUpper(pr.GitHub)); !ok || q != pr {
 					t.Fatalf("ByGitHub(%q) does not find %q", strings.ToUpper(pr.GitHub), pr.ID)
+				}
+			}
+			// A GitHub login is always bound to a numeric id, which maps
+			// to this principal alone.
+			if (pr.GitHub == "") != (pr.GitHubID == 0) || pr.GitHubID < 0 {
+				t.Fatalf("principal %q: github %q with github_id %d", pr.ID, pr.GitHub, pr.GitHubID)
+			}
+			if pr.GitHubID != 0 {
+				if q, ok := p.ByGitHubID(pr.GitHubID); !ok || q != pr {
+					t.Fatalf("ByGitHubID(%d) does not find %q", pr.GitHubID, pr.ID)
 				}
 			}
 			if q, ok := p.ByID(pr.ID); !ok || q != pr {

@@ -23,30 +23,33 @@ type Input struct {
 	// any, since it may be a veto.
 	Unreadable []string
 	Policy     *Policy
-	Op       *operations.Operation
-	Now      time.Time
+	Op         *operations.Operation
+	Now        time.Time
 	// Used counts how often each record (by ID) was already consumed.
 	Used map[string]int
 }
 
 // Assessed is one piece of evidence as the gate saw it.
 type Assessed struct {
-	ID       string        `json:"id"`
-	Kind     string        `json:"kind"` // gera, smith, trinity, withdraw
-	By       string        `json:"by,omitempty"`
-	Signer   string        `json:"signer,omitempty"`
-	Path     string        `json:"path,omitempty"`
-	Verdict  string        `json:"verdict"` // go, no-go, approve, deny, record, withdraw
-	Record   string        `json:"record,omitempty"`
-	Issued   time.Time     `json:"issued"`
-	Expires  time.Time     `json:"expires,omitzero"`
-	Uses     int           `json:"uses,omitempty"`
-	Used     int           `json:"used"`
-	Valid    bool          `json:"valid"`
-	Problem  *refusal.Code `json:"problem,omitempty"`
-	Why      string        `json:"why,omitempty"`
-	Channel  *Channel      `json:"channel,omitempty"`
-	Signed   *Signed       `json:"-"`
+	ID      string        `json:"id"`
+	Kind    string        `json:"kind"` // gera, smith, trinity, withdraw
+	By      string        `json:"by,omitempty"`
+	Signer  string        `json:"signer,omitempty"`
+	Path    string        `json:"path,omitempty"`
+	Verdict string        `json:"verdict"` // go, no-go, approve, deny, record, withdraw
+	Record  string        `json:"record,omitempty"`
+	Issued  time.Time     `json:"issued"`
+	Expires time.Time     `json:"expires,omitzero"`
+	Uses    int           `json:"uses,omitempty"`
+	Used    int           `json:"used"`
+	Valid   bool          `json:"valid"`
+	Problem *refusal.Code `json:"problem,omitempty"`
+	// Cause is why evidence_unreadable evidence could not be verified
+	// (signature_invalid, principal_unknown), for replay's report.
+	Cause    refusal.Code `json:"cause,omitempty"`
+	Why      string       `json:"why,omitempty"`
+	Channel  *Channel     `json:"channel,omitempty"`
+	Signed   *Signed      `json:"-"`
 	relevant bool
 	// authentic: signature, binding, role and separation of duties hold;
 	// only time (issue, expiry) or use may still make it not count.
@@ -266,6 +269,7 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 		a.Kind = kindOf(env.PayloadType)
 		// Not verifiable (a bad signature, a key of no principal, a
 		// malformed envelope): whatever it says, it could be a veto.
+		a.Cause = r.Code
 		return fail(refusal.EvidenceUnreadable, "%s: %s", r.Code, r.Reason)
 	}
 	a.ID, a.Signed, a.Signer = s.ID, s, s.Signer.ID
@@ -323,7 +327,11 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 			case "slack":
 				mapped, ok = in.Policy.BySlack(t.Channel.SlackUser)
 			case "github":
-				mapped, ok = in.Policy.ByGitHub(t.Channel.GitHubLogin)
+				// By the numeric user id, and only when the login agrees
+				// (a renamed or re-registered login is never the principal).
+				var r *refusal.Error
+				mapped, r = in.Policy.ByGitHubAccount(t.Channel.GitHubLogin, t.Channel.GitHubUserID)
+				ok = r == nil && mapped != nil
 			default:
 				ok = false
 			}

@@ -314,7 +314,10 @@ func channelOf(t *rapid.T, who, label string) *approval.Channel {
 	if rapid.Bool().Draw(t, label+".upper") {
 		login = strings.ToUpper(login)
 	}
-	return &approval.Channel{Kind: "github", GitHubLogin: login, GitHubComment: 42, GitHubRepo: "o/r"}
+	// The account's numeric id: the login's own, none, or another
+	// account's (a renamed or re-registered login).
+	id := rapid.SampledFrom([]int64{gitHubID(login), gitHubID(login), gitHubID(login), 0, gitHubID(login) + 1}).Draw(t, label+".id")
+	return &approval.Channel{Kind: "github", GitHubLogin: login, GitHubUserID: id, GitHubComment: 42, GitHubRepo: "o/r"}
 }
 
 func castMember(id string) (member, bool) {
@@ -395,7 +398,8 @@ func (m *model) actor(g *genRec) string {
 					mapped = c.ID
 				}
 			case "github":
-				if c.GitHub != "" && strings.EqualFold(c.GitHub, g.Channel.GitHubLogin) {
+				// By the numeric id, with the login agreeing (rule 6).
+				if c.GitHub != "" && strings.EqualFold(c.GitHub, g.Channel.GitHubLogin) && g.Channel.GitHubUserID == gitHubID(c.GitHub) {
 					mapped = c.ID
 				}
 			}

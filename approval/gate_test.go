@@ -301,9 +301,17 @@ func TestEvaluate(t *testing.T) {
 		{name: "github login is case-insensitive", build: func(w *world) {
 			r := w.add("smith", approval.TypeSmith, smithRecord(w.fp, "smith"))
 			a := answer(w.fp, r, approval.Approve, "bob")
-			a.Channel = &approval.Channel{Kind: "github", GitHubLogin: "BOB", GitHubComment: 7}
+			a.Channel = &approval.Channel{Kind: "github", GitHubLogin: "BOB", GitHubUserID: gitHubID("Bob"), GitHubComment: 7}
 			w.add("bridge", approval.TypeTrinity, a)
 		}, wantPath: smith},
+		// A login is matched by its numeric id: the same login on another
+		// account (renamed away and registered again) is not bob.
+		{name: "github login on another account", build: func(w *world) {
+			r := w.add("smith", approval.TypeSmith, smithRecord(w.fp, "smith"))
+			a := answer(w.fp, r, approval.Approve, "bob")
+			a.Channel = &approval.Channel{Kind: "github", GitHubLogin: "Bob", GitHubUserID: gitHubID("Bob") + 1, GitHubComment: 8}
+			w.add("bridge", approval.TypeTrinity, a)
+		}, want: refusal.PrincipalUnknown},
 		{name: "channel identity of someone else", build: func(w *world) {
 			r := w.add("smith", approval.TypeSmith, smithRecord(w.fp, "smith"))
 			a := answer(w.fp, r, approval.Approve, "alice")

@@ -8,6 +8,7 @@ package approval_test
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
@@ -56,10 +57,17 @@ func policyTOML(members []member) string {
 			fmt.Fprintf(&b, "slack = %q\n", m.Slack)
 		}
 		if m.GitHub != "" {
-			fmt.Fprintf(&b, "github = %q\n", m.GitHub)
+			fmt.Fprintf(&b, "github = %q\ngithub_id = %d\n", m.GitHub, gitHubID(m.GitHub))
 		}
 	}
 	return b.String()
+}
+
+// gitHubID is a test member's numeric GitHub user id, one per login in
+// any case.
+func gitHubID(login string) int64 {
+	sum := sha256.Sum256([]byte(strings.ToLower(login)))
+	return 1 + int64(binary.BigEndian.Uint32(sum[:4]))
 }
 
 func mustPolicy(t tb, members []member) *approval.Policy {

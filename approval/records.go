@@ -98,6 +98,11 @@ type Channel struct {
 	GitHubLogin   string `json:"github_login,omitempty"`
 	GitHubComment int64  `json:"github_comment_id,omitempty"`
 	GitHubRepo    string `json:"github_repo,omitempty"`
+	// GitHubUserID is the author's numeric user id, which the bridge
+	// mapped; GitHubReview is set instead of GitHubComment for a pull
+	// request review (docs/BRIDGES.md).
+	GitHubUserID int64 `json:"github_user_id,omitempty"`
+	GitHubReview int64 `json:"github_review_id,omitempty"`
 }
 
 // Withdrawal is the planner's terminal withdrawal of its own plan.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/tomlpos"
 )
 
@@ -40,6 +42,12 @@ type Principal struct {
 	Key    string   `toml:"key" json:"key"`
 	Slack  string   `toml:"slack" json:"slack,omitempty"`
 	GitHub string   `toml:"github" json:"github,omitempty"`
+	// GitHubID is GitHub's numeric user id, by which a comment's or a
+	// review's author is mapped; GitHub is the login, shown to people and
+	// compared case-insensitively. A login can be renamed and then
+	// registered by someone else, an id never changes hands, so a principal
+	// with one must have the other (docs/BRIDGES.md, "Identity").
+	GitHubID int64 `toml:"github_id" json:"github_id,omitempty"`
 
 	pub keys.Public
 }
@@ -57,6 +65,7 @@ type Policy struct {
 	Digest string `toml:"-"`
 
 	byID, byKey, bySlack, byGitHub map[string]*Principal
+	byGitHubID                     map[int64]*Principal
 	cache                          *sync.Map
 	cached                         atomic.Int64
 }
@@ -115,6 +124,7 @@ func ParsePolicy(name string, data []byte) (*Policy, error) {
 	sum := sha256.Sum256(data)
 	p.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	p.byID, p.byKey, p.bySlack, p.byGitHub = map[string]*Principal{}, map[string]*Principal{}, map[string]*Principal{}, map[string]*Principal{}
+	p.byGitHubID = map[int64]*Principal{}
 	for i, pr := range p.Principals {
 		bad := func(format string, args ...any) error {
 			return &ConfigError{File: name, Msg: fmt.Sprintf("principal %d (%q): ", i+1, pr.ID) + fmt.Sprintf(format, args...)}
@@ -151,8 +161,60 @@ func ParsePolicy(name string, data []byte) (*Policy, error) {
 			}
 			u.m[u.k] = pr
 		}
+		if err := p.mapGitHubID(name, data, i, pr); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// mapGitHubID maps principal i's numeric GitHub user id. A login without
+// an id is refused rather than matched by login: the bridge would then
+// have to trust a login, which GitHub lets a stranger register once its
+// owner renames it (docs/BRIDGES.md, "Identity").
+func (p *Policy) mapGitHubID(name string, data []byte, i int, pr *Principal) error {
+	bad := func(key, format string, args ...any) error {
+		return &ConfigError{File: name, Line: principalKeyLine(data, i, key),
+			Msg: fmt.Sprintf("principal %d (%q): ", i+1, pr.ID) + fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case pr.GitHub == "" && pr.GitHubID == 0:
+		return nil
+	case pr.GitHubID == 0:
+		return bad("github", "github = %q needs github_id, GitHub's numeric user id (gh api users/%s --jq .id): the bridge maps GitHub accounts by id, never by login alone", pr.GitHub, pr.GitHub)
+	case pr.GitHubID < 0:
+		return bad("github_id", "github_id %d is not a GitHub user id", pr.GitHubID)
+	case pr.GitHub == "":
+		return bad("github_id", "github_id %d needs github, the account's login (shown in answers and replies)", pr.GitHubID)
+	}
+	if other, dup := p.byGitHubID[pr.GitHubID]; dup {
+		return bad("github_id", "github user id %d is already %q's: one identity maps to exactly one principal", pr.GitHubID, other.ID)
+	}
+	p.byGitHubID[pr.GitHubID] = pr
+	return nil
+}
+
+// principalKeyLine returns the line of key in the i-th [[principal]] table
+// of data, or 0 when it cannot be found (an inline table, say).
+func principalKeyLine(data []byte, i int, key string) int {
+	header := regexp.MustCompile(`^\s*\[\[\s*principal\s*\]\]`)
+	keyRE := regexp.MustCompile(`^\s*` + regexp.QuoteMeta(key) + `\s*=`)
+	n := -1
+	for l, code := range tomlpos.CodeLines(data) {
+		switch {
+		case header.MatchString(code):
+			n++
+		case n != i:
+		case strings.HasPrefix(strings.TrimSpace(code), "["):
+			return 0 // another table: principal i's has ended
+		case keyRE.MatchString(code):
+			return l + 1
+		}
+		if n > i {
+			return 0
+		}
+	}
+	return 0
 }
 
 // ByID returns the principal with id.
@@ -164,8 +226,45 @@ func (p *Policy) ByKey(keyID string) (*Principal, bool) { pr, ok := p.byKey[keyI
 // BySlack returns the principal mapped to a Slack user id.
 func (p *Policy) BySlack(user string) (*Principal, bool) { pr, ok := p.bySlack[user]; return pr, ok }
 
+// ByGitHubID returns the principal mapped to a numeric GitHub user id.
+func (p *Policy) ByGitHubID(id int64) (*Principal, bool) {
+	pr, ok := p.byGitHubID[id]
+	return pr, ok
+}
+
+// ByGitHubAccount maps a GitHub account, as a comment or review names it,
+// to its principal: by its numeric user id, and only when the login agrees
+// with the trust policy. It refuses (principal_unknown) a login that is a
+// principal's but comes with another id (the login was renamed away and
+// registered again by someone else: never that principal), an id that is a
+// principal's but comes with another login (the principal's account
+// renamed, which trust.toml must say before it counts), and a login with no
+// id. It returns nil, nil when neither the login nor the id is anyone's.
+// The GitHub bridge judges identities with it alone (docs/BRIDGES.md,
+// "Identity").
+func (p *Policy) ByGitHubAccount(login string, id int64) (*Principal, *refusal.Error) {
+	byID, idOK := p.ByGitHubID(id)
+	byLogin, loginOK := p.ByGitHub(login)
+	switch {
+	case id == 0 && loginOK:
+		return nil, refusal.New(refusal.PrincipalUnknown, "GitHub login %s is %s's, but GitHub gave no user id for it: a login alone never counts", login, byLogin.ID)
+	case !idOK && loginOK:
+		return nil, refusal.New(refusal.PrincipalUnknown,
+			"GitHub login %s is %s's in the trust policy, but this account's user id %d is not %s's github_id %d: a renamed or re-registered login never counts",
+			login, byLogin.ID, id, byLogin.ID, byLogin.GitHubID).Needs(fmt.Sprintf("a comment by the account with github_id %d", byLogin.GitHubID))
+	case idOK && (!loginOK || byLogin != byID):
+		return nil, refusal.New(refusal.PrincipalUnknown,
+			"GitHub user id %d is %s's, whose login the trust policy says is %s, not %s: update github in trust.toml if the account was renamed",
+			id, byID.ID, byID.GitHub, login).Needs("trust.toml's github for " + byID.ID + " to match the account's login")
+	case idOK:
+		return byID, nil
+	}
+	return nil, nil
+}
+
 // ByGitHub returns the principal mapped to a GitHub login (case-insensitive,
-// as GitHub logins are).
+// as GitHub logins are). The login alone proves nothing: map an account
+// with [Policy.ByGitHubAccount].
 func (p *Policy) ByGitHub(login string) (*Principal, bool) {
 	pr, ok := p.byGitHub[strings.ToLower(login)]
 	return pr, ok

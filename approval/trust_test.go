@@ -20,19 +20,26 @@ func principal(id, roles, key, extra string) string {
 // whatever its form, maps to exactly one principal (SPEC §3 rule 6).
 func TestParsePolicy(t *testing.T) {
 	ka, kb := keyFor("a").Public().String(), keyFor("b").Public().String()
-	ok := principal("a", `"agent"`, ka, `slack = "UA"`+"\n"+`github = "Alice"`)
+	ok := principal("a", `"agent"`, ka, `slack = "UA"`+"\n"+`github = "Alice"`+"\n"+`github_id = 101`)
 	for _, c := range []struct {
 		name string
 		toml string
 		want string // "" when it parses; otherwise a fragment of the error
 		line int    // the line the error must name, 0 when not checked
 	}{
-		{"valid", ok + principal("b", `"approver", "operator"`, kb, `slack = "UB"`+"\n"+`github = "bob"`), "", 0},
+		{"valid", ok + principal("b", `"approver", "operator"`, kb, `slack = "UB"`+"\n"+`github = "bob"`+"\n"+`github_id = 102`), "", 0},
 		{"empty policy", "", "", 0},
 		{"duplicate id", ok + principal("a", `"approver"`, kb, ""), `id is already "a"'s`, 0},
 		{"duplicate key", ok + principal("b", `"approver"`, ka, ""), `key is already "a"'s`, 0},
 		{"duplicate slack id", ok + principal("b", `"approver"`, kb, `slack = "UA"`), `slack user is already "a"'s`, 0},
-		{"duplicate github login, other case", ok + principal("b", `"approver"`, kb, `github = "aLICE"`), `github login is already "a"'s`, 0},
+		{"duplicate github login, other case", ok + principal("b", `"approver"`, kb, `github = "aLICE"`+"\n"+`github_id = 102`), `github login is already "a"'s`, 0},
+		// A GitHub account is mapped by its numeric id (docs/BRIDGES.md,
+		// "Identity"): a login alone is refused, naming the line.
+		{"github login without github_id", ok + principal("b", `"approver"`, kb, `slack = "UB"`+"\n"+`github = "bob"`), `github = "bob" needs github_id`, 13},
+		{"github_id without github login", ok + principal("b", `"approver"`, kb, `github_id = 102`), `github_id 102 needs github`, 12},
+		{"negative github_id", ok + principal("b", `"approver"`, kb, `github = "bob"`+"\n"+`github_id = -5`), `is not a GitHub user id`, 13},
+		{"duplicate github_id", ok + principal("b", `"approver"`, kb, `github = "bob"`+"\n"+`github_id = 101`), `github user id 101 is already "a"'s`, 13},
+		{"github_id not a number", ok + principal("b", `"approver"`, kb, `github = "bob"`+"\n"+`github_id = "102"`), "incompatible types", 0},
 		{"unknown role", principal("a", `"admin"`, ka, ""), `unknown role "admin"`, 0},
 		{"no roles", principal("a", ``, ka, ""), "roles is empty", 0},
 		{"no id", principal("", `"agent"`, ka, ""), "id is required", 0},
@@ -84,6 +91,12 @@ func TestParsePolicyLookups(t *testing.T) {
 	}
 	if _, ok := p.ByGitHub(""); ok {
 		t.Error("an empty GitHub login maps to a principal")
+	}
+	if pr, ok := p.ByGitHubID(gitHubID("bob")); !ok || pr.ID != "bob" || pr.GitHubID != gitHubID("Bob") {
+		t.Errorf("ByGitHubID(bob's id) = %v, %v", pr, ok)
+	}
+	if _, ok := p.ByGitHubID(0); ok {
+		t.Error("GitHub user id 0 maps to a principal")
 	}
 	if pr, ok := p.ByKey(keyFor("olive").Public().ID()); !ok || pr.ID != "olive" || !pr.Has(approval.RoleApprover) || pr.Has(approval.RoleAgent) {
 		t.Errorf("ByKey(olive) = %v, %v", pr, ok)
@@ -182,4 +195,37 @@ func TestLoadPolicyPermissions(t *testing.T) {
 			t.Fatalf("got %v, want a *ConfigError naming %s", err, path)
 		}
 	})
+}
+
+// TestByGitHubAccount: a GitHub account is its numeric user id, and its
+// login must agree with the policy (docs/BRIDGES.md, "Identity").
+func TestByGitHubAccount(t *testing.T) {
+	p := mustPolicy(t, demoCast)
+	alice, bob := gitHubID("alice"), gitHubID("bob")
+	for _, c := range []struct {
+		login string
+		id    int64
+		want  string // the principal, "" for none, "refused" for a refusal
+		says  string
+	}{
+		{"alice", alice, "alice", ""},
+		{"ALICE", alice, "alice", ""},
+		{"alice", 4242, "refused", "a renamed or re-registered login never counts"},
+		{"alice", 0, "refused", "a login alone never counts"},
+		{"alice-renamed", alice, "refused", "update github in trust.toml"},
+		{"Bob", alice, "refused", "update github in trust.toml"},
+		{"alice", bob, "refused", ""},
+		{"mallory", 4242, "", ""},
+		{"", 0, "", ""},
+	} {
+		pr, r := p.ByGitHubAccount(c.login, c.id)
+		switch {
+		case c.want == "refused":
+			if r == nil || r.Code != "principal_unknown" || !strings.Contains(r.Reason, c.says) {
+				t.Errorf("%s/%d: %v %v, want a refusal saying %q", c.login, c.id, pr, r, c.says)
+			}
+		case r != nil || (pr == nil) != (c.want == "") || (pr != nil && pr.ID != c.want):
+			t.Errorf("%s/%d: %v %v, want %q", c.login, c.id, pr, r, c.want)
+		}
+	}
 }

@@ -367,6 +367,16 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 		res.add(FingerprintMismatch, "the recorded operation definition does not have the digest the plan binds")
 	}
 	r, _ := refusal.As(gateErr)
+	if r != nil && r.Code == refusal.EvidenceUnreadable && dec != nil {
+		// Embedded evidence that does not verify: say why, as replay
+		// always has.
+		for _, a := range dec.Evidence {
+			if a.Problem != nil && *a.Problem == refusal.EvidenceUnreadable && a.Cause != "" {
+				r = refusal.New(a.Cause, "%s record %.12s…: %s", a.Kind, a.ID, a.Why)
+				break
+			}
+		}
+	}
 	switch {
 	case r == nil:
 		res.add(GateNotSatisfied, "%v", gateErr)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +28,12 @@ type bridgeFakes struct {
 		body   string
 		header http.Header
 	}
+	// lastHook is the last webhook fakegithub hook delivered, for -again.
+	lastHook struct {
+		payload                 []byte
+		event, delivery, secret string
+	}
+	hooks int
 }
 
 var (
@@ -73,7 +80,9 @@ func freeAddr(ts *testscript.TestScript) string {
 //	                       it accepts the bot token $PROD_WRITE_SLACK_BOT_TOKEN
 //	fakeslack METHOD N     check that METHOD (chat.postMessage, chat.update,
 //	                       chat.postEphemeral) was called N times, and print
-//	                       the last call's text and blocks to stdout
+//	                       the last call's text and blocks to stdout; it
+//	                       waits up to 5 s for the count, since the bridge
+//	                       updates Slack after answering a click
 func cmdFakeSlack(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 1 {
 		ts.Fatalf("usage: fakeslack start | fakeslack METHOD N")
@@ -95,6 +104,10 @@ func cmdFakeSlack(ts *testscript.TestScript, neg bool, args []string) {
 	want, err := strconv.Atoi(args[1])
 	ts.Check(err)
 	calls := f.slack.Calls(args[0])
+	for deadline := time.Now().Add(5 * time.Second); len(calls) < want && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		calls = f.slack.Calls(args[0])
+	}
 	if len(calls) != want {
 		ts.Fatalf("%s called %d times, want %d", args[0], len(calls), want)
 	}
@@ -183,33 +196,56 @@ func cmdSlackClick(ts *testscript.TestScript, neg bool, args []string) {
 
 // cmdFakeGitHub drives a fake GitHub REST API for acme/decisions:
 //
-//	fakegithub start                       start it; set $GITHUB_API; it
+//	fakegithub start                       start it; set $GITHUB_API, and
+//	                                       $BRIDGE_LISTEN (a free address for
+//	                                       bridge serve) unless set; it
 //	                                       accepts $PROD_WRITE_GITHUB_TOKEN
-//	fakegithub comment ISSUE LOGIN TEXT…   add a comment by LOGIN
+//	fakegithub comment ISSUE LOGIN[@ID] TEXT…
+//	                                       add a comment by LOGIN (with user
+//	                                       id ID, else the login's usual one)
 //	fakegithub issue ISSUE                 print the issue, its state and
-//	                                       comments to stdout
+//	                                       its comments
 //	fakegithub wait ISSUE N                wait until the issue has N comments
+//	fakegithub hook [-badsig] SECRETFILE issue_comment ISSUE LOGIN[@ID] TEXT…
+//	fakegithub hook [-badsig] SECRETFILE pull_request_review PR LOGIN[@ID] STATE TEXT…
+//	fakegithub hook [-badsig] SECRETFILE EVENT ISSUE LOGIN[@ID] TEXT…
+//	                                       deliver a webhook for a new comment
+//	                                       (added to the issue unless
+//	                                       -badsig) or review to
+//	                                       bridge serve at $BRIDGE_LISTEN,
+//	                                       signed with the secret in
+//	                                       SECRETFILE (-badsig: with another);
+//	                                       print the status and the body
+//	fakegithub hook -again                 deliver the last delivery again
 func cmdFakeGitHub(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 1 {
-		ts.Fatalf("usage: fakegithub start | comment ISSUE LOGIN TEXT… | issue ISSUE | wait ISSUE N")
+		ts.Fatalf("usage: fakegithub start | comment ISSUE LOGIN TEXT… | issue ISSUE | wait ISSUE N | hook …")
 	}
 	f := fakesOf(ts)
 	if args[0] == "start" {
 		f.github = bridgetest.NewFakeGitHub("acme", "decisions", ts.Getenv("PROD_WRITE_GITHUB_TOKEN"))
 		ts.Setenv("GITHUB_API", f.github.APIURL())
+		if ts.Getenv("BRIDGE_LISTEN") == "" {
+			ts.Setenv("BRIDGE_LISTEN", freeAddr(ts))
+		}
 		return
 	}
 	if f.github == nil || len(args) < 2 {
 		ts.Fatalf("fakegithub: start it first")
+	}
+	if args[0] == "hook" {
+		fakeGitHubHook(ts, f, args[1:])
+		return
 	}
 	n, err := strconv.Atoi(args[1])
 	ts.Check(err)
 	switch args[0] {
 	case "comment":
 		if len(args) < 4 {
-			ts.Fatalf("usage: fakegithub comment ISSUE LOGIN TEXT…")
+			ts.Fatalf("usage: fakegithub comment ISSUE LOGIN[@ID] TEXT…")
 		}
-		if f.github.AddComment(n, args[2], strings.Join(args[3:], " "), time.Now(), false) == 0 {
+		login, id := githubAccount(ts, args[2])
+		if f.github.AddCommentBy(n, login, id, strings.Join(args[3:], " "), time.Now(), false) == 0 {
 			ts.Fatalf("fakegithub: no issue %d", n)
 		}
 	case "issue":
@@ -239,6 +275,84 @@ func cmdFakeGitHub(ts *testscript.TestScript, neg bool, args []string) {
 	default:
 		ts.Fatalf("fakegithub: unknown subcommand %q", args[0])
 	}
+}
+
+// githubAccount reads LOGIN or LOGIN@ID.
+func githubAccount(ts *testscript.TestScript, s string) (string, int64) {
+	login, idText, ok := strings.Cut(s, "@")
+	if !ok {
+		return login, bridgetest.GitHubUserID(login)
+	}
+	id, err := strconv.ParseInt(idText, 10, 64)
+	ts.Check(err)
+	return login, id
+}
+
+// fakeGitHubHook is fakegithub hook.
+func fakeGitHubHook(ts *testscript.TestScript, f *bridgeFakes, args []string) {
+	usage := "usage: fakegithub hook [-badsig] SECRETFILE EVENT NUMBER LOGIN[@ID] [STATE] TEXT… | hook -again"
+	var payload []byte
+	var event, delivery, secret string
+	if len(args) == 1 && args[0] == "-again" {
+		if f.lastHook.payload == nil {
+			ts.Fatalf("fakegithub hook -again: nothing was delivered")
+		}
+		payload, event, delivery, secret = f.lastHook.payload, f.lastHook.event, f.lastHook.delivery, f.lastHook.secret
+	} else {
+		badSig := len(args) > 0 && args[0] == "-badsig"
+		if badSig {
+			args = args[1:]
+		}
+		if len(args) < 5 {
+			ts.Fatalf("%s", usage)
+		}
+		secret = strings.TrimSpace(ts.ReadFile(args[0]))
+		if badSig {
+			secret = "not-the-webhook-secret"
+		}
+		event = args[1]
+		n, err := strconv.Atoi(args[2])
+		ts.Check(err)
+		login, id := githubAccount(ts, args[3])
+		now := time.Now().UTC().Truncate(time.Second)
+		if event == "pull_request_review" {
+			if len(args) < 6 {
+				ts.Fatalf("%s", usage)
+			}
+			rv := bridgetest.FakeReview{ID: f.github.NextID(), Login: login, UserID: id, State: args[4], Body: strings.Join(args[5:], " "), SubmittedAt: now}
+			payload = f.github.ReviewPayload("submitted", n, rv)
+		} else {
+			text := strings.Join(args[4:], " ")
+			// A forged delivery (-badsig) is about a comment that
+			// does not exist, so polling cannot find it either.
+			cid := f.github.NextID()
+			if !badSig {
+				if cid = f.github.AddCommentBy(n, login, id, text, now, false); cid == 0 {
+					ts.Fatalf("fakegithub: no issue %d", n)
+				}
+			}
+			payload = f.github.IssueCommentPayload("created", n, false, bridgetest.FakeComment{ID: cid, Login: login, UserID: id, Body: text, CreatedAt: now, UpdatedAt: now})
+		}
+		f.hooks++
+		delivery = fmt.Sprintf("00000000-0000-4000-8000-%012d", f.hooks)
+		f.lastHook.payload, f.lastHook.event, f.lastHook.delivery, f.lastHook.secret = payload, event, delivery, secret
+	}
+	url := "http://" + ts.Getenv("BRIDGE_LISTEN") + "/github/webhook"
+	client := &http.Client{Timeout: 15 * time.Second}
+	var resp *http.Response
+	var err error
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		resp, err = client.Do(bridgetest.GitHubWebhook(url, secret, event, delivery, payload))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // bridge serve is still starting
+	}
+	ts.Check(err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	ts.Check(err)
+	fmt.Fprintf(ts.Stdout(), "status: %d\n%s", resp.StatusCode, body)
 }
 
 // cmdAppendEnv appends file SRC to DST with $VARIABLES expanded from the

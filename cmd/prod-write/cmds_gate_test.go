@@ -11,6 +11,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/prod-write/prod-write/pkg/bridge/bridgetest"
 	"github.com/prod-write/prod-write/pkg/keys"
 )
 
@@ -20,12 +21,15 @@ import (
 // directory, with the public half of a key that keygen wrote:
 //
 //	exec prod-write keygen --out keys/pat.key
-//	addprincipal pat agent,approver keys/pat.key [slack=UPAT] [github=pat]
+//	addprincipal pat agent,approver keys/pat.key [slack=UPAT] [github=pat] [github_id=N]
+//
+// github=LOGIN without github_id maps the numeric id fakegithub gives
+// LOGIN (bridgetest.GitHubUserID).
 //
 // The file keeps its mode, so a policy init wrote stays loadable.
 func cmdAddPrincipal(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 3 {
-		ts.Fatalf("usage: addprincipal ID ROLE[,ROLE…] KEYFILE [slack=ID] [github=LOGIN]")
+		ts.Fatalf("usage: addprincipal ID ROLE[,ROLE…] KEYFILE [slack=ID] [github=LOGIN] [github_id=N]")
 	}
 	k, err := keys.Load(ts.MkAbs(args[2]))
 	ts.Check(err)
@@ -38,12 +42,26 @@ func cmdAddPrincipal(ts *testscript.TestScript, neg bool, args []string) {
 		fmt.Fprintf(&b, "%q", r)
 	}
 	fmt.Fprintf(&b, "]\nkey = %q\n", k.Public().String())
+	// github=LOGIN without github_id=N maps the id fakegithub gives LOGIN.
+	var login string
+	withID := false
 	for _, kv := range args[3:] {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || (name != "slack" && name != "github") {
-			ts.Fatalf("addprincipal: %q: want slack=ID or github=LOGIN", kv)
+		switch {
+		case ok && (name == "slack" || name == "github"):
+			fmt.Fprintf(&b, "%s = %q\n", name, value)
+			if name == "github" {
+				login = value
+			}
+		case ok && name == "github_id":
+			fmt.Fprintf(&b, "github_id = %s\n", value)
+			withID = true
+		default:
+			ts.Fatalf("addprincipal: %q: want slack=ID, github=LOGIN or github_id=N", kv)
 		}
-		fmt.Fprintf(&b, "%s = %q\n", name, value)
+	}
+	if login != "" && !withID {
+		fmt.Fprintf(&b, "github_id = %d\n", bridgetest.GitHubUserID(login))
 	}
 	f, err := os.OpenFile(ts.MkAbs("trust.toml"), os.O_WRONLY|os.O_APPEND, 0)
 	ts.Check(err)

@@ -182,7 +182,7 @@ func (a *Attestor) approver(ch approval.Channel) (*approval.Principal, *refusal.
 	case KindGitHub:
 		who = fmt.Sprintf("GitHub login %s (user id %d)", ch.GitHubLogin, ch.GitHubUserID)
 		var r *refusal.Error
-		if pr, r = GitHubPrincipal(a.Policy, ch.GitHubLogin, ch.GitHubUserID); r != nil {
+		if pr, r = a.Policy.ByGitHubAccount(ch.GitHubLogin, ch.GitHubUserID); r != nil {
 			return nil, r
 		}
 		ok = pr != nil
@@ -196,33 +196,6 @@ func (a *Attestor) approver(ch approval.Channel) (*approval.Principal, *refusal.
 		return nil, refusal.New(refusal.RoleMissing, "%s is %s, who does not hold the approver role", who, pr.ID).Needs("role approver")
 	}
 	return pr, nil
-}
-
-// GitHubPrincipal maps a GitHub account to its principal by its numeric
-// user id, and refuses (principal_unknown) when the login disagrees with
-// the trust policy: a login that is a principal's but comes with another
-// id is a renamed or re-registered account, never that principal; an id
-// that is a principal's but comes with another login is the principal's
-// account renamed, which trust.toml must say before it counts. It returns
-// nil, nil when neither the id nor the login is anyone's.
-func GitHubPrincipal(p *approval.Policy, login string, id int64) (*approval.Principal, *refusal.Error) {
-	byID, idOK := p.ByGitHubID(id)
-	byLogin, loginOK := p.ByGitHub(login)
-	switch {
-	case id == 0 && loginOK:
-		return nil, refusal.New(refusal.PrincipalUnknown, "GitHub login %s is %s's, but GitHub gave no user id for it: a login alone never counts", login, byLogin.ID)
-	case !idOK && loginOK:
-		return nil, refusal.New(refusal.PrincipalUnknown,
-			"GitHub login %s is %s's in the trust policy, but this account's user id %d is not %s's github_id %d: a renamed or re-registered login never counts",
-			login, byLogin.ID, id, byLogin.ID, byLogin.GitHubID).Needs("a comment by the account with github_id " + fmt.Sprint(byLogin.GitHubID))
-	case idOK && (!loginOK || byLogin != byID):
-		return nil, refusal.New(refusal.PrincipalUnknown,
-			"GitHub user id %d is %s's, whose login the trust policy says is %s, not %s: update github in trust.toml if the account was renamed",
-			id, byID.ID, byID.GitHub, login).Needs("trust.toml's github for " + byID.ID + " to match the account's login")
-	case idOK:
-		return byID, nil
-	}
-	return nil, nil
 }
 
 // recorded returns a bridge answer already stored for this click or comment

@@ -131,9 +131,10 @@ func TestAttestorAgreesWithTheGate(t *testing.T) {
 	w := bridgetest.New(t, 1)
 	a := w.Attestor(t)
 	now := time.Now().Add(-time.Second)
-	gh := func(login string, id int64) approval.Channel {
-		return approval.Channel{Kind: "github", GitHubLogin: login, GitHubComment: id, GitHubRepo: "o/r"}
+	ghAs := func(login string, user, id int64) approval.Channel {
+		return approval.Channel{Kind: "github", GitHubLogin: login, GitHubUserID: user, GitHubComment: id, GitHubRepo: "o/r"}
 	}
+	gh := func(login string, id int64) approval.Channel { return ghAs(login, bridgetest.GitHubUserID(login), id) }
 	for _, tc := range []struct {
 		req  bridge.Request
 		code refusal.Code
@@ -147,6 +148,12 @@ func TestAttestorAgreesWithTheGate(t *testing.T) {
 		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("alice", 7), Issued: now.Add(-2 * time.Hour)}, refusal.EvidenceExpired},
 		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "maybe", Channel: gh("alice", 8), Issued: now}, refusal.SignatureInvalid},
 		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: approval.Channel{Kind: "email"}, Issued: now}, refusal.PrincipalUnknown},
+		// A GitHub account is its numeric id: a principal's login with
+		// another id, a principal's id with another login, no id.
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: ghAs("alice", 4242, 12), Issued: now}, refusal.PrincipalUnknown},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: ghAs("alice2", bridgetest.GitHubUserID("alice"), 13), Issued: now}, refusal.PrincipalUnknown},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: ghAs("bob", bridgetest.GitHubUserID("alice"), 14), Issued: now}, refusal.PrincipalUnknown},
+		{bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: ghAs("alice", 0, 15), Issued: now}, refusal.PrincipalUnknown},
 	} {
 		if _, err := a.Answer(tc.req); !refusal.Is(err, tc.code) {
 			t.Errorf("%+v: %v, want %s", tc.req.Channel, err, tc.code)
@@ -167,6 +174,14 @@ func TestAttestorAgreesWithTheGate(t *testing.T) {
 	res2, err := a.Answer(bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: gh("alice", 10), Issued: now})
 	if err != nil || !res2.Duplicate || res2.ID != res.ID {
 		t.Fatalf("again: %+v %v", res2, err)
+	}
+	// A review and a comment with the same number are not the same
+	// evidence: their ids are drawn from different sequences.
+	review := gh("bob", 0)
+	review.GitHubReview = 9
+	res3, err := a.Answer(bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "deny", Channel: review, Issued: now})
+	if err != nil || res3.Duplicate || res3.Approver != "bob" {
+		t.Fatalf("bob's review 9 after alice's comment 9: %+v %v", res3, err)
 	}
 	w.Withdraw(t)
 	if _, err := a.Answer(bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "deny", Channel: gh("bob", 11), Issued: now}); !refusal.Is(err, refusal.Withdrawn) {

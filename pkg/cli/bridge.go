@@ -56,7 +56,10 @@ timestamp, maps the clicking Slack user to exactly one approver, refuses the
 planner, the filer and unknown users with an ephemeral reply, and stores the
 answer signed with the bridge key (bridge.key, a principal with role bridge).
 With github_repo set it polls decision issues (or the pull request
-github_pr) for "/approve FP" and "/deny FP" comments every github_poll.
+github_pr) for "/approve FP" and "/deny FP" comments every github_poll, and
+with github_webhook_secret_file set it also takes GitHub's issue_comment and
+pull_request_review webhooks at /github/webhook on bridge.listen, verified
+with that secret.
 
 Secrets come from PROD_WRITE_SLACK_SIGNING_SECRET, PROD_WRITE_SLACK_BOT_TOKEN
 and PROD_WRITE_GITHUB_TOKEN, or from the files slack_signing_secret_file,
@@ -238,6 +241,9 @@ type BridgeService struct {
 	// With the GitHub bridge on: its token and how often it polls.
 	GitHubToken bridge.Secret
 	GitHubPoll  time.Duration
+	// GitHubWebhookSecret verifies GitHub's webhook deliveries; empty when
+	// github_webhook_secret_file is not set (polling only).
+	GitHubWebhookSecret bridge.Secret
 }
 
 func bridgeServeRun(o *BridgeServeOptions) error {
@@ -305,6 +311,16 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 		if b.GitHubPoll != "" {
 			if s.GitHubPoll, err = time.ParseDuration(b.GitHubPoll); err != nil || s.GitHubPoll < time.Second {
 				return nil, &config.Error{Path: c.Path, Msg: fmt.Sprintf("bridge.github_poll %q: want a duration of at least 1s", b.GitHubPoll)}
+			}
+		}
+		if b.GitHubWebhookSecretFile != "" {
+			if b.Listen == "" {
+				return nil, &config.Error{Path: c.Path, Msg: "[bridge] listen is required for GitHub webhooks (github_webhook_secret_file): the address GitHub's deliveries reach (behind a TLS proxy)"}
+			}
+			// From the file only, never the environment or a flag.
+			noEnv := func(string) (string, bool) { return "", false }
+			if s.GitHubWebhookSecret, err = bridge.LoadSecret(noEnv, "", "bridge.github_webhook_secret_file", c.Abs(b.GitHubWebhookSecretFile)); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -175,7 +175,10 @@ func initRun(o *InitOptions) error {
 			}
 			trust += fmt.Sprintf("\n[[principal]]\nid = %q\nroles = [%s]\nkey = %q\n", c.ID, strings.Join(quoted, ", "), k.Public().String())
 			if slices.Contains(roles, "approver") {
-				trust += fmt.Sprintf("slack = %q\ngithub = %q\n", "U"+strings.ToUpper(c.ID), c.ID)
+				// No GitHub mapping: the bridge maps an account by its
+				// numeric id, which only the real account has; a demo
+				// login would be a stranger's on github.com.
+				trust += fmt.Sprintf("slack = %q\n# github = \"LOGIN\"   # and its numeric id: gh api users/LOGIN --jq .id\n# github_id = 0\n", "U"+strings.ToUpper(c.ID))
 			}
 		}
 	}

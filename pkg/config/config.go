@@ -93,6 +93,10 @@ type Bridge struct {
 	// GitHubPoll is how often bridge serve reads decision comments, as a
 	// Go duration ("30s" when empty).
 	GitHubPoll string `toml:"github_poll"`
+	// GitHubWebhookSecretFile, when set, turns on GitHub's webhooks at
+	// /github/webhook on Listen, verified with the secret in this file
+	// (only from a file, which only its owner may read).
+	GitHubWebhookSecretFile string `toml:"github_webhook_secret_file"`
 }
 
 // Service configures the runner service of SPEC §13

@@ -41,8 +41,8 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/pkg/store"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/store"
 )
 
 // Severities of a finding.

@@ -376,7 +376,7 @@ func TestRoleCheckedAtCallTime(t *testing.T) {
 // (and the same bound inputs) for the same inputs.
 func TestPlanMatchesCLI(t *testing.T) {
 	d := newDeployment(t)
-	out, errb, code := d.cli(t, "", "plan", "config-push", "--target", "staging", "--param", "service=api", "--file", "config=app.toml", "--json")
+	out, errb, code := d.cli(t, "", "plan", "config-push", "--target", "staging", "--param", "service=api", "--file", "config=app.toml", "--json", "--dry-run")
 	if code != 0 {
 		t.Fatalf("cli plan: exit %d: %s", code, errb)
 	}
@@ -589,7 +589,7 @@ enum = ["eu", "us"]
 
 	// Planned over MCP (an integer as a JSON number) and on the CLI: one
 	// fingerprint.
-	out, errb, code := d.cli(t, "", "plan", "scale-service", "--target", "canary", "--param", "service=api", "--param", "replicas=3", "--param", "region=eu", "--json")
+	out, errb, code := d.cli(t, "", "plan", "scale-service", "--target", "canary", "--param", "service=api", "--param", "replicas=3", "--param", "region=eu", "--json", "--dry-run")
 	if code != 0 {
 		t.Fatalf("cli plan: exit %d: %s", code, errb)
 	}

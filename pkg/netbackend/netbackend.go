@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -57,6 +58,14 @@ func (Backend) SlackPoster(b config.Bridge, token bridge.Secret) bridge.Poster {
 	return &slackbridge.Poster{API: slackClient(b, token), Channel: b.SlackChannel}
 }
 
+// slackUpdater delivers what the interactions endpoint queues: message
+// updates and ephemeral replies, after the endpoint has answered Slack.
+// Pending ones are kept beside the ledger, in STATE/bridge/slack-outbox.
+func slackUpdater(b config.Bridge, s *cli.BridgeService) *slackbridge.Updater {
+	dir := filepath.Join(filepath.Dir(s.Ledger.Dir), "slack-outbox")
+	return slackbridge.NewUpdater(dir, slackClient(b, s.SlackToken), s.Attestor.Source, s.Log, s.SlackSigning, s.SlackToken)
+}
+
 // GitHubPoster implements [cli.Net].
 func (Backend) GitHubPoster(b config.Bridge, token bridge.Secret) (bridge.Poster, error) {
 	return githubPoster(b, token)
@@ -91,10 +100,12 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 	}
 	var srv *http.Server
 	var ln net.Listener
+	var updates *slackbridge.Updater
 	if b.SlackChannel != "" {
 		mux := http.NewServeMux()
+		updates = slackUpdater(b, s)
 		mux.Handle(cli.SlackInteractionsPath, &slackbridge.Handler{
-			SigningSecret: s.SlackSigning, BotToken: s.SlackToken, API: slackClient(b, s.SlackToken), Attestor: s.Attestor, Team: b.SlackTeam, Log: log,
+			SigningSecret: s.SlackSigning, Updates: updates, Attestor: s.Attestor, Team: b.SlackTeam, Log: log,
 		})
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
@@ -105,8 +116,20 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 			return fmt.Errorf("listening on %s: %w", b.Listen, err)
 		}
 	}
+	if poller != nil && !s.GitHubWebhookSecret.Empty() {
+		// GitHub's webhooks, the real-time path, on the same listener;
+		// the poller stays the fallback and shares their judgement.
+		if srv == nil {
+			var err error
+			if srv, ln, err = bridgeListener(b.Listen, log); err != nil {
+				return err
+			}
+		}
+		srv.Handler.(*http.ServeMux).Handle(githubbridge.WebhookPath, &githubbridge.Webhook{Secret: s.GitHubWebhookSecret, Poller: poller})
+		log.Info("github webhooks on", "path", githubbridge.WebhookPath)
+	}
 
-	log.Info("bridge serving", "principal", s.Attestor.Principal().ID, "slack", srv != nil, "github", poller != nil, "listen", addrOf(ln))
+	log.Info("bridge serving", "principal", s.Attestor.Principal().ID, "slack", b.SlackChannel != "", "github", poller != nil, "listen", addrOf(ln))
 	errc := make(chan error, 1)
 	if srv != nil {
 		go func() {
@@ -124,6 +147,15 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 	} else {
 		close(done)
 	}
+	updated := make(chan struct{})
+	if updates != nil {
+		go func() {
+			defer close(updated)
+			updates.Run(ctx)
+		}()
+	} else {
+		close(updated)
+	}
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -136,8 +168,24 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 		_ = srv.Shutdown(sctx)
 	}
 	<-done
+	<-updated
 	log.Info("bridge stopped")
 	return serveErr
+}
+
+// bridgeListener is the bridges' HTTP server on listen, for when only the
+// GitHub webhooks need it; its limits are the Slack endpoint's.
+func bridgeListener(listen string, log *slog.Logger) (*http.Server, net.Listener, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listening on %s: %w", listen, err)
+	}
+	return srv, ln, nil
 }
 
 func addrOf(ln net.Listener) string {
@@ -188,13 +236,12 @@ func (Backend) ServeMCP(ctx context.Context, b mcpapi.Backend, allowRun bool, in
 	if err != nil {
 		return err
 	}
-	err = srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	// StdioTransport, not the SDK's IOTransport alone: it answers a
+	// malformed line instead of ending the session, and answers every
+	// request read before stdin ended before the session ends (issue 16).
+	err = srv.Run(ctx, mcpserver.StdioTransport(in, out))
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -26,6 +26,9 @@ type Member struct {
 	Roles  []string
 	Slack  string
 	GitHub string
+	// GitHubID is the GitHub account's numeric id; 0 is the one the fake
+	// GitHub gives the login ([GitHubUserID]).
+	GitHubID int64
 }
 
 // Cast is the test policy. The planner (agent) and the filer (smith) also
@@ -63,7 +66,11 @@ func PolicyTOML(members []Member) string {
 			fmt.Fprintf(&b, "slack = %q\n", m.Slack)
 		}
 		if m.GitHub != "" {
-			fmt.Fprintf(&b, "github = %q\n", m.GitHub)
+			id := m.GitHubID
+			if id == 0 {
+				id = GitHubUserID(m.GitHub)
+			}
+			fmt.Fprintf(&b, "github = %q\ngithub_id = %d\n", m.GitHub, id)
 		}
 	}
 	return b.String()

@@ -1,29 +1,69 @@
 package bridgetest
 
 import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
 // FakeGitHub is an httptest fake of the parts of GitHub's REST API the
-// bridge uses (issues, issue comments, with pagination), for one
-// repository, under the path prefix /api/v3/ as on GitHub Enterprise
-// Server, so a client that builds absolute paths fails.
+// bridge uses (issues, issue comments, with pagination, `since` and
+// conditional requests), for one repository, under the path prefix
+// /api/v3/ as on GitHub Enterprise Server, so a client that builds
+// absolute paths fails. It keeps a primary rate limit the way GitHub
+// does (a 304 costs nothing) and [FakeGitHub.Throttle] makes it answer
+// with a rate-limit response.
 type FakeGitHub struct {
 	*httptest.Server
 	Owner, Repo, Token string
 	// BotLogin authors what the token posts.
 	BotLogin string
 
-	mu     sync.Mutex
-	issues map[int]*FakeIssue
-	nextID int64
+	mu        sync.Mutex
+	issues    map[int]*FakeIssue
+	nextID    int64
+	throttled []throttle
+	stats     FakeGitHubStats
+	// rmu guards remaining, which is charged while mu is held.
+	rmu       sync.Mutex
+	remaining int
+}
+
+// FakeGitHubStats counts the requests the fake answered.
+type FakeGitHubStats struct {
+	// Requests is every authenticated request, whatever its answer.
+	Requests int
+	// Lists is how many comment listings were answered in full (200);
+	// NotModified how many with 304.
+	Lists, NotModified int
+	// Throttled is how many got a rate-limit response.
+	Throttled int
+	// Since is the since parameter of the last comment listing.
+	Since string
+}
+
+type throttle struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+// GitHubUserID is the numeric user id the fake gives login (the same in
+// any case), which the test trust policies map.
+func GitHubUserID(login string) int64 {
+	sum := sha256.Sum256([]byte("fake github user: " + strings.ToLower(login)))
+	return 1000 + int64(binary.BigEndian.Uint32(sum[:4])>>1)
 }
 
 // FakeIssue is an issue or pull request of the fake.
@@ -39,14 +79,19 @@ type FakeIssue struct {
 type FakeComment struct {
 	ID        int64
 	Login     string
+	UserID    int64
 	Body      string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
 
+// fakeRateLimit is the fake's primary rate limit per token, as GitHub's
+// for a personal access token.
+const fakeRateLimit = 5000
+
 // NewFakeGitHub starts a fake GitHub API for owner/repo that accepts token.
 func NewFakeGitHub(owner, repo, token string) *FakeGitHub {
-	f := &FakeGitHub{Owner: owner, Repo: repo, Token: token, BotLogin: "prod-write-bot", issues: map[int]*FakeIssue{}, nextID: 9000}
+	f := &FakeGitHub{Owner: owner, Repo: repo, Token: token, BotLogin: "prod-write-bot", issues: map[int]*FakeIssue{}, nextID: 9000, remaining: fakeRateLimit}
 	mux := http.NewServeMux()
 	prefix := "/api/v3/repos/" + owner + "/" + repo
 	mux.HandleFunc("POST "+prefix+"/issues", f.createIssue)
@@ -59,9 +104,106 @@ func NewFakeGitHub(owner, repo, token string) *FakeGitHub {
 			fmt.Fprint(w, `{"message":"Bad credentials"}`)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		f.mu.Lock()
+		f.stats.Requests++
+		if len(f.throttled) > 0 {
+			th := f.throttled[0]
+			f.throttled = f.throttled[1:]
+			f.stats.Throttled++
+			f.mu.Unlock()
+			for k, v := range th.header {
+				w.Header().Set(k, v)
+			}
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(th.status)
+			fmt.Fprint(w, th.body)
+			return
+		}
+		f.mu.Unlock()
+		mux.ServeHTTP(&rateWriter{ResponseWriter: w, f: f}, r)
 	}))
 	return f
+}
+
+// rateWriter sets GitHub's primary rate-limit headers on a response and
+// charges the request to the limit unless it is a 304: GitHub does not
+// count a conditional request answered "not modified".
+type rateWriter struct {
+	http.ResponseWriter
+	f     *FakeGitHub
+	wrote bool
+}
+
+func (w *rateWriter) WriteHeader(code int) {
+	if w.wrote {
+		return
+	}
+	w.wrote = true
+	w.f.rmu.Lock()
+	if code != http.StatusNotModified && w.f.remaining > 0 {
+		w.f.remaining--
+	}
+	rem := w.f.remaining
+	w.f.rmu.Unlock()
+	h := w.Header()
+	h.Set("X-Ratelimit-Limit", strconv.Itoa(fakeRateLimit))
+	h.Set("X-Ratelimit-Remaining", strconv.Itoa(rem))
+	h.Set("X-Ratelimit-Used", strconv.Itoa(fakeRateLimit-rem))
+	h.Set("X-Ratelimit-Resource", "core")
+	h.Set("X-Ratelimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *rateWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.ResponseWriter.Write(b)
+}
+
+// Throttle makes the next n requests answer status with header and a
+// GitHub error body, as GitHub's rate limits do: 429, or 403 with
+// x-ratelimit-remaining 0, or 403 naming the secondary rate limit.
+func (f *FakeGitHub) Throttle(n, status int, header map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	body := `{"message":"API rate limit exceeded","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"}`
+	if header["X-Ratelimit-Remaining"] != "0" {
+		body = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`
+	}
+	for i := 0; i < n; i++ {
+		f.throttled = append(f.throttled, throttle{status: status, header: header, body: body})
+	}
+}
+
+// ThrottleWith is [FakeGitHub.Throttle] with a body of its own: a
+// secondary limit whose body go-github does not recognise as one.
+func (f *FakeGitHub) ThrottleWith(n, status int, header map[string]string, body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := 0; i < n; i++ {
+		f.throttled = append(f.throttled, throttle{status: status, header: header, body: body})
+	}
+}
+
+// Forbid makes the next request answer 403 with body, as a token that
+// lacks a permission gets: not a rate limit.
+func (f *FakeGitHub) Forbid(body string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.throttled = append(f.throttled, throttle{status: http.StatusForbidden, body: body})
+}
+
+// Stats returns what the fake answered so far.
+func (f *FakeGitHub) Stats() FakeGitHubStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+// RateRemaining is what is left of the fake's primary rate limit.
+func (f *FakeGitHub) RateRemaining() int {
+	f.rmu.Lock()
+	defer f.rmu.Unlock()
+	return f.remaining
 }
 
 // APIURL is the base URL to give the bridge (bridge.github_api).
@@ -75,9 +217,17 @@ func (f *FakeGitHub) AddPR(number int) {
 	f.issues[number] = &FakeIssue{Number: number, Title: "a pull request", State: "open"}
 }
 
-// AddComment adds a comment by login on issue number, made at created and,
-// if edited, changed a minute later. It returns the comment's id.
+// AddComment adds a comment by login (whose id is [GitHubUserID]) on issue
+// number, made at created and, if edited, changed a minute later. It
+// returns the comment's id.
 func (f *FakeGitHub) AddComment(number int, login, body string, created time.Time, edited bool) int64 {
+	return f.AddCommentBy(number, login, GitHubUserID(login), body, created, edited)
+}
+
+// AddCommentBy is [FakeGitHub.AddComment] by the account with user id id,
+// which may differ from the login's usual one: a renamed or re-registered
+// login.
+func (f *FakeGitHub) AddCommentBy(number int, login string, id int64, body string, created time.Time, edited bool) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	is := f.issues[number]
@@ -85,7 +235,7 @@ func (f *FakeGitHub) AddComment(number int, login, body string, created time.Tim
 		return 0
 	}
 	f.nextID++
-	c := &FakeComment{ID: f.nextID, Login: login, Body: body, CreatedAt: created.UTC().Truncate(time.Second), UpdatedAt: created.UTC().Truncate(time.Second)}
+	c := &FakeComment{ID: f.nextID, Login: login, UserID: id, Body: body, CreatedAt: created.UTC().Truncate(time.Second), UpdatedAt: created.UTC().Truncate(time.Second)}
 	if edited {
 		c.UpdatedAt = c.UpdatedAt.Add(time.Minute)
 	}
@@ -134,7 +284,7 @@ func (f *FakeGitHub) issueJSON(is *FakeIssue) map[string]any {
 }
 
 func (f *FakeGitHub) commentJSON(is *FakeIssue, c *FakeComment) map[string]any {
-	return map[string]any{"id": c.ID, "body": c.Body, "user": map[string]any{"login": c.Login},
+	return map[string]any{"id": c.ID, "body": c.Body, "user": map[string]any{"login": c.Login, "id": c.UserID, "type": "User"},
 		"created_at": c.CreatedAt.Format(time.RFC3339), "updated_at": c.UpdatedAt.Format(time.RFC3339),
 		"html_url": fmt.Sprintf("https://github.invalid/%s/%s/issues/%d#issuecomment-%d", f.Owner, f.Repo, is.Number, c.ID)}
 }
@@ -189,14 +339,17 @@ func (f *FakeGitHub) createComment(w http.ResponseWriter, r *http.Request) {
 	}
 	f.nextID++
 	now := time.Now().UTC().Truncate(time.Second)
-	c := &FakeComment{ID: f.nextID, Login: f.BotLogin, Body: req.Body, CreatedAt: now, UpdatedAt: now}
+	c := &FakeComment{ID: f.nextID, Login: f.BotLogin, UserID: GitHubUserID(f.BotLogin), Body: req.Body, CreatedAt: now, UpdatedAt: now}
 	is.Comments = append(is.Comments, c)
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(f.commentJSON(is, c))
 }
 
 // listComments pages like GitHub: per_page (default 30), page (from 1),
-// and a Link header with rel="next" while more remain.
+// and a Link header with rel="next" while more remain; since keeps the
+// comments updated at or after it; a response carries an ETag, and a
+// request whose If-None-Match names the ETag of what it would get is
+// answered 304 with no body.
 func (f *FakeGitHub) listComments(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -204,23 +357,132 @@ func (f *FakeGitHub) listComments(w http.ResponseWriter, r *http.Request) {
 	if is == nil {
 		return
 	}
-	per, _ := strconv.Atoi(r.URL.Query().Get("per_page"))
+	q := r.URL.Query()
+	per, _ := strconv.Atoi(q.Get("per_page"))
 	if per <= 0 || per > 100 {
 		per = 30
 	}
-	page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+	page, _ := strconv.Atoi(q.Get("page"))
 	if page <= 0 {
 		page = 1
 	}
+	var since time.Time
+	f.stats.Since = q.Get("since")
+	if s := q.Get("since"); s != "" {
+		var err error
+		if since, err = time.Parse(time.RFC3339, s); err != nil {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			fmt.Fprint(w, `{"message":"Validation Failed"}`)
+			return
+		}
+	}
+	var match []*FakeComment
+	for _, c := range is.Comments {
+		if !c.UpdatedAt.Before(since) {
+			match = append(match, c)
+		}
+	}
 	start, end := (page-1)*per, page*per
 	out := []map[string]any{}
-	for i, c := range is.Comments {
+	for i, c := range match {
 		if i >= start && i < end {
 			out = append(out, f.commentJSON(is, c))
 		}
 	}
-	if end < len(is.Comments) {
-		w.Header().Set("Link", fmt.Sprintf(`<%s%s?per_page=%d&page=%d>; rel="next"`, f.URL, r.URL.Path, per, page+1))
+	if end < len(match) {
+		w.Header().Set("Link", fmt.Sprintf(`<%s%s?per_page=%d&page=%d&since=%s>; rel="next"`, f.URL, r.URL.Path, per, page+1, q.Get("since")))
 	}
-	_ = json.NewEncoder(w).Encode(out)
+	body, _ := json.Marshal(out)
+	sum := sha256.Sum256(append([]byte(w.Header().Get("Link")), body...))
+	etag := `W/"` + hex.EncodeToString(sum[:16]) + `"`
+	w.Header().Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		f.stats.NotModified++
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	f.stats.Lists++
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_, _ = w.Write(body)
+}
+
+// GitHubWebhook is a webhook delivery as GitHub sends it: event
+// (X-GitHub-Event), delivery (X-GitHub-Delivery) and payload, signed
+// with secret in X-Hub-Signature-256 (HMAC-SHA256 of the body).
+func GitHubWebhook(url, secret, event, delivery string, payload []byte) *http.Request {
+	r, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		panic(err)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("User-Agent", "GitHub-Hookshot/fake")
+	r.Header.Set("X-GitHub-Event", event)
+	r.Header.Set("X-GitHub-Delivery", delivery)
+	r.Header.Set("X-Hub-Signature-256", SignGitHubWebhook(secret, payload))
+	return r
+}
+
+// SignGitHubWebhook returns the X-Hub-Signature-256 of payload.
+func SignGitHubWebhook(secret string, payload []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(payload)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// IssueCommentPayload is the payload of an issue_comment webhook for the
+// comment c of issue number (a pull request when pr) of the fake's
+// repository.
+func (f *FakeGitHub) IssueCommentPayload(action string, number int, pr bool, c FakeComment) []byte {
+	issue := map[string]any{"number": number, "state": "open", "title": "a decision"}
+	if pr {
+		issue["pull_request"] = map[string]any{"url": fmt.Sprintf("%s/api/v3/repos/%s/%s/pulls/%d", f.URL, f.Owner, f.Repo, number)}
+	}
+	created, updated := c.CreatedAt.UTC().Format(time.RFC3339), c.UpdatedAt.UTC().Format(time.RFC3339)
+	payload := map[string]any{
+		"action": action,
+		"issue":  issue,
+		"comment": map[string]any{"id": c.ID, "body": c.Body, "created_at": created, "updated_at": updated,
+			"user": map[string]any{"login": c.Login, "id": c.UserID, "type": "User"}},
+		"repository": f.repoJSON(),
+		"sender":     map[string]any{"login": c.Login, "id": c.UserID, "type": "User"},
+	}
+	b, _ := json.Marshal(payload)
+	return b
+}
+
+// FakeReview is a pull request review, for [FakeGitHub.ReviewPayload].
+type FakeReview struct {
+	ID          int64
+	Login       string
+	UserID      int64
+	Body        string
+	State       string // approved, changes_requested, commented (webhooks spell it in lower case)
+	SubmittedAt time.Time
+}
+
+// ReviewPayload is the payload of a pull_request_review webhook for review
+// rv of pull request number of the fake's repository.
+func (f *FakeGitHub) ReviewPayload(action string, number int, rv FakeReview) []byte {
+	payload := map[string]any{
+		"action":       action,
+		"pull_request": map[string]any{"number": number, "state": "open", "title": "a decision"},
+		"review": map[string]any{"id": rv.ID, "body": rv.Body, "state": rv.State, "submitted_at": rv.SubmittedAt.UTC().Format(time.RFC3339),
+			"user": map[string]any{"login": rv.Login, "id": rv.UserID, "type": "User"}},
+		"repository": f.repoJSON(),
+		"sender":     map[string]any{"login": rv.Login, "id": rv.UserID, "type": "User"},
+	}
+	b, _ := json.Marshal(payload)
+	return b
+}
+
+func (f *FakeGitHub) repoJSON() map[string]any {
+	return map[string]any{"id": 4242, "name": f.Repo, "full_name": f.Owner + "/" + f.Repo, "owner": map[string]any{"login": f.Owner}}
+}
+
+// NextID returns a fresh comment or review id.
+func (f *FakeGitHub) NextID() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	return f.nextID
 }

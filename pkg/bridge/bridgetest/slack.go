@@ -20,7 +20,8 @@ import (
 
 // FakeSlack is slack-go's slacktest server with chat.postMessage,
 // chat.update and chat.postEphemeral handlers that record each call and
-// check the bot token.
+// check the bot token. [FakeSlack.SetDelay] makes it slow and
+// [FakeSlack.FailNext] makes it fail, as Slack's Web API sometimes is.
 type FakeSlack struct {
 	*slacktest.Server
 	Token string
@@ -28,6 +29,11 @@ type FakeSlack struct {
 	mu    sync.Mutex
 	calls []Call
 	seq   int
+	delay time.Duration
+	fail  int
+	// quit ends the delays of calls in flight when the fake stops.
+	quit     chan struct{}
+	quitOnce sync.Once
 }
 
 // Call is one recorded Web API call.
@@ -50,7 +56,7 @@ const ChannelID = "C0DECISION"
 
 // NewFakeSlack starts a fake Slack Web API that accepts token.
 func NewFakeSlack(token string) *FakeSlack {
-	f := &FakeSlack{Token: token}
+	f := &FakeSlack{Token: token, quit: make(chan struct{})}
 	f.Server = slacktest.NewTestServer(func(c slacktest.Customize) {
 		c.Handle("/chat.postMessage", f.handle("chat.postMessage"))
 		c.Handle("/chat.update", f.handle("chat.update"))
@@ -63,10 +69,54 @@ func NewFakeSlack(token string) *FakeSlack {
 // APIURL is the URL to give slack.OptionAPIURL or bridge.slack_api.
 func (f *FakeSlack) APIURL() string { return f.GetAPIURL() }
 
+// Stop ends the delays of calls in flight, then stops the server.
+func (f *FakeSlack) Stop() {
+	f.quitOnce.Do(func() { close(f.quit) })
+	f.Server.Stop()
+}
+
+// SetDelay makes every later Web API call wait d before it is answered (and
+// recorded): a slow Slack. A call whose client gives up first is not
+// recorded.
+func (f *FakeSlack) SetDelay(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delay = d
+}
+
+// FailNext makes the next n Web API calls fail with HTTP 503, recording
+// nothing.
+func (f *FakeSlack) FailNext(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = n
+}
+
 func (f *FakeSlack) handle(method string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		values, err := url.ParseQuery(string(body))
+		f.mu.Lock()
+		delay, fail := f.delay, f.fail > 0
+		if fail {
+			f.fail--
+		}
+		f.mu.Unlock()
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				return
+			case <-f.quit:
+				return
+			}
+		}
+		if fail {
+			http.Error(w, "service unavailable", http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if err != nil {
 			fmt.Fprint(w, `{"ok":false,"error":"invalid_form_data"}`)

@@ -1,15 +1,22 @@
 // Package githubbridge is Trinity's bridge on GitHub (SPEC §11): `file`
 // opens a decision issue (or comments on a pull request), and the bridge
-// polls for `/approve FINGERPRINT` and `/deny FINGERPRINT` comments, which
-// the [bridge.Attestor] turns into signed answers when their author's login
-// maps to an approver.
+// reads `/approve FINGERPRINT` and `/deny FINGERPRINT` comments (and, on a
+// pull request, reviews), which the [bridge.Attestor] turns into signed
+// answers when their author's numeric user id maps to an approver whose
+// login agrees.
 //
-// A comment counts only when its first line is exactly the command and the
-// plan's full fingerprint (a prefix, another plan's fingerprint or a
-// different case never counts), and it was never edited: GitHub lets
-// repository admins edit anyone's comment, so an edited comment is not
-// proof of what its author wrote. The answer is dated by the comment and
-// names its id, so polling again signs the same record.
+// Answers reach the bridge two ways: GitHub's webhooks ([Webhook], the
+// real-time path) and polling ([Poller], the fallback), which sends
+// conditional requests (a 304 costs no rate limit) for comments updated
+// since the last it saw. Both judge a command the same way, and the
+// [Limiter] keeps every request inside GitHub's rate limits.
+//
+// A comment counts only when its first line is the command and the plan's
+// full fingerprint (a prefix, another plan's fingerprint or a different
+// case never counts; see [ParseCommand] for white space), and it was never
+// edited: GitHub lets repository admins edit anyone's comment, so an edited
+// comment is not proof of what its author wrote. The answer is dated by the
+// comment and names its id, so reading it again signs the same record.
 package githubbridge
 
 import (
@@ -28,8 +35,17 @@ import (
 
 // NewClient returns a go-github client for the API at api ("" is
 // api.github.com; GitHub Enterprise Server is https://HOST/api/v3/) that
-// authenticates with token.
+// authenticates with token. Its requests go through a [Limiter]: hc's own
+// when its Transport is one, else a new one around hc's Transport.
 func NewClient(api string, token bridge.Secret, hc *http.Client) (*github.Client, error) {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	if _, ok := hc.Transport.(*Limiter); !ok {
+		lc := *hc
+		lc.Transport = &Limiter{Base: hc.Transport}
+		hc = &lc
+	}
 	c := github.NewClient(hc)
 	if !token.Empty() {
 		c = c.WithAuthToken(token.Reveal())
@@ -56,22 +72,55 @@ func SplitRepo(repo string) (owner, name string, err error) {
 	return owner, name, nil
 }
 
-var commandRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/(approve|deny) (sha256:[0-9a-f]{64})$`) }) // compiled on first use, not at every start
+// commandRE is a command with no reason: the verb, one space, a whole
+// fingerprint. Compiled on first use, not at every start.
+var commandRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^/(approve|deny) (sha256:[0-9a-f]{64})$`) })
 
-// ParseCommand reads a comment: its first line, trimmed of surrounding
-// white space, must be exactly "/approve FP" or "/deny FP" with a whole
-// fingerprint. The lines after it are the reason.
+// ParseCommand reads a comment's or a review's body. Its first line is the
+// command, alone on its line:
+//
+//	/approve sha256:<64 hex digits>
+//	/deny sha256:<64 hex digits> [reason]
+//
+// The rule for white space (docs/BRIDGES.md): spaces and tabs before and
+// after the command are ignored, as is the carriage return of a CRLF line
+// end; the verb and the fingerprint are separated by exactly one space; a
+// deny's reason follows the fingerprint after spaces or tabs; nothing else
+// may share an approval's line. Any other character around the command (a
+// non-breaking or other Unicode space, a zero-width character, a quote
+// mark) and any other case make the line not a command. The lines after
+// the first are the reason (after a deny's own).
 func ParseCommand(body string) (verdict, fp, reason string, ok bool) {
 	first, rest, _ := strings.Cut(body, "\n")
-	m := commandRE().FindStringSubmatch(strings.TrimSpace(first))
-	if m == nil {
+	line := strings.Trim(strings.TrimSuffix(first, "\r"), " \t")
+	verdict, fp, sameLine, ok := parseLine(line)
+	if !ok {
 		return "", "", "", false
 	}
-	reason = strings.TrimSpace(rest)
+	reason = strings.TrimSpace(sameLine + "\n" + rest)
 	if r := []rune(reason); len(r) > 500 {
 		reason = string(r[:500]) + "…"
 	}
-	return m[1], m[2], reason, true
+	return verdict, fp, reason, true
+}
+
+// parseLine matches a command line already trimmed of spaces and tabs.
+func parseLine(line string) (verdict, fp, reason string, ok bool) {
+	// A deny's reason follows its fingerprint after a space or tab: split
+	// it off, so the pattern stays anchored at both ends.
+	const denyLen = len("/deny sha256:") + 64
+	head, tail := line, ""
+	if strings.HasPrefix(line, "/deny ") && len(line) > denyLen {
+		head, tail = line[:denyLen], line[denyLen:]
+		if tail[0] != ' ' && tail[0] != '\t' {
+			return "", "", "", false
+		}
+	}
+	m := commandRE().FindStringSubmatch(head)
+	if m == nil {
+		return "", "", "", false
+	}
+	return m[1], m[2], strings.Trim(tail, " \t"), true
 }
 
 // edited reports whether a comment was changed after it was made, or
@@ -120,9 +169,10 @@ func Body(v *bridge.View) string {
 	fence(&b, bridge.RecordLines(v))
 	b.WriteString("### Status\n\n")
 	fence(&b, bridge.StatusLines(v))
-	fmt.Fprintf(&b, "Only comments by GitHub logins mapped to an approver in the trust policy count. "+
-		"The planner (%s) and the filer cannot answer. An edited comment never counts. "+
-		"A deny is a veto; an approval lives one hour from its comment.\n", v.Plan.Planner)
+	fmt.Fprintf(&b, "Only comments by GitHub accounts mapped to an approver in the trust policy (by numeric user id, "+
+		"with the login it names) count. The planner (%s) and the filer may deny, never approve. An edited comment never counts. "+
+		"On a decision pull request, a review (Approve or Request changes) whose first line is the matching command "+
+		"counts too, when the bridge takes GitHub's webhooks. An approval lives one hour from its comment.\n\n%s\n", v.Plan.Planner, bridge.VetoRule)
 	return b.String()
 }
 

@@ -274,25 +274,53 @@ func TestWithdrawOnPullRequest(t *testing.T) {
 	}
 }
 
+// TestParseCommand: the white-space rule of docs/BRIDGES.md. Spaces and
+// tabs around the command, and a CRLF's carriage return, are ignored;
+// exactly one space separates the verb and the fingerprint; a deny may
+// carry its reason on its line; nothing else may share the line, and no
+// other white space is trimmed.
 func TestParseCommand(t *testing.T) {
 	fp := "sha256:" + strings.Repeat("0123456789abcdef", 4)
 	for _, tc := range []struct {
 		body    string
 		verdict string
+		reason  string
 	}{
-		{"/approve " + fp, "approve"},
-		{"  /deny " + fp + "  \r\nreason", "deny"},
-		{"/approve  " + fp, ""},
-		{"/approve " + fp + ".", ""},
-		{"/approve" + fp, ""},
-		{"/APPROVE " + fp, ""},
-		{"approve " + fp, ""},
-		{"/approve " + fp[:70], ""},
-		{"", ""},
+		{"/approve " + fp, "approve", ""},
+		{"  /deny " + fp + "  \r\nreason", "deny", "reason"},
+		{"\t /approve " + fp + " \t", "approve", ""},
+		{"/approve " + fp + "\r\n", "approve", ""},
+		{"/approve " + fp + "\nlooks right\nto me", "approve", "looks right\nto me"},
+		{"/deny " + fp + " not during the freeze", "deny", "not during the freeze"},
+		{"/deny " + fp + "\tnot now \t\nsee #12", "deny", "not now\nsee #12"},
+		{"/approve  " + fp, "", ""},
+		{"/approve\t" + fp, "", ""},
+		{"/approve " + fp + ".", "", ""},
+		{"/approve " + fp + " please", "", ""},
+		{"/deny " + fp + "0", "", ""},
+		{"/deny " + fp + "-now", "", ""},
+		{"/approve" + fp, "", ""},
+		{"/APPROVE " + fp, "", ""},
+		{"/Approve " + fp, "", ""},
+		{"/approve " + strings.ToUpper(fp), "", ""},
+		{"approve " + fp, "", ""},
+		{"/approve " + fp[:70], "", ""},
+		{"\u00a0/approve " + fp, "", ""},
+		{"/approve " + fp + "\u00a0", "", ""},
+		{"\u2003/approve " + fp, "", ""},
+		{"\u200b/approve " + fp, "", ""},
+		{"\ufeff/approve " + fp, "", ""},
+		{"\v/approve " + fp, "", ""},
+		{"/approve " + fp + "\f", "", ""},
+		{"/approve " + fp + "\r \n", "", ""},
+		{"\n/approve " + fp, "", ""},
+		{"> /approve " + fp, "", ""},
+		{"`/approve " + fp + "`", "", ""},
+		{"", "", ""},
 	} {
-		v, got, _, ok := githubbridge.ParseCommand(tc.body)
-		if v != tc.verdict || ok != (tc.verdict != "") || (ok && got != fp) {
-			t.Errorf("ParseCommand(%q) = %q %q %v", tc.body, v, got, ok)
+		v, got, reason, ok := githubbridge.ParseCommand(tc.body)
+		if v != tc.verdict || ok != (tc.verdict != "") || (ok && (got != fp || reason != tc.reason)) {
+			t.Errorf("ParseCommand(%q) = %q %q %q %v, want %q with reason %q", tc.body, v, got, reason, ok, tc.verdict, tc.reason)
 		}
 	}
 }

@@ -2,10 +2,14 @@ package githubbridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-github/v66/github"
@@ -15,7 +19,9 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
-// Poller reads decision comments and records the answers that count.
+// Poller reads decision comments and records the answers that count. It is
+// the fallback to [Webhook], which shares its judgement (and so what it
+// has settled) when given the same Poller.
 type Poller struct {
 	Client      *github.Client
 	Owner, Repo string
@@ -25,50 +31,105 @@ type Poller struct {
 	// Token is used only to scrub errors before they are logged.
 	Token bridge.Secret
 
-	// settled holds comments already recorded or refused for good, so
-	// each is judged and logged once per process; the store's dedupe
-	// covers restarts.
-	settled map[int64]bool
+	mu sync.Mutex
+	// settled holds comments and reviews already recorded or refused for
+	// good, so each is judged, acknowledged and logged once per process
+	// (the store's dedupe covers restarts); busy those being judged now,
+	// by the poller or a webhook delivery.
+	settled, busy map[itemKey]bool
+	// cursors are where reading each issue's comments got to.
+	cursors map[int]*cursor
 }
 
 // Counts is what one poll did.
 type Counts struct {
 	Recorded, Duplicates, Refused, Ignored int
+	// NotModified counts issues GitHub answered 304 for: nothing new, and
+	// no rate limit spent.
+	NotModified int
 }
 
-// Run polls every interval until ctx is done.
+// cursor is what a poll remembers of an issue's comments: the newest
+// update time it read (the next listing asks only for comments updated
+// since) and the ETag of the last listing, if it fit in one page, which
+// the next identical listing sends as If-None-Match.
+type cursor struct {
+	since time.Time
+	url   string
+	etag  string
+}
+
+// item is a command-bearing comment or review, however it was read.
+type item struct {
+	review bool
+	id     int64
+	number int // the issue or pull request
+	login  string
+	userID int64
+	body   string
+	// issued is the comment's creation or the review's submission time.
+	issued time.Time
+	edited bool
+	// state is a review's state, in upper case (APPROVED,
+	// CHANGES_REQUESTED, COMMENTED…).
+	state string
+}
+
+type itemKey struct {
+	review bool
+	id     int64
+}
+
+func (it item) key() itemKey { return itemKey{it.review, it.id} }
+
+func (it item) what() string {
+	if it.review {
+		return "review"
+	}
+	return "comment"
+}
+
+func commentItem(number int, c *github.IssueComment) item {
+	return item{id: c.GetID(), number: number, login: c.GetUser().GetLogin(), userID: c.GetUser().GetID(),
+		body: c.GetBody(), issued: c.GetCreatedAt().Time, edited: edited(c)}
+}
+
+// Run polls every interval until ctx is done. While GitHub's rate limit
+// holds requests back it waits for the limit instead, and says so once.
 func (p *Poller) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	var warned time.Time
 	for {
-		if _, err := p.PollOnce(ctx); err != nil && ctx.Err() == nil {
+		wait := interval
+		_, err := p.PollOnce(ctx)
+		var rl *RateLimitedError
+		switch {
+		case errors.As(err, &rl):
+			wait = max(wait, rl.Wait)
+			if !rl.Until.Equal(warned) {
+				p.Log.Warn("github: rate limited, polling paused", "until", rl.Until.UTC().Format(time.RFC3339), "why", rl.Why)
+				warned = rl.Until
+			}
+		case err != nil && ctx.Err() == nil:
 			p.Log.Warn("github: poll failed", "error", bridge.Redact(err.Error(), p.Token))
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
 	}
 }
 
-// PollOnce reads the comments of every open decision in the repository and
-// records the answers among them.
+// PollOnce reads the new comments of every open decision in the repository
+// and records the answers among them. It stops at the first request the
+// rate limit holds back, returning a [*RateLimitedError].
 func (p *Poller) PollOnce(ctx context.Context) (Counts, error) {
 	var n Counts
-	if p.settled == nil {
-		p.settled = map[int64]bool{}
-	}
-	posts, err := p.Ledger.All()
+	byIssue, err := p.decisions()
 	if err != nil {
 		return n, err
-	}
-	repo := p.Owner + "/" + p.Repo
-	byIssue := map[int][]bridge.Post{}
-	for _, post := range posts {
-		if post.Kind == bridge.KindGitHub && strings.EqualFold(post.GitHubRepo, repo) && post.GitHubIssue > 0 {
-			byIssue[post.GitHubIssue] = append(byIssue[post.GitHubIssue], post)
-		}
 	}
 	issues := make([]int, 0, len(byIssue))
 	for is := range byIssue {
@@ -80,11 +141,54 @@ func (p *Poller) PollOnce(ctx context.Context) (Counts, error) {
 		if !p.open(byIssue[is]) {
 			continue
 		}
-		if err := p.pollIssue(ctx, is, byIssue[is], &n); err != nil && firstErr == nil {
+		err := p.pollIssue(ctx, is, byIssue[is], &n)
+		if rl := rateLimited(err); rl != nil {
+			return n, rl
+		}
+		if err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
 	return n, firstErr
+}
+
+// rateLimited returns err as a rate limit: the [Limiter]'s, or go-github's
+// own record of a primary or secondary limit (which it keeps on 403s and
+// checks before the Limiter sees a request), or nil.
+func rateLimited(err error) *RateLimitedError {
+	var rl *RateLimitedError
+	var primary *github.RateLimitError
+	var secondary *github.AbuseRateLimitError
+	switch {
+	case errors.As(err, &rl):
+		return rl
+	case errors.As(err, &primary) && primary.Rate.Reset.After(time.Now()):
+		return &RateLimitedError{Until: primary.Rate.Reset.Time, Wait: time.Until(primary.Rate.Reset.Time), Why: "go-github: primary rate limit"}
+	case errors.As(err, &secondary):
+		wait := BackoffMin
+		if secondary.RetryAfter != nil && *secondary.RetryAfter > 0 {
+			wait = *secondary.RetryAfter
+		}
+		return &RateLimitedError{Until: time.Now().Add(wait), Wait: wait, Why: "go-github: secondary rate limit"}
+	}
+	return nil
+}
+
+// decisions returns the posts of this repository's decisions, by issue or
+// pull request number.
+func (p *Poller) decisions() (map[int][]bridge.Post, error) {
+	posts, err := p.Ledger.All()
+	if err != nil {
+		return nil, err
+	}
+	repo := p.Owner + "/" + p.Repo
+	byIssue := map[int][]bridge.Post{}
+	for _, post := range posts {
+		if post.Kind == bridge.KindGitHub && strings.EqualFold(post.GitHubRepo, repo) && post.GitHubIssue > 0 {
+			byIssue[post.GitHubIssue] = append(byIssue[post.GitHubIssue], post)
+		}
+	}
+	return byIssue, nil
 }
 
 // open reports whether any decision among posts can still take an answer.
@@ -99,68 +203,162 @@ func (p *Poller) open(posts []bridge.Post) bool {
 }
 
 func (p *Poller) pollIssue(ctx context.Context, number int, posts []bridge.Post, n *Counts) error {
-	comments, err := p.comments(ctx, number)
+	comments, cur, err := p.comments(ctx, number)
 	if err != nil {
 		return err
 	}
-	for _, c := range comments {
-		id := c.GetID()
-		if id == 0 || p.settled[id] {
-			continue
-		}
-		verdict, fp, reason, ok := ParseCommand(c.GetBody())
-		if !ok {
-			continue
-		}
-		login := c.GetUser().GetLogin()
-		log := p.Log.With("issue", number, "comment", id, "login", login)
-		if edited(c) {
-			log.Info("github: edited comment does not count")
-			p.settled[id], n.Ignored = true, n.Ignored+1
-			continue
-		}
-		post, ok := pick(posts, fp, id)
-		if !ok {
-			log.Info("github: comment names a fingerprint with no decision here", "fingerprint", fp)
-			p.settled[id], n.Ignored = true, n.Ignored+1
-			continue
-		}
-		res, err := p.Attestor.Answer(bridge.Request{
-			Fingerprint: fp, Record: post.Record, Verdict: verdict, Reason: reason,
-			Channel: approval.Channel{Kind: bridge.KindGitHub, GitHubLogin: login, GitHubComment: id, GitHubRepo: p.Owner + "/" + p.Repo},
-			Issued:  c.GetCreatedAt().Time,
-		})
-		if r, ok := refusal.As(err); ok {
-			log.Info("github: answer not recorded", "fingerprint", fp, "code", r.Code, "reason", r.Reason)
-			p.settled[id], n.Refused = true, n.Refused+1
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("recording comment %d: %w", id, err)
-		}
-		p.settled[id] = true
-		if res.Duplicate {
-			n.Duplicates++
-			continue
-		}
-		n.Recorded++
-		log.Info("github: answer recorded", "fingerprint", fp, "answer", res.ID, "approver", res.Approver, "verdict", res.Verdict)
-		p.acknowledge(ctx, number, login, id, res)
+	if comments == nil {
+		n.NotModified++
+		return nil
 	}
+	replied := map[itemKey]bool{}
+	for _, c := range comments {
+		if k, ok := refusalReplyTo(c.GetBody()); ok {
+			replied[k] = true
+		}
+	}
+	for _, c := range comments {
+		it := commentItem(number, c)
+		if it.id == 0 {
+			continue
+		}
+		if _, _, _, ok := ParseCommand(it.body); !ok {
+			continue
+		}
+		if _, err := p.judge(ctx, it, posts, n, replied[it.key()]); err != nil {
+			// Read this issue from where it was next time.
+			return err
+		}
+	}
+	p.mu.Lock()
+	p.cursors[number] = cur
+	p.mu.Unlock()
 	return nil
+}
+
+// init makes the poller's maps; p.mu is held.
+func (p *Poller) init() {
+	if p.settled == nil {
+		p.settled, p.busy, p.cursors = map[itemKey]bool{}, map[itemKey]bool{}, map[int]*cursor{}
+	}
+}
+
+// Outcomes of judging a command.
+const (
+	outRecorded  = "recorded"
+	outDuplicate = "already recorded"
+	outRefused   = "refused"
+	outIgnored   = "ignored"
+	outSettled   = "already judged"
+)
+
+// judge decides what a command counts for, records it if it does, and
+// answers on GitHub: an acknowledgement when recorded, a reply saying why
+// when refused and its author is someone the trust policy knows (by login
+// or id; a stranger gets no reply, so the bot cannot be made to spam).
+// replied says a reply to this refusal already exists on GitHub. It
+// returns an error only when the answer could not be stored; the command
+// is then judged again later.
+func (p *Poller) judge(ctx context.Context, it item, posts []bridge.Post, n *Counts, replied bool) (string, error) {
+	k := it.key()
+	p.mu.Lock()
+	p.init()
+	if p.settled[k] || p.busy[k] {
+		p.mu.Unlock()
+		return outSettled, nil
+	}
+	p.busy[k] = true
+	p.mu.Unlock()
+	settle := true
+	defer func() {
+		p.mu.Lock()
+		delete(p.busy, k)
+		if settle {
+			p.settled[k] = true
+		}
+		p.mu.Unlock()
+	}()
+
+	log := p.Log.With("issue", it.number, it.what(), it.id, "login", it.login, "user_id", it.userID)
+	verdict, fp, reason, ok := ParseCommand(it.body)
+	if !ok {
+		n.Ignored++
+		return outIgnored, nil
+	}
+	if it.edited {
+		log.Info("github: edited " + it.what() + " does not count")
+		n.Ignored++
+		return outIgnored, nil
+	}
+	if it.review {
+		want := map[string]string{"APPROVED": approval.Approve, "CHANGES_REQUESTED": approval.Deny}[it.state]
+		if want != verdict {
+			r := refusal.New(refusal.ParamInvalid, "the review's state is %s but its first line is /%s: a review counts only as Approve with /approve, or Request changes with /deny", it.state, verdict)
+			log.Info("github: answer not recorded", "fingerprint", fp, "code", r.Code, "reason", r.Reason)
+			n.Refused++
+			p.replyRefused(ctx, it, r, replied)
+			return outRefused, nil
+		}
+	}
+	post, ok := pick(posts, fp, it)
+	if !ok {
+		log.Info("github: "+it.what()+" names a fingerprint with no decision here", "fingerprint", fp)
+		n.Ignored++
+		return outIgnored, nil
+	}
+	ch := approval.Channel{Kind: bridge.KindGitHub, GitHubLogin: it.login, GitHubUserID: it.userID, GitHubRepo: p.Owner + "/" + p.Repo}
+	if it.review {
+		ch.GitHubReview = it.id
+	} else {
+		ch.GitHubComment = it.id
+	}
+	res, err := p.Attestor.Answer(bridge.Request{
+		Fingerprint: fp, Record: post.Record, Verdict: verdict, Reason: reason, Channel: ch, Issued: it.issued,
+	})
+	if r, ok := refusal.As(err); ok {
+		log.Info("github: answer not recorded", "fingerprint", fp, "code", r.Code, "reason", r.Reason)
+		n.Refused++
+		p.replyRefused(ctx, it, r, replied)
+		return outRefused, nil
+	}
+	if err != nil {
+		settle = false
+		return "", fmt.Errorf("recording %s %d: %w", it.what(), it.id, err)
+	}
+	if res.Duplicate {
+		n.Duplicates++
+		return outDuplicate, nil
+	}
+	n.Recorded++
+	log.Info("github: answer recorded", "fingerprint", fp, "answer", res.ID, "approver", res.Approver, "verdict", res.Verdict)
+	p.acknowledge(ctx, it, res)
+	return outRecorded, nil
 }
 
 // pick finds the decision a command answers: on an issue, the issue's
 // decision for that fingerprint; on a pull request, the newest decision
-// comment for it that precedes the command.
-func pick(posts []bridge.Post, fp string, commentID int64) (bridge.Post, bool) {
-	// posts are oldest first (the ledger's order): keep the last that fits.
+// comment for it that precedes the command (a review: that was posted
+// before it was submitted).
+func pick(posts []bridge.Post, fp string, it item) (bridge.Post, bool) {
 	var best bridge.Post
 	found := false
 	for _, post := range posts {
-		if post.Fingerprint != fp || (post.GitHubPR && post.GitHubComment >= commentID) {
+		if post.Fingerprint != fp || post.GitHubIssue != it.number {
 			continue
 		}
+		switch {
+		case it.review:
+			// The bridge's clock dates a post, GitHub's a review.
+			if !post.GitHubPR || post.Posted.After(it.issued.Add(approval.ClockSkew)) {
+				continue
+			}
+		case post.GitHubPR:
+			if post.GitHubComment >= it.id {
+				continue
+			}
+		}
+		// posts are oldest first (the ledger's order): keep the newest
+		// that fits.
 		if !found || !post.GitHubPR || post.GitHubComment > best.GitHubComment {
 			best, found = post, true
 		}
@@ -170,30 +368,126 @@ func pick(posts []bridge.Post, fp string, commentID int64) (bridge.Post, bool) {
 
 // acknowledge answers a recorded command with a comment showing the
 // decision's state.
-func (p *Poller) acknowledge(ctx context.Context, number int, login string, id int64, res *bridge.Result) {
+func (p *Poller) acknowledge(ctx context.Context, it item, res *bridge.Result) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Recorded: **%s** by %s (@%s, comment %d), answer `%s`.\n\n", res.Verdict, res.Approver, login, id, res.ID)
+	fmt.Fprintf(&b, "Recorded: **%s** by %s (@%s, %s %d), answer `%s`.\n\n", res.Verdict, res.Approver, it.login, it.what(), it.id, res.ID)
 	fence(&b, bridge.StatusLines(res.View))
-	if _, _, err := p.Client.Issues.CreateComment(ctx, p.Owner, p.Repo, number, &github.IssueComment{Body: github.String(b.String())}); err != nil {
-		p.Log.Warn("github: acknowledging comment failed", "issue", number, "error", bridge.Redact(err.Error(), p.Token))
+	p.comment(ctx, it.number, b.String(), "acknowledging")
+}
+
+// refusalMarker tags a reply to a refused command, so that a restarted
+// bridge, reading the issue again, does not reply twice.
+const refusalMarker = "<!-- prod-write: refused %s %d -->"
+
+// refusalReplyTo returns the command a comment is the refusal reply to.
+func refusalReplyTo(body string) (itemKey, bool) {
+	var what string
+	var id int64
+	i := strings.LastIndex(body, "<!-- prod-write: refused ")
+	if i < 0 {
+		return itemKey{}, false
+	}
+	if _, err := fmt.Sscanf(body[i:], refusalMarker, &what, &id); err != nil || (what != "comment" && what != "review") {
+		return itemKey{}, false
+	}
+	return itemKey{review: what == "review", id: id}, true
+}
+
+// replyRefused says on GitHub why a command was not recorded, when its
+// author is known to the trust policy by login or by id.
+func (p *Poller) replyRefused(ctx context.Context, it item, r *refusal.Error, replied bool) {
+	_, byLogin := p.Attestor.Policy.ByGitHub(it.login)
+	_, byID := p.Attestor.Policy.ByGitHubID(it.userID)
+	if replied || (!byLogin && !byID) {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Not recorded: the %s by @%s (%s %d) does not count (%s).\n\n", it.what(), it.login, it.what(), it.id, r.Code)
+	fence(&b, []string{r.Reason})
+	fmt.Fprintf(&b, refusalMarker+"\n", it.what(), it.id)
+	p.comment(ctx, it.number, b.String(), "replying to a refused command")
+}
+
+func (p *Poller) comment(ctx context.Context, number int, body, doing string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, _, err := p.Client.Issues.CreateComment(ctx, p.Owner, p.Repo, number, &github.IssueComment{Body: github.String(body)}); err != nil {
+		p.Log.Warn("github: "+doing+" failed", "issue", number, "error", bridge.Redact(err.Error(), p.Token))
 	}
 }
 
-// comments lists every comment of an issue, following pagination.
-func (p *Poller) comments(ctx context.Context, number int) ([]*github.IssueComment, error) {
-	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	var all []*github.IssueComment
-	for page := 0; page < 1000; page++ {
-		cs, resp, err := p.Client.Issues.ListComments(ctx, p.Owner, p.Repo, number, opts)
+// comments lists the comments of an issue updated since the last listing
+// read, following pagination, sending If-None-Match with the last
+// listing's ETag. It returns nil comments when GitHub answers 304 (not
+// modified), and the cursor to keep once the comments are judged.
+func (p *Poller) comments(ctx context.Context, number int) ([]*github.IssueComment, *cursor, error) {
+	p.mu.Lock()
+	p.init()
+	prev := p.cursors[number]
+	p.mu.Unlock()
+	q := url.Values{"per_page": {"100"}}
+	if prev != nil && !prev.since.IsZero() {
+		q.Set("since", prev.since.UTC().Format(time.RFC3339))
+	}
+	first := fmt.Sprintf("repos/%s/%s/issues/%d/comments?%s", url.PathEscape(p.Owner), url.PathEscape(p.Repo), number, q.Encode())
+	next := &cursor{url: first}
+	if prev != nil {
+		next.since = prev.since
+	}
+	all := []*github.IssueComment{} // not nil: nil means not modified
+	u := first
+	for page := 1; page <= 1000; page++ {
+		req, err := p.Client.NewRequest(http.MethodGet, u, nil)
 		if err != nil {
-			return nil, fmt.Errorf("listing comments of #%d: %w", number, err)
+			return nil, nil, err
+		}
+		if page == 1 && prev != nil && prev.etag != "" && prev.url == first {
+			req.Header.Set("If-None-Match", prev.etag)
+		}
+		var cs []*github.IssueComment
+		resp, err := p.Client.Do(ctx, req, &cs)
+		if page == 1 && resp != nil && resp.StatusCode == http.StatusNotModified {
+			return nil, prev, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing comments of #%d: %w", number, err)
 		}
 		all = append(all, cs...)
-		if resp == nil || resp.NextPage == 0 {
+		if resp.NextPage == 0 {
+			// An ETag stands for one page: only a listing that fits in
+			// one may be answered 304 next time, or a comment added to
+			// a later page would go unseen.
+			if page == 1 {
+				next.etag = resp.Header.Get("ETag")
+			}
 			break
 		}
-		opts.Page = resp.NextPage
+		nq := url.Values{}
+		for k, v := range q {
+			nq[k] = v
+		}
+		nq.Set("page", fmt.Sprint(resp.NextPage))
+		u = fmt.Sprintf("repos/%s/%s/issues/%d/comments?%s", url.PathEscape(p.Owner), url.PathEscape(p.Repo), number, nq.Encode())
+	}
+	for _, c := range all {
+		// GitHub's since keeps comments updated at or after it: the
+		// newest read is read again next time, and a comment made in
+		// the same second as it is not missed.
+		if t := c.GetUpdatedAt().Time; t.After(next.since) {
+			next.since = t
+		}
+	}
+	if !next.since.Equal(sinceOf(prev)) {
+		// Another since is another URL, whose ETag is not known yet.
+		next.url, next.etag = "", ""
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].GetID() < all[j].GetID() })
-	return all, nil
+	return all, next, nil
+}
+
+func sinceOf(c *cursor) time.Time {
+	if c == nil {
+		return time.Time{}
+	}
+	return c.since
 }

@@ -2,7 +2,6 @@ package slackbridge
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -35,18 +34,21 @@ const maxBody = 1 << 20
 // a missing, bad or stale signature; 400 for a signed request that is not a
 // well-formed click; 405 for another method; 200 otherwise, including
 // refusals (the user sees those as an ephemeral reply).
+//
+// The handler never calls Slack's Web API: Slack shows the user an error
+// when its request is not answered within three seconds, and the Web API
+// can take longer than that. An answer is stored before the response; the
+// message update and the ephemeral reply are queued on disk, also before
+// the response, and the [Updater] delivers them after it.
 type Handler struct {
 	SigningSecret bridge.Secret
 	Attestor      *bridge.Attestor
-	// API posts ephemeral replies and updates messages with BotToken,
-	// which the handler only uses to scrub errors before logging them.
-	API      *slack.Client
-	BotToken bridge.Secret
+	// Updates delivers message updates and ephemeral replies after the
+	// response; nil sends none.
+	Updates *Updater
 	// Team, when set, is the only workspace whose clicks count.
 	Team string
 	Log  *slog.Logger
-	// Timeout bounds each call to Slack's API made while answering.
-	Timeout time.Duration
 }
 
 func (h *Handler) reply(w http.ResponseWriter, code int, format string, args ...any) {
@@ -154,11 +156,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ref, ok := refusal.As(err); ok {
 		h.Log.Info("slack: answer not recorded", "fingerprint", fp, "slack_user", clip(user), "code", ref.Code, "reason", ref.Reason)
-		h.ephemeral(r.Context(), channel, user, fmt.Sprintf("Your %s was not recorded: %s", act.ActionID, ref.Reason))
+		h.queueReply(channel, user, fmt.Sprintf("Your %s was not recorded: %s", act.ActionID, ref.Reason))
 		if ref.Code == refusal.Withdrawn {
-			if v, err := bridge.Describe(h.Attestor.Source, fp, record, h.Attestor.Now()); err == nil {
-				h.update(r.Context(), channel, msgTS, v)
-			}
+			h.queueUpdate(channel, msgTS, fp, record)
 		}
 		h.reply(w, http.StatusOK, "refused (%s): %s", ref.Code, ref.Reason)
 		return
@@ -173,44 +173,31 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		what = "already recorded"
 	}
 	h.Log.Info("slack: answer "+what, "fingerprint", fp, "answer", res.ID, "approver", res.Approver, "verdict", res.Verdict, "slack_user", clip(user))
-	h.update(r.Context(), channel, msgTS, res.View)
+	h.queueUpdate(channel, msgTS, fp, record)
 	h.reply(w, http.StatusOK, "%s: %s by %s (answer %s)", what, res.Verdict, res.Approver, res.ID)
 }
 
-func (h *Handler) ctx(parent context.Context) (context.Context, context.CancelFunc) {
-	t := h.Timeout
-	if t <= 0 {
-		t = 2 * time.Second
-	}
-	return context.WithTimeout(context.WithoutCancel(parent), t)
-}
-
-// ephemeral tells the clicking user, and only them, why nothing happened.
-func (h *Handler) ephemeral(parent context.Context, channel, user, text string) {
-	if channel == "" || user == "" {
+// queueReply queues an ephemeral reply telling the clicking user, and only
+// them, why nothing happened.
+func (h *Handler) queueReply(channel, user, text string) {
+	if h.Updates == nil || channel == "" || user == "" {
 		return
 	}
-	ctx, cancel := h.ctx(parent)
-	defer cancel()
-	if _, err := h.API.PostEphemeralContext(ctx, channel, user, slack.MsgOptionText(text, true)); err != nil {
-		h.Log.Warn("slack: ephemeral reply failed", "error", h.redact(err))
+	if err := h.Updates.Reply(channel, user, text); err != nil {
+		h.Log.Warn("slack: the ephemeral reply was not queued", "error", err.Error())
 	}
 }
 
-// update rewrites the decision message to show the answers and the gate.
-func (h *Handler) update(parent context.Context, channel, ts string, v *bridge.View) {
-	if channel == "" || ts == "" || v == nil {
+// queueUpdate queues a rewrite of the decision message to show the answers
+// and the gate. The answer is already stored: a failure here loses only
+// this rewrite, and the next one shows everything.
+func (h *Handler) queueUpdate(channel, ts, fp, record string) {
+	if h.Updates == nil || channel == "" || ts == "" {
 		return
 	}
-	ctx, cancel := h.ctx(parent)
-	defer cancel()
-	if err := update(ctx, h.API, channel, ts, v); err != nil {
-		h.Log.Warn("slack: updating the decision message failed", "error", h.redact(err))
+	if err := h.Updates.UpdateMessage(channel, ts, fp, record); err != nil {
+		h.Log.Error("slack: the message update was not queued", "error", err.Error())
 	}
-}
-
-func (h *Handler) redact(err error) string {
-	return bridge.Redact(err.Error(), h.SigningSecret, h.BotToken)
 }
 
 // parseActionTS reads Slack's "1700000000.123456" (seconds, then

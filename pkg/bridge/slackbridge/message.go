@@ -2,7 +2,8 @@
 // decision as a Block Kit message with Approve and Deny buttons, and serves
 // Slack's interactivity endpoint, where it verifies the request signature,
 // maps the clicking Slack user to an approver and has the
-// [bridge.Attestor] sign and store the answer.
+// [bridge.Attestor] sign and store the answer. It answers Slack at once and
+// leaves the calls to Slack's Web API that follow a click to the [Updater].
 package slackbridge
 
 import (
@@ -31,6 +32,10 @@ const (
 	maxSection = 3000
 	maxHeader  = 150
 )
+
+// VetoRule is the veto rule as the gate applies it (SPEC §3), as the Deny
+// button's confirmation states it; docs/BRIDGES.md says the same.
+const VetoRule = bridge.VetoRule
 
 // ButtonValue is what both buttons carry: the fingerprint and the id of the
 // certainty record they answer.
@@ -98,10 +103,10 @@ func Blocks(v *bridge.View) []slack.Block {
 			plain("Approve"), plain("Cancel")))
 	deny := slack.NewButtonBlockElement(ActionDeny, value, plain("Deny")).WithStyle(slack.StyleDanger).
 		WithConfirm(slack.NewConfirmationBlockObject(plain("Deny (veto) this plan?"),
-			plain("A deny is a veto: it wins over every approval."), plain("Deny"), plain("Cancel")))
+			plain(VetoRule), plain("Deny"), plain("Cancel")))
 	blocks = append(blocks,
 		slack.NewActionBlock(fmt.Sprintf("%s.%x", ActionsBlockID, sha256.Sum256([]byte(strings.Join(status, "\n"))))[:len(ActionsBlockID)+13], approve, deny),
-		slack.NewContextBlock("", plain(fmt.Sprintf("Only Slack users mapped to an approver in the trust policy can answer; the planner (%s) and the filer cannot.", v.Plan.Planner))),
+		slack.NewContextBlock("", plain(fmt.Sprintf("Only Slack users mapped to an approver in the trust policy can answer; the planner (%s) and the filer may deny, never approve.", v.Plan.Planner))),
 	)
 	return blocks
 }

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,16 +32,98 @@ const (
 type rig struct {
 	w        *bridgetest.World
 	slack    *bridgetest.FakeSlack
+	api      *slack.Client
 	post     bridge.Post
 	endpoint string
-	log      *strings.Builder
+	log      *syncBuilder
+	updates  *slackbridge.Updater
+	// stop stops the updater and waits for it.
+	stop func()
+}
+
+// syncBuilder is a log both the endpoint and the updater write.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// outbox is where the world's bridge keeps its pending Slack updates.
+func outbox(w *bridgetest.World) string {
+	return filepath.Join(w.Dir, "state", "bridge", "slack-outbox")
+}
+
+// newUpdater returns an updater on the world's outbox, retrying quickly.
+func newUpdater(w *bridgetest.World, api *slack.Client, log io.Writer) *slackbridge.Updater {
+	u := slackbridge.NewUpdater(outbox(w), api, w.Source(), slog.New(slog.NewTextHandler(log, nil)), bridge.NewSecret(signingSecret), bridge.NewSecret(botToken))
+	u.MinBackoff, u.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
+	return u
+}
+
+// run runs u until the test ends, and returns a function that stops it and
+// waits for it.
+func run(t *testing.T, u *slackbridge.Updater) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		u.Run(ctx)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// settle waits until the updater has delivered (or dropped) everything
+// queued.
+func (r *rig) settle(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n, err := r.updates.Pending()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Slack updates still pending", n)
+		}
+	}
+}
+
+// waitCalls waits until the fake Slack has recorded n calls of method.
+func waitCalls(t *testing.T, f *bridgetest.FakeSlack, method string, n int, within time.Duration) []bridgetest.Call {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(5 * time.Millisecond) {
+		calls := f.Calls(method)
+		if len(calls) >= n {
+			return calls
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s called %d times in %s, want %d", method, len(calls), within, n)
+		}
+	}
 }
 
 func newRig(t *testing.T, approvers int) *rig {
 	t.Helper()
-	r := &rig{w: bridgetest.New(t, approvers), slack: bridgetest.NewFakeSlack(botToken), log: &strings.Builder{}}
+	r := &rig{w: bridgetest.New(t, approvers), slack: bridgetest.NewFakeSlack(botToken), log: &syncBuilder{}}
 	t.Cleanup(r.slack.Stop)
 	api := slack.New(botToken, slack.OptionAPIURL(r.slack.APIURL()))
+	r.api = api
 	poster := &slackbridge.Poster{API: api, Channel: "#prod-decisions"}
 	v, err := bridge.Describe(r.w.Source(), r.w.FP, r.w.Record, time.Now())
 	if err != nil {
@@ -50,9 +134,11 @@ func newRig(t *testing.T, approvers int) *rig {
 		t.Fatalf("Notify: %v", errs)
 	}
 	r.post = posts[0]
+	r.updates = newUpdater(r.w, api, r.log)
+	r.stop = run(t, r.updates)
 	h := &slackbridge.Handler{
-		SigningSecret: bridge.NewSecret(signingSecret), BotToken: bridge.NewSecret(botToken),
-		API: api, Attestor: r.w.Attestor(t), Log: slog.New(slog.NewTextHandler(r.log, nil)),
+		SigningSecret: bridge.NewSecret(signingSecret), Updates: r.updates,
+		Attestor: r.w.Attestor(t), Log: slog.New(slog.NewTextHandler(r.log, nil)),
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -163,6 +249,7 @@ func TestValidClickRecordsOneAnswerAndOpensTheGate(t *testing.T) {
 	if err := r.w.Gate(t); err != nil {
 		t.Fatalf("gate after one valid click (approvers = 1): %v", err)
 	}
+	r.settle(t)
 	updates := r.slack.Calls("chat.update")
 	if len(updates) != 1 || updates[0].Values.Get("ts") != r.post.SlackTS || updates[0].Values.Get("channel") != r.post.SlackChannel {
 		t.Fatalf("updates: %+v", updates)
@@ -256,13 +343,6 @@ func TestClicksThatMakeNoAnswer(t *testing.T) {
 			code: 200, body: "refused (self_approval): smith filed the certainty record", ephemeral: true,
 		},
 		{
-			name: "the filer's deny",
-			req: func(r *rig, t *testing.T) (string, http.Header) {
-				return bridgetest.SignRequest(signingSecret, time.Now(), r.click(t, "USMITH", "deny").Payload())
-			},
-			code: 200, body: "refused (self_approval)", ephemeral: true,
-		},
-		{
 			name: "button of another block",
 			req: func(r *rig, t *testing.T) (string, http.Header) {
 				c := r.click(t, "UALICE", "approve")
@@ -303,6 +383,7 @@ func TestClicksThatMakeNoAnswer(t *testing.T) {
 			if err := r.w.Gate(t); err == nil {
 				t.Errorf("the gate opened")
 			}
+			r.settle(t)
 			if n := len(r.slack.Calls("chat.update")); n != 0 {
 				t.Errorf("the message was updated %d times", n)
 			}
@@ -405,6 +486,7 @@ func TestDenyVetoesAndRemovesTheButtons(t *testing.T) {
 	if err := r.w.Gate(t); !refusal.Is(err, refusal.Vetoed) {
 		t.Fatalf("gate: %v", err)
 	}
+	r.settle(t)
 	updates := r.slack.Calls("chat.update")
 	last := updates[len(updates)-1]
 	if _, ok := bridgetest.ButtonValue(last.Blocks(), slackbridge.ActionApprove); ok {
@@ -417,7 +499,7 @@ func TestDenyVetoesAndRemovesTheButtons(t *testing.T) {
 
 func TestWrongWorkspaceIsRefused(t *testing.T) {
 	r := newRig(t, 1)
-	h := &slackbridge.Handler{SigningSecret: bridge.NewSecret(signingSecret), API: slack.New(botToken, slack.OptionAPIURL(r.slack.APIURL())),
+	h := &slackbridge.Handler{SigningSecret: bridge.NewSecret(signingSecret), Updates: r.updates,
 		Attestor: r.w.Attestor(t), Team: "T0OTHER", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -459,6 +541,14 @@ func TestWithdrawUpdatesTheMessage(t *testing.T) {
 	}
 	if n := len(r.w.Answers(t)); n != 0 {
 		t.Fatalf("%d answers", n)
+	}
+	// The clicking user is told, and the message shown withdrawn again.
+	r.settle(t)
+	if eph := r.slack.Calls("chat.postEphemeral"); len(eph) != 1 || eph[0].Values.Get("user") != "UALICE" || !strings.Contains(eph[0].Values.Get("text"), "withdrawn") {
+		t.Errorf("ephemeral replies: %+v", eph)
+	}
+	if updates := r.slack.Calls("chat.update"); len(updates) != 2 || !strings.Contains(updates[1].Values.Get("blocks"), "Withdrawn by the planner") {
+		t.Errorf("updates after the click: %+v", updates)
 	}
 }
 
