@@ -13,9 +13,11 @@ BIN         := bin/prod-write
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/prod-write ./cmd/prod-write-net
 
-## test: lint, install and start what the tests need (dynalite, versitygw),
-## every test (race detector on), and a short run of every fuzz target.
+## test: lint, check that every listed mutant still applies (`make mutants`
+## runs them), install and start what the tests need (dynalite, versitygw,
+## ajv), every test (race detector on), and a short run of every fuzz target.
 test: lint
+	$(GO) run ./cmd/prod-write-mutants -check
 	./scripts/test-deps.sh
 	PROD_WRITE_REQUIRE_SERVERS=1 $(GO) test -race -count=1 ./...
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
