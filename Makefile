@@ -11,7 +11,7 @@ BIN         := bin/prod-write
 # prod-write-net, beside prod-write, serves the commands of a deployment on
 # DynamoDB and S3 (docs/adr/0009-aws-binary.md, docs/adr/0010-network-binary.md).
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/prod-write ./cmd/prod-write-net
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o bin/ ./cmd/prod-write ./cmd/prod-write-net
 
 ## test: lint, check that every listed mutant still applies (`make mutants`
 ## runs them), install and start what the tests need (dynalite, versitygw,

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -25,8 +26,47 @@ import (
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
-// Version is set at build time with -ldflags "-X ...cli.Version=…".
-var Version = "dev"
+// Version is what `--version`, the man pages and MCP's serverInfo report:
+// set at build time with -ldflags "-X ...cli.Version=…", else read from the
+// build info (the module version for `go install …@vX`, and the VCS
+// revision the binary was built from), never just "dev".
+var Version = buildVersion()
+
+// buildVersion describes the build from its embedded build info.
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown (no build info)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, modified, when string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		case "vcs.time":
+			when = s.Value
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" && !strings.Contains(v, rev) {
+		v += " rev " + rev
+		if modified == "true" {
+			v += "+modified"
+		}
+		if when != "" {
+			v += " (" + when + ")"
+		}
+	}
+	return v
+}
 
 // IOStreams are a command's standard streams.
 type IOStreams struct {
@@ -303,6 +343,12 @@ func Run(args []string, f *Factory) int {
 	if err == nil {
 		return ExitOK
 	}
+	var usage *usageError
+	if !errors.As(err, &usage) && strings.HasPrefix(err.Error(), "unknown command ") {
+		// cobra's own error for an unknown top-level word, untyped: a
+		// usage error all the same (its text carries the suggestions).
+		err = &usageError{msg: err.Error()}
+	}
 	printError(f, err)
 	return ExitCode(err)
 }
@@ -396,7 +442,38 @@ replays.`,
 		}
 		wrapArgs(c)
 	}
+	unknownSubcommands(root)
 	return root
+}
+
+// unknownSubcommands makes a command group given a word that is none of its
+// subcommands a usage error (exit 64) with cobra's suggestions, rather than
+// its help and exit 0: a mistyped `receipts lst` in a CI step must fail.
+func unknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		unknownSubcommands(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() || c == c.Root() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		return unknownCommand(cmd, args[0])
+	}
+}
+
+func unknownCommand(cmd *cobra.Command, word string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", word, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(word); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return &usageError{msg: msg}
 }
 
 // wrapArgs makes argument-count errors usage errors (exit 64).
