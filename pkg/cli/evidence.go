@@ -261,8 +261,9 @@ func NewCmdDecide(f *Factory, runF func(*DecideOptions) error) *cobra.Command {
 		Use:   "decide FP approve|deny [--reason …]",
 		Short: "Answer a filed plan on the CLI (Trinity; role approver)",
 		Long: `decide shows the plan and the certainty record it answers, then stores your
-signed answer, bound to the fingerprint and to that record. An approval
-expires after --ttl (default 1h).
+signed answer, bound to the fingerprint and to that record. An answer
+expires after --ttl (default: the operation's approval ttl, like file and
+gera; 1h unless the operation says otherwise).
 
 A deny is a veto: it wins over every approval while it stands, and when it
 expires it does not lapse into a yes — every approval, record or Gera go
@@ -286,7 +287,7 @@ may run. Nobody approves a plan they planned or a record they filed.`,
 	}
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why")
 	cmd.Flags().StringVar(&opts.Record, "record", "", "the certainty record `ID` answered (default: the newest valid one)")
-	cmd.Flags().DurationVar(&opts.TTL, "ttl", approval.DefaultAnswerTTL, "how long the answer is valid")
+	cmd.Flags().DurationVar(&opts.TTL, "ttl", 0, "how long the answer is valid (default: the operation's approval ttl, 1h unless it says otherwise)")
 	return cmd
 }
 
@@ -312,7 +313,7 @@ func decideRun(o *DecideOptions) error {
 	}
 	ans := approval.Answer{
 		Fingerprint: pc.plan.Fingerprint, Record: recID, Answer: o.Answer, Reason: o.Reason,
-		Approver: pr.ID, Issued: now, Expires: now.Add(o.TTL),
+		Approver: pr.ID, Issued: now, Expires: pc.expiry(now, o.TTL),
 	}
 	id, err := pc.put(k, approval.TypeTrinity, ans)
 	if err != nil {
