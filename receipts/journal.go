@@ -100,6 +100,12 @@ func (j *Journal) Append(r *Receipt) (Appended, error) {
 		return Appended{}, err
 	}
 	if _, err := f.Write(append(line, '\n')); err != nil {
+		// A full disk or a file-size limit can take part of the line: cut
+		// back to the last complete line, under the lock, so a live
+		// process never leaves a torn line behind (only a crash can).
+		if terr := f.Truncate(tail.end); terr != nil {
+			return Appended{}, fmt.Errorf("appending to journal: %w (and cutting the partial line back failed: %v)", err, terr)
+		}
 		return Appended{}, fmt.Errorf("appending to journal: %w", err)
 	}
 	unix.Flock(int(f.Fd()), unix.LOCK_UN)
