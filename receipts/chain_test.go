@@ -139,11 +139,7 @@ func chRunner(t *testing.T) (*keys.Private, *approval.Policy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := approval.ParsePolicy("trust.toml", fmt.Appendf(nil, "[[principal]]\nid = \"runner\"\nroles = [\"runner\"]\nkey = %q\n", k.Public().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k, p
+	return k, runnerPolicy(t, k)
 }
 
 // chJournal appends n entries to a new journal through [receipts.Journal]

@@ -2,7 +2,6 @@ package receipts
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/keys"
 )
 
@@ -63,11 +61,7 @@ func TestFailedAppendLeavesNoTornLine(t *testing.T) {
 func jtFixed(t *testing.T, path string) *jtFixture {
 	t.Helper()
 	k := keys.FromSeed(bytes.Repeat([]byte{7}, 32))
-	p, err := approval.ParsePolicy("trust.toml", fmt.Appendf(nil, "[[principal]]\nid = \"runner\"\nroles = [\"runner\"]\nkey = %q\n", k.Public().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &jtFixture{t: t, key: k, policy: p, path: path}
+	return &jtFixture{t: t, key: k, policy: runnerPolicy(t, k), path: path}
 }
 
 func tail(b []byte) string {

@@ -33,11 +33,17 @@ func jtNew(t *testing.T) *jtFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &jtFixture{t: t, key: k, policy: runnerPolicy(t, k), path: filepath.Join(t.TempDir(), "journal", "receipts.jsonl")}
+}
+
+// runnerPolicy is a trust policy whose one principal is k, as the runner.
+func runnerPolicy(t *testing.T, k *keys.Private) *approval.Policy {
+	t.Helper()
 	p, err := approval.ParsePolicy("trust.toml", fmt.Appendf(nil, "[[principal]]\nid = \"runner\"\nroles = [\"runner\"]\nkey = %q\n", k.Public().String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &jtFixture{t: t, key: k, policy: p, path: filepath.Join(t.TempDir(), "journal", "receipts.jsonl")}
+	return p
 }
 
 func (f *jtFixture) journal() *Journal {
