@@ -139,7 +139,11 @@ func chRunner(t *testing.T) (*keys.Private, *approval.Policy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return k, runnerPolicy(t, k)
+	p, err := approval.ParsePolicy("trust.toml", fmt.Appendf(nil, "[[principal]]\nid = \"runner\"\nroles = [\"runner\"]\nkey = %q\n", k.Public().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, p
 }
 
 // chJournal appends n entries to a new journal through [receipts.Journal]
