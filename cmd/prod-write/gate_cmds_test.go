@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -26,4 +27,20 @@ func cmdCorruptEvidence(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(err)
 		ts.Check(os.WriteFile(f, b[:len(b)/2], 0o600))
 	}
+}
+
+// cmdPrefix sets VAR to the first N hex digits of fingerprint FP:
+//
+//	prefix SHORT $FP 12
+func cmdPrefix(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: prefix VAR FP N")
+	}
+	n, err := strconv.Atoi(args[2])
+	ts.Check(err)
+	h := strings.TrimPrefix(args[1], "sha256:")
+	if n > len(h) {
+		ts.Fatalf("prefix: %s has fewer than %d digits", args[1], n)
+	}
+	ts.Setenv(args[0], h[:n])
 }

@@ -61,6 +61,7 @@ func TestScript(t *testing.T) {
 			"freeaddr":        cmdFreeAddr,
 			"fakessm":         cmdFakeSSM,
 			"corruptevidence": cmdCorruptEvidence,
+			"prefix":          cmdPrefix,
 			"sighup":          cmdSigHUP,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,12 +29,12 @@ type planContext struct {
 }
 
 func loadPlan(f *Factory, fp string) (*planContext, error) {
-	if err := store.CheckFingerprint(fp); err != nil {
-		return nil, &usageError{msg: err.Error()}
-	}
 	pc := &planContext{}
 	var err error
 	if pc.cfg, err = f.Config(); err != nil {
+		return nil, err
+	}
+	if fp, err = f.resolveFingerprint(pc.cfg, fp); err != nil {
 		return nil, err
 	}
 	// Parsing the registry is the largest part of loading; it reads files
@@ -74,6 +75,43 @@ func loadPlan(f *Factory, fp string) (*planContext, error) {
 	}
 	pc.op = op
 	return pc, nil
+}
+
+// MinFingerprintPrefix is how many hex digits a fingerprint prefix needs,
+// as git's abbreviated object names.
+const MinFingerprintPrefix = 12
+
+// resolveFingerprint takes a whole fingerprint, or a unique prefix of one
+// (at least 12 hex digits, with or without "sha256:") of a stored plan.
+func (f *Factory) resolveFingerprint(c *config.Config, fp string) (string, error) {
+	if store.CheckFingerprint(fp) == nil {
+		return fp, nil
+	}
+	h := strings.TrimPrefix(fp, "sha256:")
+	if len(h) < MinFingerprintPrefix || len(h) >= 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return "", &usageError{msg: fmt.Sprintf("%q is not a fingerprint: want sha256: and 64 hex digits, or a unique prefix of at least %d", fp, MinFingerprintPrefix)}
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return "", err
+	}
+	lister, ok := st.(interface {
+		PlansWithPrefix(string) ([]string, error)
+	})
+	if !ok {
+		return "", &usageError{msg: fmt.Sprintf("%q: this store looks up whole fingerprints only; give all 64 hex digits", fp)}
+	}
+	found, err := lister.PlansWithPrefix(h)
+	if err != nil {
+		return "", fmt.Errorf("looking up the fingerprint prefix %s: %w", fp, err)
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", refusal.New(refusal.PlanAbsent, "no stored plan's fingerprint starts with %s", h).Needs("a signed plan (prod-write plan --key …)")
+	}
+	return "", &usageError{msg: fmt.Sprintf("the prefix %s is ambiguous: %d stored plans start with it", h, len(found))}
 }
 
 // readPlan opens the store and reads, verifies and decodes the plan stored

@@ -120,6 +120,24 @@ func (d *Dir) PutEvidence(fp, id string, env *dsse.Envelope) error {
 	return putOnce(filepath.Join(dir, id+".json"), data)
 }
 
+// PlansWithPrefix returns the fingerprints of the stored plans whose hex
+// digits start with prefix (lowercase hex), for fingerprint prefixes on the
+// command line.
+func (d *Dir) PlansWithPrefix(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(d.Root, "plans"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		h, ok := strings.CutSuffix(e.Name(), ".json")
+		if ok && hex64(h) && strings.HasPrefix(h, prefix) {
+			out = append(out, "sha256:"+h)
+		}
+	}
+	return out, nil
+}
+
 // Evidence implements [Store].
 func (d *Dir) Evidence(fp string) ([]*dsse.Envelope, []Problem, error) {
 	if err := CheckFingerprint(fp); err != nil {
