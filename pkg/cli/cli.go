@@ -443,6 +443,7 @@ replays.`,
 		wrapArgs(c)
 	}
 	unknownSubcommands(root)
+	registerCompletions(f, root)
 	return root
 }
 
