@@ -3,7 +3,6 @@ package approval
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -12,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hdevalence/ed25519consensus"
 	"github.com/prod-write/prod-write/pkg/dsse"
 
 	"github.com/prod-write/prod-write/operations"
@@ -179,8 +177,9 @@ func (p *Policy) Open(env *Envelope) (*Signed, error) {
 	return &Signed{Env: env, ID: hex.EncodeToString(sum[:]), Type: env.PayloadType, Payload: body, Signer: pr}, nil
 }
 
-// verified checks sig over pae with pr's key, remembering successes when
-// the policy caches: replay meets the same plan and evidence in many
+// verified checks sig over pae with pr's key, by the one rule of
+// keys.Verify (docs/adr/0013-signature-rule.md), remembering successes
+// when the policy caches: replay meets the same plan and evidence in many
 // receipts and verifies each distinct envelope once.
 func (p *Policy) verified(pr *Principal, sum [32]byte, sig string, pae []byte) bool {
 	var key [32]byte
@@ -191,7 +190,7 @@ func (p *Policy) verified(pr *Principal, sum [32]byte, sig string, pae []byte) b
 		}
 	}
 	raw, err := base64.StdEncoding.DecodeString(sig)
-	if err != nil || !ed25519.Verify(ed25519.PublicKey(pr.pub), pae, raw) {
+	if err != nil || !keys.Verify(pr.pub, pae, raw) {
 		return false
 	}
 	p.remember(key)
@@ -232,20 +231,20 @@ const maxCached = 1 << 14
 // others nothing but time. Envelopes it cannot check (unknown key, bad
 // encoding) are left for Open to report.
 //
-// Batch verification follows ZIP-215, which accepts a few encodings that
-// Go's ed25519.Verify rejects; only the holder of a key can make such a
-// signature, never a forger (docs/REPLAY.md).
+// The batch, the one-by-one fallback and Open apply the same rule
+// (ZIP-215, keys.Verify and keys.Batch), so whether a signature is accepted
+// never depends on the batch it was in (docs/adr/0013-signature-rule.md).
 func (p *Policy) VerifyBatch(envs []*Envelope) {
 	if p.cache == nil || len(envs) == 0 {
 		return
 	}
 	type item struct {
 		key      [32]byte
-		pub      ed25519.PublicKey
+		pub      keys.Public
 		pae, sig []byte
 	}
 	items := make([]item, 0, len(envs))
-	bv := ed25519consensus.NewPreallocatedBatchVerifier(len(envs))
+	batch := keys.NewBatch(len(envs))
 	for _, env := range envs {
 		if env == nil || len(env.Signatures) != 1 {
 			continue
@@ -259,7 +258,7 @@ func (p *Policy) VerifyBatch(envs []*Envelope) {
 			continue
 		}
 		sig, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
-		if err != nil || len(sig) != ed25519.SignatureSize {
+		if err != nil || len(sig) != signatureSize {
 			continue
 		}
 		pae := dsse.PAE(env.PayloadType, body)
@@ -267,29 +266,34 @@ func (p *Policy) VerifyBatch(envs []*Envelope) {
 		if _, ok := p.cache.Load(key); ok {
 			continue
 		}
-		bv.Add(ed25519.PublicKey(pr.pub), pae, sig)
-		items = append(items, item{key: key, pub: ed25519.PublicKey(pr.pub), pae: pae, sig: sig})
+		batch.Add(pr.pub, pae, sig)
+		items = append(items, item{key: key, pub: pr.pub, pae: pae, sig: sig})
 	}
 	if len(items) == 0 {
 		return
 	}
-	if bv.Verify() {
+	if batch.Verify() {
 		for _, it := range items {
 			p.remember(it.key)
 		}
 		return
 	}
 	for _, it := range items {
-		if ed25519.Verify(it.pub, it.pae, it.sig) {
+		if keys.Verify(it.pub, it.pae, it.sig) {
 			p.remember(it.key)
 		}
 	}
 }
 
+// signatureSize is an ed25519 signature's length: a batch holding one of
+// another length would fail whatever else it holds.
+const signatureSize = 64
+
 // CacheVerifications makes the policy remember signatures it has verified.
 func (p *Policy) CacheVerifications() { p.cache = &sync.Map{} }
 
-// VerifyWith checks env's single signature against pub.
+// VerifyWith checks env's single signature against pub, by the rule of
+// [Policy.Open].
 func VerifyWith(pub keys.Public, env *Envelope) error {
 	body, err := decodePayload(env)
 	if err != nil {

@@ -66,8 +66,8 @@ func ParsePublic(s string) (Public, error) {
 		return nil, fmt.Errorf("public key %q: %d bytes, want %d", s, len(raw), ed25519.PublicKeySize)
 	}
 	// A key of small order (the neutral element and its kin) verifies a
-	// forged signature for any message under Go's ed25519.Verify: refuse it,
-	// and anything that is not a point at all.
+	// forged signature for any message, under ZIP-215 (Verify) as under
+	// crypto/ed25519: refuse it, and anything that is not a point at all.
 	p, err := new(edwards25519.Point).SetBytes(raw)
 	if err != nil {
 		return nil, fmt.Errorf("public key %q is not a valid ed25519 point", s)
@@ -78,14 +78,12 @@ func ParsePublic(s string) (Public, error) {
 	return Public(raw), nil
 }
 
-// Private is an ed25519 private key able to sign DSSE envelopes. It keeps
-// the seed's expansion (RFC 8032 §5.1.5) so that signing costs one scalar
-// multiplication; see sign.go for why it does not use crypto/ed25519's.
+// Private is an ed25519 private key able to sign DSSE envelopes. It signs
+// with crypto/ed25519, inside Go's FIPS 140-3 module
+// (docs/adr/0013-signature-rule.md).
 type Private struct {
-	seed   [ed25519.SeedSize]byte
-	s      edwards25519.Scalar // the clamped secret scalar
-	prefix [32]byte            // the nonce key
-	pub    Public
+	priv ed25519.PrivateKey
+	pub  Public
 }
 
 // Generate makes a new key from crypto/rand.
@@ -103,19 +101,16 @@ func FromSeed(seed []byte) *Private {
 	if len(seed) != ed25519.SeedSize {
 		panic("keys: bad seed length")
 	}
-	k := &Private{}
-	copy(k.seed[:], seed)
-	k.expand()
-	return k
+	priv := ed25519.NewKeyFromSeed(seed)
+	return &Private{priv: priv, pub: Public(priv[ed25519.SeedSize:])}
 }
 
 // Public returns the public half.
 func (k *Private) Public() Public { return k.pub }
 
-// Sign implements dsse.Signer: a pure ed25519 signature, byte for byte the
-// one ed25519.Sign makes.
+// Sign implements dsse.Signer: a pure ed25519 signature (RFC 8032 §5.1.6).
 func (k *Private) Sign(_ context.Context, data []byte) ([]byte, error) {
-	return k.sign(data), nil
+	return ed25519.Sign(k.priv, data), nil
 }
 
 // KeyID implements dsse.Signer.
@@ -125,7 +120,7 @@ func (k *Private) KeyID() (string, error) { return k.Public().ID(), nil }
 // existing file.
 func (k *Private) WriteNew(path string) error {
 	// PKCS#8 v1, as crypto/x509 writes it (a test holds them equal).
-	der := append(append([]byte{}, pkcs8Prefix...), k.seed[:]...)
+	der := append(append([]byte{}, pkcs8Prefix...), k.priv.Seed()...)
 	data := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -192,9 +187,9 @@ var ErrNotAKey = errors.New("not an ed25519 private key")
 // dsse.Verifier.
 type Verifier struct{ Key Public }
 
-// Verify implements dsse.Verifier.
+// Verify implements dsse.Verifier, by the rule of [Verify].
 func (v Verifier) Verify(_ context.Context, data, sig []byte) error {
-	if !ed25519.Verify(ed25519.PublicKey(v.Key), data, sig) {
+	if !Verify(v.Key, data, sig) {
 		return errors.New("ed25519: invalid signature")
 	}
 	return nil
@@ -206,17 +201,22 @@ func (v Verifier) KeyID() (string, error) { return v.Key.ID(), nil }
 // Public implements dsse.Verifier.
 func (v Verifier) Public() crypto.PublicKey { return ed25519.PublicKey(v.Key) }
 
-// Warm builds the precomputed table ed25519 verification uses. Go builds
-// it lazily on first use, which costs a fraction of a millisecond; run
-// calls Warm in the background so that this overlaps with reading its
-// configuration on another core instead of adding to its latency. Signing
-// needs no table (sign.go).
+// Warm builds, ahead of their first use, the tables ed25519 signing and
+// verification use: crypto/ed25519's base-point table (about a millisecond
+// of CPU, built when a key is first derived or used) and the one
+// verification uses. run calls Warm in the background so that this overlaps
+// with reading its configuration on another core instead of adding to its
+// latency (docs/adr/0008-run-latency.md); a long-lived process has no need
+// of it.
 func Warm() {
-	ed25519.Verify(warmKey, nil, warmSig)
+	ed25519.NewKeyFromSeed(warmSeed)
+	Verify(warmKey, nil, warmSig)
 }
 
-// warmKey and warmSig are RFC 8032's test 1: any valid pair will do.
+// warmSeed, warmKey and warmSig are RFC 8032's test 1: any valid pair will
+// do.
 var (
-	warmKey = ed25519.PublicKey{0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7, 0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64, 0x07, 0x3a, 0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a}
-	warmSig = []byte{0xe5, 0x56, 0x43, 0x00, 0xc3, 0x60, 0xac, 0x72, 0x90, 0x86, 0xe2, 0xcc, 0x80, 0x6e, 0x82, 0x8a, 0x84, 0x87, 0x7f, 0x1e, 0xb8, 0xe5, 0xd9, 0x74, 0xd8, 0x73, 0xe0, 0x65, 0x22, 0x49, 0x01, 0x55, 0x5f, 0xb8, 0x82, 0x15, 0x90, 0xa3, 0x3b, 0xac, 0xc6, 0x1e, 0x39, 0x70, 0x1c, 0xf9, 0xb4, 0x6b, 0xd2, 0x5b, 0xf5, 0xf0, 0x59, 0x5b, 0xbe, 0x24, 0x65, 0x51, 0x41, 0x43, 0x8e, 0x7a, 0x10, 0x0b}
+	warmSeed = []byte{0x9d, 0x61, 0xb1, 0x9d, 0xef, 0xfd, 0x5a, 0x60, 0xba, 0x84, 0x4a, 0xf4, 0x92, 0xec, 0x2c, 0xc4, 0x44, 0x49, 0xc5, 0x69, 0x7b, 0x32, 0x69, 0x19, 0x70, 0x3b, 0xac, 0x03, 0x1c, 0xae, 0x7f, 0x60}
+	warmKey  = Public{0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7, 0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64, 0x07, 0x3a, 0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a}
+	warmSig  = []byte{0xe5, 0x56, 0x43, 0x00, 0xc3, 0x60, 0xac, 0x72, 0x90, 0x86, 0xe2, 0xcc, 0x80, 0x6e, 0x82, 0x8a, 0x84, 0x87, 0x7f, 0x1e, 0xb8, 0xe5, 0xd9, 0x74, 0xd8, 0x73, 0xe0, 0x65, 0x22, 0x49, 0x01, 0x55, 0x5f, 0xb8, 0x82, 0x15, 0x90, 0xa3, 0x3b, 0xac, 0xc6, 0x1e, 0x39, 0x70, 0x1c, 0xf9, 0xb4, 0x6b, 0xd2, 0x5b, 0xf5, 0xf0, 0x59, 0x5b, 0xbe, 0x24, 0x65, 0x51, 0x41, 0x43, 0x8e, 0x7a, 0x10, 0x0b}
 )
