@@ -383,8 +383,11 @@ func printError(f *Factory, err error) {
 	}
 	fmt.Fprintf(w, "prod-write: error: %s\n", msg)
 	var usage *usageError
-	if errors.As(err, &usage) {
+	switch {
+	case errors.As(err, &usage):
 		fmt.Fprintf(w, "prod-write: hint: see 'prod-write --help'\n")
+	case errors.Is(err, keys.ErrNotAKey):
+		fmt.Fprintf(w, "prod-write: hint: a key is the file `prod-write keygen --out FILE` writes (PKCS#8 PEM, mode 0600); its public line goes in trust.toml\n")
 	}
 }
 

@@ -165,12 +165,15 @@ func LoadFile(f *os.File, path string) (*Private, error) {
 	// ReadAt: a descriptor handed over shares its offset with the caller.
 	data := make([]byte, 4096)
 	n, err := f.ReadAt(data, 0)
+	if n == 0 && (err == nil || errors.Is(err, io.EOF)) {
+		return nil, fmt.Errorf("key %s is empty: %w", path, ErrNotAKey)
+	}
 	if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
 		return nil, fmt.Errorf("reading key %s: %w", path, err)
 	}
 	block, _ := pem.Decode(data[:n])
 	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("key %s: %w", path, ErrNotAKey)
+		return nil, fmt.Errorf("key %s holds no PEM \"PRIVATE KEY\" block: %w", path, ErrNotAKey)
 	}
 	seed, err := parsePKCS8Seed(block.Bytes)
 	if err != nil {
