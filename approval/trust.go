@@ -16,8 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/tomlpos"
@@ -110,16 +108,12 @@ func LoadPolicy(path string) (*Policy, error) {
 // bad keys and duplicate ids, keys or channel identities are errors.
 func ParsePolicy(name string, data []byte) (*Policy, error) {
 	p := &Policy{}
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(p)
-	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, &ConfigError{File: name, Line: pe.Position.Line, Msg: pe.Message}
+	if err := tomlpos.Decode(data, p); err != nil {
+		var te *tomlpos.Error
+		if !errors.As(err, &te) {
+			return nil, &ConfigError{File: name, Msg: err.Error()}
 		}
-		return nil, &ConfigError{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return nil, &ConfigError{File: name, Line: tomlpos.KeyLine(data, md.Keys(), und[0]), Msg: fmt.Sprintf("unknown key %q", und[0].String())}
+		return nil, &ConfigError{File: name, Line: te.Line, Msg: te.Msg}
 	}
 	sum := sha256.Sum256(data)
 	p.Digest = "sha256:" + hex.EncodeToString(sum[:])

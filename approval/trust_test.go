@@ -39,7 +39,7 @@ func TestParsePolicy(t *testing.T) {
 		{"github_id without github login", ok + principal("b", `"approver"`, kb, `github_id = 102`), `github_id 102 needs github`, 12},
 		{"negative github_id", ok + principal("b", `"approver"`, kb, `github = "bob"`+"\n"+`github_id = -5`), `is not a GitHub user id`, 13},
 		{"duplicate github_id", ok + principal("b", `"approver"`, kb, `github = "bob"`+"\n"+`github_id = 101`), `github user id 101 is already "a"'s`, 13},
-		{"github_id not a number", ok + principal("b", `"approver"`, kb, `github = "bob"`+"\n"+`github_id = "102"`), "incompatible types", 0},
+		{"github_id not a number", ok + principal("b", `"approver"`, kb, `github = "bob"`+"\n"+`github_id = "102"`), "github_id must be an integer, not a string", 13},
 		{"unknown role", principal("a", `"admin"`, ka, ""), `unknown role "admin"`, 0},
 		{"no roles", principal("a", ``, ka, ""), "roles is empty", 0},
 		{"no id", principal("", `"agent"`, ka, ""), "id is required", 0},
@@ -49,7 +49,9 @@ func TestParsePolicy(t *testing.T) {
 		{"key too short", principal("a", `"agent"`, "ed25519:"+base64.StdEncoding.EncodeToString(make([]byte, 31)), ""), "31 bytes, want 32", 0},
 		{"key with non-canonical base64", principal("a", `"agent"`, ka[:len(ka)-2]+"B=", ""), "illegal base64", 0},
 		{"syntax error", "[[principal]]\nid = \"a\nroles = []\n", "", 2},
-		{"wrong type", "[[principal]]\nid = 1\n", "incompatible types", 0},
+		{"wrong type", "[[principal]]\nid = 1\n", "id must be a string, not an integer", 2},
+		// BurntSushi/toml names the line of the last principal's roles.
+		{"wrong type in a middle principal", ok + principal("b", `"approver"`, kb, "") + "[[principal]]\nid = \"c\"\nroles = \"operator\"\n" + principal("d", `"agent"`, kb, ""), "roles must be a list of strings, not a string", 15},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := approval.ParsePolicy("trust.toml", []byte(c.toml))
@@ -226,6 +228,36 @@ func TestByGitHubAccount(t *testing.T) {
 			}
 		case r != nil || (pr == nil) != (c.want == "") || (pr != nil && pr.ID != c.want):
 			t.Errorf("%s/%d: %v %v, want %q", c.login, c.id, pr, r, c.want)
+		}
+	}
+}
+
+// TestParsePolicyTypeErrorLines: a value of the wrong type is named at its
+// own line, in words for people. BurntSushi/toml names the line of the same
+// key in the last [[principal]] (here 21 for roles on line 11).
+func TestParsePolicyTypeErrorLines(t *testing.T) {
+	ka, kb, kc := keyFor("a").Public().String(), keyFor("b").Public().String(), keyFor("c").Public().String()
+	src := func(bad string) string {
+		return "# trust policy\n\n" +
+			"[[principal]]\nid = \"alice\"\nroles = [\"agent\"]\nkey = \"" + ka + "\"\n\n" + // lines 3-6
+			"[[principal]]\nid = \"bob\"\n" + bad + "\nkey = \"" + kb + "\"\n\n" + // lines 8-12; bad on 10 or 11
+			"# the last\n\n" +
+			"[[principal]]\nid = \"carol\"\nroles = [\"approver\"]\nkey = \"" + kc + "\"\nslack = \"UC\"\ngithub = \"carol\"\ngithub_id = 3\n" // lines 16-22
+	}
+	for _, tc := range []struct {
+		bad  string
+		want string
+	}{
+		{"slack = \"UB\"\nroles = \"operator\"", `trust.toml:11: roles must be a list of strings, not a string`},
+		{"roles = [\"operator\"]\nslack = 7", `trust.toml:11: slack must be a string, not an integer`},
+		{"roles = [\"operator\"]\ngithub_id = \"12\"", `trust.toml:11: github_id must be an integer, not a string`},
+		{"roles = [\"operator\", 2]\n", `trust.toml:10: roles must be a list of strings, but item 2 is an integer`},
+		{"roles = { operator = true }\n", `trust.toml:10: roles must be a list of strings, not a table`},
+	} {
+		_, err := approval.ParsePolicy("trust.toml", []byte(src(tc.bad)))
+		var ce *approval.ConfigError
+		if !errors.As(err, &ce) || err.Error() != tc.want {
+			t.Errorf("%q: error %v, want %s", tc.bad, err, tc.want)
 		}
 	}
 }

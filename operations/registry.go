@@ -12,7 +12,6 @@
 package operations
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -28,8 +27,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/BurntSushi/toml"
 
 	"github.com/prod-write/prod-write/pkg/tomlpos"
 )
@@ -141,6 +138,10 @@ type Registry struct {
 	ops    map[string]*Operation
 	names  []string
 	Digest string // sha256 over every operation's digest, in name order
+	// Warnings name the files of the registry directory that look meant
+	// as operation files but are not read (k8s.TOML, k8s.toml.bak,
+	// k8s.tml): a file not read is an operation silently missing.
+	Warnings []string
 }
 
 // Get returns the named operation.
@@ -186,17 +187,19 @@ var envNameRE = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // Load reads every *.toml file in dir (sorted by name) and resolves each
 // operation's program against securePath.
 func Load(dir string, securePath []string) (*Registry, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.toml"))
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading registry: %w", err)
 	}
-	if len(files) == 0 {
-		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("reading registry: %w", err)
+	var files []string
+	reg := &Registry{ops: map[string]*Operation{}}
+	for _, e := range entries { // sorted by name
+		if strings.HasSuffix(e.Name(), ".toml") {
+			files = append(files, filepath.Join(dir, e.Name()))
+		} else if nearMiss(e) {
+			reg.Warnings = append(reg.Warnings, fmt.Sprintf("%s is not read: only files whose names end in .toml declare operations", filepath.Join(dir, e.Name())))
 		}
 	}
-	sort.Strings(files)
-	reg := &Registry{ops: map[string]*Operation{}}
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -223,6 +226,14 @@ func Load(dir string, securePath []string) (*Registry, error) {
 	}
 	reg.seal()
 	return reg, nil
+}
+
+// nearMiss reports whether a file Load does not read has a name that
+// says TOML: another case (.TOML), another spelling (.tml), or a suffix
+// after .toml (a backup, a disabled copy, an editor's file).
+func nearMiss(e os.DirEntry) bool {
+	lower := strings.ToLower(e.Name())
+	return !e.IsDir() && (strings.Contains(lower, ".toml") || strings.Contains(lower, ".tml"))
 }
 
 func (reg *Registry) seal() {
@@ -305,24 +316,12 @@ type opFile struct {
 // need the file system; [Load] also resolves programs.
 func Parse(file string, data []byte) ([]*Operation, error) {
 	var f opFile
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f)
-	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, &DefinitionError{File: file, Line: pe.Position.Line, Msg: pe.Message}
+	if err := tomlpos.Decode(data, &f); err != nil {
+		var te *tomlpos.Error
+		if !errors.As(err, &te) {
+			return nil, &DefinitionError{File: file, Msg: err.Error()}
 		}
-		msg := strings.TrimPrefix(err.Error(), "toml: ")
-		line := 0
-		if m := tomlLineRE().FindStringSubmatch(msg); m != nil {
-			line, _ = strconv.Atoi(m[1])
-			msg = strings.TrimPrefix(msg, m[0])
-		}
-		return nil, &DefinitionError{File: file, Line: line, Msg: msg}
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		k := und[0]
-		return nil, &DefinitionError{File: file, Line: tomlpos.KeyLine(data, md.Keys(), k),
-			Msg: fmt.Sprintf("unknown key %q", k.String())}
+		return nil, &DefinitionError{File: file, Line: te.Line, Msg: te.Msg}
 	}
 	starts := tableLines(data)
 	if len(f.Operation) == 0 {
@@ -340,8 +339,6 @@ func Parse(file string, data []byte) ([]*Operation, error) {
 	}
 	return f.Operation, nil
 }
-
-var tomlLineRE = lazyRegexp(`^line (\d+)(?: \(last key "[^"]*"\))?: `)
 
 // tableLines returns the 1-based lines on which an [[operation]] table
 // starts, in order.

@@ -105,7 +105,7 @@ func TestParamDefinitionErrors(t *testing.T) {
 		{"min = 5\nmax = 1", "min 5 is above max 1"},
 		{"type = \"string\"\nmin = 1", "min and max apply to integer params"},
 		{`pattern = "(["`, "pattern"},
-		{`min = "1"`, "p.toml:7: incompatible types"},
+		{`min = "1"`, "p.toml:7: params.p.min must be an integer, not a string"},
 	} {
 		src := "[[operation]]\nname = \"op\"\nprogram = \"true\"\ntargets = [\"t\"]\n\n[operation.params.p]\n" + tc.body + "\n"
 		_, err := operations.Parse("p.toml", []byte(src))
@@ -365,9 +365,9 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key in a param", head + "[operation.params.p]\npattern = \"x\"\nflavour = \"y\"\n", 7, `unknown key "operation.params.p.flavour"`},
 		{"unknown key in env", head + "[operation.env]\npass = [\"A\"]\ninherit = true\n", 7, `unknown key "operation.env.inherit"`},
 		{"unknown key in the second operation", head + "\n[[operation]]\nname = \"two\"\nprogram = \"true\"\ntargets = [\"t\"]\nmutatin = false\n", 10, `unknown key "operation.mutatin"`},
-		{"wrong type: string for a list", "[[operation]]\nname = \"op\"\nprogram = \"true\"\ntargets = \"t\"\n", 4, "type"},
-		{"wrong type: string for a bool", head + "mutating = \"no\"\n", 5, "type"},
-		{"wrong type: number for a size", head + "[operation.files.f]\nmax_size = 1.5\n", 6, ""},
+		{"wrong type: string for a list", "[[operation]]\nname = \"op\"\nprogram = \"true\"\ntargets = \"t\"\n", 4, "targets must be a list of strings, not a string"},
+		{"wrong type: string for a bool", head + "mutating = \"no\"\n", 5, "mutating must be true or false, not a string"},
+		{"wrong type: number for a size", head + "[operation.files.f]\nmax_size = 1.5\n", 6, `files.f.max_size must be a size such as "64KiB" or 1024, not a float`},
 		{"TOML syntax", head + "args = [\n", 0, ""},
 		{"undeclared param", head + "args = [\"{param.svc}\"]\n", 1, "{param.svc} names no declared param"},
 		{"undeclared file", head + "args = [\"{file.cfg}\"]\n", 1, "{file.cfg} names no declared file"},
@@ -576,5 +576,114 @@ func TestHashDigesterFIFO(t *testing.T) {
 		}
 		<-done
 		t.Error("Digest blocked on a FIFO for 2s")
+	}
+}
+
+// TestParseTypeErrorLines: a value of the wrong type is named at its own
+// line, in words for people, whichever [[operation]] it is in.
+// BurntSushi/toml names the line of the same key in the last operation
+// (timeout = 60 on line 8 came out at line 33), and says "destination has
+// type slice".
+func TestParseTypeErrorLines(t *testing.T) {
+	op := func(name, extra string) string {
+		return "[[operation]]\nname = \"" + name + "\"\ndescription = \"restarts " + name + "\"\nprogram = \"true\"\nargs = [\"{target}\"]\n" + extra
+	}
+	// Lines 1-5 are the first operation's head; extra starts on line 6.
+	tail := "\n" + op("b", "targets = [\"dev\"]\ntimeout = \"1m\"\n") + "\n" + op("c", "targets = [\"dev\"]\ntimeout = \"2m\"\n[operation.params.n]\nmin = 1\n[operation.files.f]\nmax_size = \"1KiB\"\n[operation.approval]\nttl = \"1h\"\napprovers = 1\n[operation.env]\npass = [\"A\"]\nset = { B = \"b\" }\n")
+	for _, tc := range []struct {
+		name, extra, want string
+	}{
+		{"duration as an integer", "targets = [\"dev\"]\nmutating = true\ntimeout = 60\n", `k8s.toml:8: timeout must be a duration string such as "2m", not an integer`},
+		{"list as a string", "\ntargets = \"dev\"\n", `k8s.toml:7: targets must be a list of strings, not a string`},
+		{"duration that is no duration", "targets = [\"dev\"]\ntimeout = \"2 minutes\"\n", `k8s.toml:7: timeout: invalid duration "2 minutes": want a Go duration such as "90s" or "2m"`},
+		{"string as an integer", "targets = [\"dev\"]\nprogram2 = 1\nrun_as = 1000\n", `k8s.toml:8: run_as must be a string, not an integer`},
+		{"string as a bool", "targets = [\"dev\"]\ncwd = true\n", `k8s.toml:7: cwd must be a string, not a boolean`},
+		{"bool as a string", "targets = [\"dev\"]\nmutating = \"no\"\n", `k8s.toml:7: mutating must be true or false, not a string`},
+		{"list item of the wrong type", "targets = [\"dev\", 2]\n", `k8s.toml:6: targets must be a list of strings, but item 2 is an integer`},
+		{"list as a table", "targets = { dev = true }\n", `k8s.toml:6: targets must be a list of strings, not a table`},
+		{"table as a string", "targets = [\"dev\"]\napproval = \"gera\"\n", `k8s.toml:7: approval must be a table, not a string`},
+		{"map as a string", "targets = [\"dev\"]\n[operation.env]\nset = \"B=b\"\n", `k8s.toml:8: env.set must be a table, not a string`},
+		{"map as a list", "targets = [\"dev\"]\nparams = [\"n\"]\n", `k8s.toml:7: params must be a table, not a list`},
+		{"integer as a string", "targets = [\"dev\"]\n[operation.approval]\napprovers = \"2\"\n", `k8s.toml:8: approval.approvers must be an integer, not a string`},
+		{"integer as a float", "targets = [\"dev\"]\n[operation.params.n]\nmin = 1.5\n", `k8s.toml:8: params.n.min must be an integer, not a float`},
+		{"dotted duration", "targets = [\"dev\"]\napproval.ttl = 3600\n", `k8s.toml:7: approval.ttl must be a duration string such as "2m", not an integer`},
+		{"size that is no size", "targets = [\"dev\"]\n\n[operation.files.f]\nmax_size = \"1 GB\"\n", `k8s.toml:9: files.f.max_size: invalid size "1 GB": want a number with an optional unit B, KiB, MiB or GiB`},
+		{"size as a bool", "targets = [\"dev\"]\n[operation.files.f]\nmax_size = true\n", `k8s.toml:8: files.f.max_size must be a size such as "64KiB" or 1024, not a boolean`},
+		{"inline table value", "targets = [\"dev\"]\nenv = { pass = \"A\" }\n", `k8s.toml:7: env.pass must be a list of strings, not a string`},
+		{"env value", "targets = [\"dev\"]\n[operation.env.set]\nB = 2\n", `k8s.toml:8: env.set.B must be a string, not an integer`},
+		{"param as a string", "targets = [\"dev\"]\n[operation.params]\nn = \"x\"\n", `k8s.toml:8: params.n must be a table, not a string`},
+		{"enum as a string", "targets = [\"dev\"]\n[operation.params.n]\nenum = \"a\"\n", `k8s.toml:8: params.n.enum must be a list of strings, not a string`},
+		{"the first of two errors", "targets = \"dev\"\ntimeout = 60\n", `k8s.toml:6: targets must be a list of strings, not a string`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := op("a", tc.extra) + tail
+			_, err := operations.Parse("k8s.toml", []byte(src))
+			var de *operations.DefinitionError
+			if !errors.As(err, &de) || err.Error() != tc.want {
+				t.Errorf("error %v\nwant       %s\nin:\n%s", err, tc.want, src)
+			}
+		})
+	}
+	// The last operation's values are there to mislead: it parses.
+	if _, err := operations.Parse("k8s.toml", []byte(op("a", "targets = [\"dev\"]\n")+tail)); err != nil {
+		t.Fatalf("control: %v", err)
+	}
+}
+
+// TestParseTypeErrorInOperationArray: the top-level key itself of the
+// wrong type, and operations written as an inline array.
+func TestParseTypeErrorInOperationArray(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"# ops\noperation = \"restart\"\n", `x.toml:2: operation must be a list of tables, not a string`},
+		{"operation = [\n  { name = \"a\", program = \"true\", targets = [\"t\"] },\n  { name = \"b\", program = \"true\", targets = \"t\" },\n]\n", `x.toml:3: targets must be a list of strings, not a string`},
+	} {
+		_, err := operations.Parse("x.toml", []byte(tc.src))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("error %v, want %s", err, tc.want)
+		}
+	}
+}
+
+// TestLoadNearMisses: a file whose name says TOML but does not end in
+// .toml is not read, and the registry names it in a warning rather than
+// leaving the operation silently missing.
+func TestLoadNearMisses(t *testing.T) {
+	dir := t.TempDir()
+	def := "[[operation]]\nname = \"a\"\nprogram = \"/bin/true\"\ntargets = [\"t\"]\n"
+	for _, name := range []string{"ops.toml", "k8s.TOML", "db.Toml", "old.toml.bak", "edit.toml~", "off.toml.disabled", "short.tml", "notes.txt", "README.md", ".#lock"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(def), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "archive.toml.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := operations.Load(dir, operations.DefaultSecurePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(reg.All()); n != 1 {
+		t.Errorf("%d operations, want 1 (ops.toml only)", n)
+	}
+	var got []string
+	for _, w := range reg.Warnings {
+		if !strings.HasSuffix(w, " is not read: only files whose names end in .toml declare operations") {
+			t.Errorf("warning %q", w)
+		}
+		got = append(got, filepath.Base(strings.Fields(w)[0]))
+	}
+	want := []string{"db.Toml", "edit.toml~", "k8s.TOML", "off.toml.disabled", "old.toml.bak", "short.tml"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("warnings name %v, want %v", got, want)
+	}
+	// A registry of .toml files only has no warnings.
+	if err := os.MkdirAll(filepath.Join(dir, "clean"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "clean", "ops.toml"), []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if reg, err := operations.Load(filepath.Join(dir, "clean"), operations.DefaultSecurePath); err != nil || reg.Warnings != nil {
+		t.Errorf("clean registry: %v, warnings %q", err, reg.Warnings)
 	}
 }

@@ -24,6 +24,10 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// TOMLDescription says what a duration looks like, for messages about a
+// value that is not one.
+func (Duration) TOMLDescription() string { return `a duration string such as "2m"` }
+
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
@@ -53,6 +57,10 @@ func (s *Size) UnmarshalText(b []byte) error {
 	}
 	return fmt.Errorf("invalid size %q: want a number with an optional unit B, KiB, MiB or GiB", b)
 }
+
+// TOMLDescription says what a size looks like, for messages about a value
+// that is not one.
+func (Size) TOMLDescription() string { return `a size such as "64KiB" or 1024` }
 
 // MarshalText implements encoding.TextMarshaler.
 func (s Size) MarshalText() ([]byte, error) { return []byte(strconv.FormatInt(int64(s), 10)), nil }

@@ -172,7 +172,15 @@ func (f *Factory) Registry(c *config.Config) (*operations.Registry, error) {
 	if f.call != nil {
 		return f.call.svc.current().reg, nil
 	}
-	return operations.Load(c.Registry, c.SecurePath)
+	reg, err := operations.Load(c.Registry, c.SecurePath)
+	if err == nil && f.IO != nil {
+		// Files that look meant as operations but are not read
+		// (k8s.TOML, k8s.toml.bak): named, never silently ignored.
+		for _, w := range reg.Warnings {
+			fmt.Fprintf(f.IO.Err, "prod-write: warning: %s\n", w)
+		}
+	}
+	return reg, err
 }
 
 // Policy loads the trust policy (in the service: the one it loaded last).

@@ -109,6 +109,9 @@ func (s *serviceState) load() error {
 		return err
 	}
 	policy.CacheVerifications()
+	for _, w := range reg.Warnings {
+		s.log.Printf("warning: %s", w)
+	}
 	lp := &loadedPolicy{reg: reg, policy: policy}
 	lp.runnerKey, lp.runner, lp.runnerErr = runnerIdentity(s.cfg, policy)
 	s.loaded.Store(lp)

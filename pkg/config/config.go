@@ -5,15 +5,12 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/BurntSushi/toml"
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/tomlpos"
@@ -206,16 +203,12 @@ func Load(path string) (*Config, error) {
 // Parse decodes configuration data read from path.
 func Parse(path string, data []byte) (*Config, error) {
 	c := &Config{}
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(c)
-	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, &Error{Path: path, Line: pe.Position.Line, Msg: pe.Message}
+	if err := tomlpos.Decode(data, c); err != nil {
+		var te *tomlpos.Error
+		if !errors.As(err, &te) {
+			return nil, &Error{Path: path, Msg: err.Error()}
 		}
-		return nil, &Error{Path: path, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return nil, &Error{Path: path, Line: tomlpos.KeyLine(data, md.Keys(), und[0]), Msg: fmt.Sprintf("unknown key %q", und[0].String())}
+		return nil, &Error{Path: path, Line: te.Line, Msg: te.Msg}
 	}
 	c.Path, c.Dir = path, filepath.Dir(path)
 	if c.Registry == "" {

@@ -335,6 +335,9 @@ func examine(c *config.Config, a Account, named bool) []Finding {
 		d.add(Critical, "registry-invalid", c.Registry, err.Error(), "fix the registry: nothing can run while it does not load")
 	} else {
 		d.reg = reg
+		for _, w := range reg.Warnings {
+			d.add(Warning, "registry-file-ignored", c.Registry, w, "rename it to end in .toml to load it, or move it out of the registry directory")
+		}
 	}
 	// Read without LoadPolicy's refusal of a weak mode: a policy others
 	// can write is reported as such, and must not hide whose keys lie

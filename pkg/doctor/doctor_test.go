@@ -363,6 +363,9 @@ func TestEachWeaknessIsFound(t *testing.T) {
 		{"registry does not load", func(t *testing.T, d *dep) {
 			write(t, filepath.Join(d.dir, "operations", "ops.toml"), "[[operation]]\nname = \"noop\"\n")
 		}, "registry-invalid", Critical, ""},
+		{"a registry file not read", func(t *testing.T, d *dep) {
+			write(t, filepath.Join(d.dir, "operations", "k8s.TOML"), "[[operation]]\nname = \"noop\"\n")
+		}, "registry-file-ignored", Warning, "k8s.TOML is not read"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

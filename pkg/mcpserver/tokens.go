@@ -10,11 +10,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
-
-	"github.com/BurntSushi/toml"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/keys"
@@ -134,22 +130,12 @@ type tokenEntry struct {
 // error naming the file and, where it can, the line.
 func ParseTokens(name string, data []byte) (*Tokens, error) {
 	var f tokensFile
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f)
-	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			return nil, &approval.ConfigError{File: name, Line: pe.Position.Line, Msg: pe.Message}
+	if err := tomlpos.Decode(data, &f); err != nil {
+		var te *tomlpos.Error
+		if !errors.As(err, &te) {
+			return nil, &approval.ConfigError{File: name, Msg: err.Error()}
 		}
-		msg := strings.TrimPrefix(err.Error(), "toml: ")
-		line := 0
-		if m := tomlLineRE().FindStringSubmatch(msg); m != nil {
-			line, _ = strconv.Atoi(m[1])
-			msg = strings.TrimPrefix(msg, m[0])
-		}
-		return nil, &approval.ConfigError{File: name, Line: line, Msg: msg}
-	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return nil, &approval.ConfigError{File: name, Line: tomlpos.KeyLine(data, md.Keys(), und[0]), Msg: fmt.Sprintf("unknown key %q", und[0].String())}
+		return nil, &approval.ConfigError{File: name, Line: te.Line, Msg: te.Msg}
 	}
 	if len(f.Token) == 0 {
 		return nil, &approval.ConfigError{File: name, Msg: "declares no [[token]]: MCP over HTTP would refuse every request"}
@@ -208,7 +194,6 @@ func ParseTokens(name string, data []byte) (*Tokens, error) {
 
 var (
 	// compiled on first use, not at every start
-	tomlLineRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^line (\d+)(?: \(last key "[^"]*"\))?: `) })
 	tokenHeaderRE = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^\s*\[\[\s*(token|"token"|'token')\s*\]\]`)
 	})

@@ -1,0 +1,36 @@
+package mcpserver
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/prod-write/prod-write/pkg/tomlpos"
+)
+
+// TestTokensFileDocumented: docs/CONFIG.md has a row for every key of a
+// [[token]] table, in its "MCP tokens file" section (the other files are
+// checked in pkg/config).
+func TestTokensFileDocumented(t *testing.T) {
+	data, err := os.ReadFile("../../docs/CONFIG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## MCP tokens file\n")
+	if !ok {
+		t.Fatal("docs/CONFIG.md has no section \"## MCP tokens file\"")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	if !strings.Contains(section, "[[token]]") {
+		t.Error("docs/CONFIG.md does not name the [[token]] table")
+	}
+	for _, key := range tomlpos.Paths(reflect.TypeFor[tokenEntry]()) {
+		if !strings.Contains(section, "\n| `"+key+"` |") {
+			t.Errorf("docs/CONFIG.md, MCP tokens file: no row for key %q", key)
+		}
+	}
+	if f := tomlpos.Fields(reflect.TypeFor[tokensFile]()); len(f) != 1 || f[0].Name != "token" {
+		t.Errorf("a tokens file has keys %v; docs/CONFIG.md documents [[token]] only", f)
+	}
+}
