@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -333,7 +334,9 @@ func (h HashDigester) DigestFile(kind, name string, f *os.File, path string, max
 	if h.Progress != nil && kind == "file" {
 		w = &progressWriter{name: name, total: fi.Size(), fn: h.Progress}
 	}
-	return HashReader(f, max, path, w)
+	// From byte 0 whatever the descriptor's offset: one handed over by a
+	// runner service's client shares its offset with the caller.
+	return HashReader(io.NewSectionReader(f, 0, math.MaxInt64), max, path, w)
 }
 
 // HashReader streams r into sha256 (and w), enforcing max when max >= 0.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -91,7 +92,9 @@ func SnapshotFile(src *os.File, path string, max int64, exec bool, progress func
 	// The writable descriptor never leaves this function.
 	defer mem.Close()
 
-	size, sum, err := copyHashed(mem, src, max, fi.Size(), progress)
+	// From byte 0 whatever the descriptor's offset: one handed over by a
+	// runner service's client shares its offset with the caller.
+	size, sum, err := copyHashed(mem, io.NewSectionReader(src, 0, math.MaxInt64), max, fi.Size(), progress)
 	if err == errTooLarge {
 		return nil, &TooLargeError{Path: path, Max: max}
 	}

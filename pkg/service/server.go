@@ -31,7 +31,6 @@ type Call struct {
 	mu      sync.Mutex // one Need in flight at a time
 	signals chan os.Signal
 	watch   sync.Once
-	gone    chan struct{}
 }
 
 // NeedTimeout bounds how long the service waits for a client to answer a
@@ -105,7 +104,6 @@ func (c *Call) Signals() <-chan os.Signal {
 		c.signals = make(chan os.Signal, 4)
 		c.mu.Unlock()
 		go func() {
-			defer close(c.gone)
 			for {
 				b, files, err := c.conn.Recv()
 				closeAll(files)
@@ -233,7 +231,7 @@ func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn) {
 		conn.Send(Failure{T: "failure", Code: pe.Code, Error: pe.Msg})
 		return
 	}
-	call := &Call{Peer: peer, Request: req, Files: map[string]*os.File{}, conn: conn, gone: make(chan struct{})}
+	call := &Call{Peer: peer, Request: req, Files: map[string]*os.File{}, conn: conn}
 	for i, n := range req.FDs {
 		call.Files[n] = files[i]
 	}

@@ -33,10 +33,6 @@ const (
 	maxHeader  = 150
 )
 
-// VetoRule is the veto rule as the gate applies it (SPEC §3), as the Deny
-// button's confirmation states it; docs/BRIDGES.md says the same.
-const VetoRule = bridge.VetoRule
-
 // ButtonValue is what both buttons carry: the fingerprint and the id of the
 // certainty record they answer.
 func ButtonValue(fp, record string) string { return fp + " " + record }
@@ -103,7 +99,7 @@ func Blocks(v *bridge.View) []slack.Block {
 			plain("Approve"), plain("Cancel")))
 	deny := slack.NewButtonBlockElement(ActionDeny, value, plain("Deny")).WithStyle(slack.StyleDanger).
 		WithConfirm(slack.NewConfirmationBlockObject(plain("Deny (veto) this plan?"),
-			plain(VetoRule), plain("Deny"), plain("Cancel")))
+			plain(bridge.VetoRule), plain("Deny"), plain("Cancel")))
 	blocks = append(blocks,
 		slack.NewActionBlock(fmt.Sprintf("%s.%x", ActionsBlockID, sha256.Sum256([]byte(strings.Join(status, "\n"))))[:len(ActionsBlockID)+13], approve, deny),
 		slack.NewContextBlock("", plain(fmt.Sprintf("Only Slack users mapped to an approver in the trust policy can answer; the planner (%s) and the filer may deny, never approve.", v.Plan.Planner))),
