@@ -59,6 +59,7 @@ ran).`,
 // the program gets (SPEC §6).
 type snapshotDigester struct {
 	progress func(string, int64, int64)
+	cache    *execute.SnapshotCache // programs' snapshots kept by the service
 	program  *execute.Snapshot
 	files    map[string]*execute.Snapshot
 }
@@ -68,7 +69,13 @@ func (s *snapshotDigester) Digest(kind, name, path string, max int64) (int64, st
 	if s.progress != nil && kind == "file" {
 		progress = func(done, total int64) { s.progress(name, done, total) }
 	}
-	snap, err := execute.TakeSnapshot(path, max, kind == "program", progress)
+	var snap *execute.Snapshot
+	var err error
+	if kind == "program" && s.cache != nil {
+		snap, err = s.cache.Take(path, max, true)
+	} else {
+		snap, err = execute.TakeSnapshot(path, max, kind == "program", progress)
+	}
 	if err != nil {
 		var tl *execute.TooLargeError
 		if errors.As(err, &tl) {
@@ -165,6 +172,9 @@ func runRun(o *RunOptions) error {
 	}
 	// 2. Recompute the fingerprint from reality, snapshotting what will run.
 	snaps := &snapshotDigester{files: map[string]*execute.Snapshot{}}
+	if f.call != nil {
+		snaps.cache = &f.call.svc.snapshots
+	}
 	if f.IO.ErrTTY && !f.JSON {
 		snaps.progress = progressPrinter(f.IO.Err)
 	}

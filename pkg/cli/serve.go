@@ -79,7 +79,9 @@ type serviceState struct {
 	loaded       atomic.Pointer[loadedPolicy]
 	uid          uint32 // the service's own account
 	starter      *execute.CaplessStarter
-	log          *log.Logger
+	// snapshots keeps programs' sealed snapshots between runs.
+	snapshots execute.SnapshotCache
+	log       *log.Logger
 }
 
 // loadedPolicy is one consistent load of the policy the service judges by.

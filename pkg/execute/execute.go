@@ -381,8 +381,13 @@ func newCapture(name string, dst io.Writer, mu *sync.Mutex) (*capture, error) {
 	return &capture{name: name, r: r, w: w, dst: dst, mu: mu, sum: sha256.New()}, nil
 }
 
+// captureBuffers are reused across runs (the runner service makes many).
+var captureBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
 func (c *capture) copy() {
-	buf := make([]byte, 64<<10)
+	bp := captureBuffers.Get().(*[]byte)
+	defer captureBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := c.r.Read(buf)
 		if n > 0 {

@@ -18,6 +18,23 @@ type Answerer interface {
 	Open(path string) (*os.File, error)
 }
 
+// Caller answers the service's questions as the calling process: from its
+// environment, and with files it opens itself.
+type Caller struct{ LookupEnv func(string) (string, bool) }
+
+// Env implements [Answerer].
+func (c Caller) Env(name string) (string, bool) { return c.LookupEnv(name) }
+
+// Open implements [Answerer].
+func (c Caller) Open(path string) (*os.File, error) { return OpenRead(path) }
+
+// NotSentError is [Do]'s error when the request could not be sent: the
+// service received nothing, so the call can be made again from the start.
+type NotSentError struct{ Err error }
+
+func (e *NotSentError) Error() string { return "sending the request: " + e.Err.Error() }
+func (e *NotSentError) Unwrap() error { return e.Err }
+
 // Do makes one call: it sends req with files attached (named by req.FDs),
 // answers the service's questions through a, relays every signal received
 // on sigs while waiting, and returns how the call ended. The files are the
@@ -25,7 +42,7 @@ type Answerer interface {
 func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signal) (*Result, error) {
 	req.V = Version
 	if err := c.Send(req, files...); err != nil {
-		return nil, fmt.Errorf("sending the request: %w", err)
+		return nil, &NotSentError{err}
 	}
 	done := make(chan struct{})
 	defer close(done)

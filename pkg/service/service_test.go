@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -375,6 +376,41 @@ func TestListenStaleAndLive(t *testing.T) {
 	}
 }
 
+// fdNameRE is the protocol's rule for descriptor names as a regexp: the
+// oracle validFDName is held equal to.
+var fdNameRE = regexp.MustCompile(`^(stdin|stdout|stderr|cwd|key|out|input|checkpoint|trust|file:[A-Za-z0-9_.-]{1,64})$`)
+
+func TestValidFDName(t *testing.T) {
+	long := strings.Repeat("a", 64)
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"stdin", true}, {"trust", true}, {"file:config", true}, {"file:a.b_c-D9", true},
+		{"file:" + long, true}, {"file:" + long + "a", false}, {"file:", false},
+		{"file:a/b", false}, {"file:a b", false}, {"file:é", false}, {"File:x", false},
+		{"stdin ", false}, {"", false}, {"file:x\n", false}, {"stdinx", false},
+	} {
+		if got := validFDName(tc.name); got != tc.ok {
+			t.Errorf("validFDName(%q) = %v, want %v", tc.name, got, tc.ok)
+		}
+		if want := fdNameRE.MatchString(tc.name); want != tc.ok {
+			t.Errorf("the table disagrees with the rule for %q", tc.name)
+		}
+	}
+}
+
+func FuzzValidFDName(f *testing.F) {
+	for _, s := range []string{"stdin", "file:x", "file:", "file:a/b", "key\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, n string) {
+		if got, want := validFDName(n), fdNameRE.MatchString(n); got != want {
+			t.Fatalf("validFDName(%q) = %v, the rule says %v", n, got, want)
+		}
+	})
+}
+
 func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"v":1,"op":"plan","args":{"Operation":"x"},"fds":["stdin","stdout","file:config"],"json":true}`), 3)
 	f.Add([]byte(`{"v":1,"op":"run","fds":["cwd"]}`), 1)
@@ -395,7 +431,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for _, n := range r.FDs {
-			if seen[n] || !fdName.MatchString(n) || strings.Contains(n, "/") {
+			if seen[n] || !fdNameRE.MatchString(n) || strings.Contains(n, "/") {
 				t.Fatalf("accepted descriptor name %q", n)
 			}
 			seen[n] = true
