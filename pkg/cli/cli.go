@@ -21,6 +21,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/store"
@@ -334,6 +335,12 @@ func printJSON(w io.Writer, v any) error {
 // net, when not nil, link the distributed backends, the bridges and the
 // MCP server in (prod-write-net).
 func Main(aws AWS, net Net) int {
+	// An agent's run through the runner service, before the command tree
+	// is built; any other command line, or one it cannot finish before
+	// sending, is the tree's (pkg/fastrun).
+	if code, ok := fastrun.Try(fastrun.Env{Args: os.Args[1:], LookupEnv: os.LookupEnv, Getwd: os.Getwd, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}); ok {
+		return code
+	}
 	f := NewFactory()
 	f.AWS, f.Net = aws, net
 	return Run(os.Args[1:], f)

@@ -145,7 +145,7 @@ func (f *Factory) callService(c *config.Config, op string, args any, extra []han
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 		defer signal.Stop(sigs)
 	}
-	res, err := service.Do(conn, req, files, clientAnswers{f}, sigs)
+	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: f.LookupEnv}, sigs)
 	if err != nil {
 		return err
 	}
@@ -158,12 +158,6 @@ func (f *Factory) callService(c *config.Config, op string, args any, extra []han
 	}
 	return nil
 }
-
-// clientAnswers answers the service's questions as the caller.
-type clientAnswers struct{ f *Factory }
-
-func (a clientAnswers) Env(name string) (string, bool)     { return a.f.LookupEnv(name) }
-func (a clientAnswers) Open(path string) (*os.File, error) { return service.OpenRead(path) }
 
 // clientStreams hands the caller's streams over as descriptors: a stream
 // that is a file already (a terminal, a pipe) goes as it is, so output is

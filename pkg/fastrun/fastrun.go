@@ -1,0 +1,198 @@
+// Package fastrun makes the hot call, `prod-write run FP` through a runner
+// service, before the command tree is built: an agent's run through the
+// service is mostly the client's start-up, and building cobra's tree of
+// every command and flag was a tenth of it (docs/PERFORMANCE.md).
+//
+// It never changes what a command does. It takes the command line only
+// when it understands it in full, and it gives the line back to the command
+// tree for anything it cannot finish before the request is sent (no
+// configuration, no service socket, a service that cannot be reached, a
+// descriptor that cannot be opened): the command tree then does exactly
+// what it would have done, errors included. Once the request is sent, the
+// call is the service's, and fastrun only relays its end.
+//
+// It runs as its caller, with no privilege: what it reads (its arguments,
+// PROD_WRITE_CONFIG, PROD_WRITE_KEY, the configuration file, the working
+// directory) is the caller's own, and it grants nothing.
+package fastrun
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/service"
+)
+
+// exitSoftware is the exit status of an internal error (cli.ExitSoftware,
+// sysexits EX_SOFTWARE).
+const exitSoftware = 70
+
+// Env is what fastrun reads of its process; tests swap it.
+type Env struct {
+	Args      []string // without the program name
+	LookupEnv func(string) (string, bool)
+	Getwd     func() (string, error)
+	Stdin     *os.File
+	Stdout    *os.File
+	Stderr    *os.File
+}
+
+// Line is a command line fastrun serves: `run FP` and the global flags.
+type Line struct {
+	Fingerprint string
+	JSON        bool
+	Config, Key string
+}
+
+// ParseRun recognises `run FP` with the global flags --json, --config and
+// --key, in any order, as cobra parses them. Anything else (another
+// command, another flag, a flag cobra would read differently, help) is not
+// fastrun's to judge.
+func ParseRun(args []string) (Line, bool) {
+	var l Line
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--") || name == "" {
+			return l, false // -h, -x, "--": cobra's to read
+		}
+		switch name {
+		case "json":
+			switch {
+			case !hasValue, value == "true":
+				l.JSON = true
+			case value == "false":
+				l.JSON = false
+			default:
+				return l, false
+			}
+		case "config", "key":
+			if !hasValue {
+				if i+1 >= len(args) {
+					return l, false
+				}
+				i++
+				value = args[i]
+			}
+			if name == "config" {
+				l.Config = value
+			} else {
+				l.Key = value
+			}
+		default:
+			return l, false
+		}
+	}
+	if len(pos) != 2 || pos[0] != "run" {
+		return l, false
+	}
+	l.Fingerprint = pos[1]
+	return l, true
+}
+
+// Try makes the run call through the service when it can and returns its
+// exit status; ok false means nothing was sent and the command line is the
+// command tree's.
+func Try(e Env) (code int, ok bool) {
+	l, ok := ParseRun(e.Args)
+	if !ok {
+		return 0, false
+	}
+	cwd, err := e.Getwd()
+	if err != nil {
+		return 0, false
+	}
+	env, _ := e.LookupEnv("PROD_WRITE_CONFIG")
+	path, err := config.Find(l.Config, env, cwd)
+	if err != nil {
+		return 0, false
+	}
+	c, err := config.Load(path)
+	if err != nil || c.Service.Socket == "" {
+		return 0, false
+	}
+	key := l.Key
+	if key == "" {
+		key, _ = e.LookupEnv("PROD_WRITE_KEY")
+	}
+
+	// What the command tree's client hands over for run, in the same order:
+	// the caller's streams, its working directory, its key.
+	args, err := json.Marshal(struct{ Fingerprint string }{l.Fingerprint})
+	if err != nil {
+		return 0, false
+	}
+	req := service.Request{Op: "run", Args: args, JSON: l.JSON}
+	var files []*os.File
+	add := func(name string, f *os.File) {
+		req.FDs = append(req.FDs, name)
+		files = append(files, f)
+	}
+	if e.Stdin != nil {
+		add("stdin", e.Stdin)
+	}
+	add("stdout", e.Stdout)
+	add("stderr", e.Stderr)
+	d, err := service.OpenDir(cwd)
+	if err != nil {
+		return 0, false
+	}
+	defer d.Close()
+	add("cwd", d)
+	if key != "" {
+		k, err := service.OpenRead(key)
+		if err != nil {
+			return 0, false
+		}
+		defer k.Close()
+		add("key", k)
+	}
+	conn, err := service.Dial(c.Service.Socket)
+	if err != nil {
+		return 0, false
+	}
+	defer conn.Close()
+	// ^C and kill reach the program as requests to the service; a client
+	// that dies anyway changes nothing in the service's order.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: e.LookupEnv}, sigs)
+	var notSent *service.NotSentError
+	switch {
+	case errors.As(err, &notSent):
+		return 0, false
+	case err != nil:
+		// Sent: the run may have happened, so it is never made again.
+		printError(e.Stderr, l.JSON, err)
+		return exitSoftware, true
+	case res.Failure != nil:
+		// The service refused the call before taking it (busy, bad
+		// request): nothing ran, and the command tree may ask again.
+		return 0, false
+	}
+	return res.Code, true
+}
+
+// printError prints an error after the request was sent as the command
+// tree prints an internal error.
+func printError(w io.Writer, asJSON bool, err error) {
+	if asJSON {
+		b, _ := json.Marshal(map[string]string{"outcome": "error", "code": "internal", "error": err.Error()})
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(w, "prod-write: error: %s\n", err)
+}
