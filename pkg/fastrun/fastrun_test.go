@@ -259,4 +259,3 @@ func TestTrySentIsNeverRepeated(t *testing.T) {
 		}
 	}
 }
-
