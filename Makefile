@@ -40,7 +40,8 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-## man: man pages generated from the command tree.
+## man: man pages: section 1 from the command tree, prod-write.toml(5) from
+## docs/CONFIG.md (a test checks that the generation keeps every key).
 man:
 	$(GO) run ./cmd/prod-write-docs man docs/man
 

@@ -3,6 +3,7 @@ package approval
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/prod-write/prod-write/operations"
@@ -31,10 +32,16 @@ type Input struct {
 
 // Assessed is one piece of evidence as the gate saw it.
 type Assessed struct {
-	ID      string        `json:"id"`
-	Kind    string        `json:"kind"` // gera, smith, trinity, withdraw
-	By      string        `json:"by,omitempty"`
-	Signer  string        `json:"signer,omitempty"`
+	ID string `json:"id"`
+	// Kind is what the record is, in the words people read (ADR
+	// 0014a): KindGera, KindRecord, KindAnswer or KindWithdrawal.
+	Kind string `json:"kind"`
+	// By is the principal who acts through the record (the approver a
+	// bridge attests for; else the signer).
+	By     string `json:"actor,omitempty"`
+	Signer string `json:"signer,omitempty"`
+	// Path is the approval path the record serves, as people name it
+	// (operations.PathName).
 	Path    string        `json:"path,omitempty"`
 	Verdict string        `json:"verdict"` // go, no-go, approve, deny, record, withdraw
 	Record  string        `json:"record,omitempty"`
@@ -63,8 +70,9 @@ func (a *Assessed) veto() bool { return a.Verdict == NoGo || a.Verdict == Deny }
 type Decision struct {
 	Plan    *operations.Plan `json:"-"`
 	Planner string           `json:"planner"`
-	// Path is "gera", "smith+trinity", or "none" for a non-mutating
-	// operation. Empty when refused.
+	// Path is "gera", "smith+trinity" (the stored spelling of
+	// record+approvals, which receipts carry), or "none" for a
+	// non-mutating operation. Empty when refused.
 	Path string `json:"path,omitempty"`
 	// Anchor is the record whose consumption spends this approval; empty
 	// for a non-mutating operation.
@@ -110,7 +118,7 @@ func Evaluate(in Input) (*Decision, error) {
 	for _, env := range in.Evidence {
 		a := assess(in, plan, env)
 		d.Evidence = append(d.Evidence, a)
-		if a.Kind == "smith" && a.Signed != nil {
+		if a.Kind == KindRecord && a.Signed != nil {
 			filers[a.ID] = a.By
 			if a.Valid {
 				records[a.ID] = a
@@ -125,7 +133,7 @@ func Evaluate(in Input) (*Decision, error) {
 		}
 	}
 	for _, a := range d.Evidence {
-		if a.Kind != "trinity" || !a.Valid || a.Record == "" {
+		if a.Kind != KindAnswer || !a.Valid || a.Record == "" {
 			continue
 		}
 		// No principal approves the record it filed (SPEC §3 rule 6); a
@@ -143,7 +151,7 @@ func Evaluate(in Input) (*Decision, error) {
 	sort.SliceStable(d.Evidence, func(i, j int) bool { return d.Evidence[i].Issued.Before(d.Evidence[j].Issued) })
 
 	for _, a := range d.Evidence {
-		if a.Valid && a.Kind == "withdraw" {
+		if a.Valid && a.Kind == KindWithdrawal {
 			return d, refuse(refusal.Withdrawn, "%s withdrew this plan; a withdrawn plan never runs", a.By)
 		}
 	}
@@ -182,13 +190,13 @@ func Evaluate(in Input) (*Decision, error) {
 		best, bestCount := "", -1
 		var bestApprovals []*Assessed
 		for _, rec := range d.Evidence {
-			if !rec.Valid || rec.Kind != "smith" || rec.Used > 0 {
+			if !rec.Valid || rec.Kind != KindRecord || rec.Used > 0 {
 				continue
 			}
 			seen := map[string]bool{}
 			var approvals []*Assessed
 			for _, a := range d.Evidence {
-				if a.Valid && a.Kind == "trinity" && a.Verdict == Approve && a.Record == rec.ID && !seen[a.By] {
+				if a.Valid && a.Kind == KindAnswer && a.Verdict == Approve && a.Record == rec.ID && !seen[a.By] {
 					seen[a.By] = true
 					approvals = append(approvals, a)
 				}
@@ -206,10 +214,10 @@ func Evaluate(in Input) (*Decision, error) {
 			return d, nil
 		}
 		if bestCount < 0 {
-			missing = append(missing, "a smith certainty record")
+			missing = append(missing, "an operator's certainty record")
 			bestCount = 0
 		}
-		missing = append(missing, fmt.Sprintf("%d of %d trinity approvals", in.Op.Approval.Approvers-bestCount, in.Op.Approval.Approvers))
+		missing = append(missing, fmt.Sprintf("%d of %d approvals", in.Op.Approval.Approvers-bestCount, in.Op.Approval.Approvers))
 	}
 	if in.Op.Accepts(operations.PathGera) {
 		for _, a := range d.Evidence {
@@ -225,7 +233,7 @@ func Evaluate(in Input) (*Decision, error) {
 	// Not allowed: name the most telling reason among the evidence that
 	// was relevant but did not count.
 	code := refusal.NoApproval
-	why := fmt.Sprintf("no valid approval for this plan (accepted paths: %v)", in.Op.Approval.Paths)
+	why := fmt.Sprintf("no valid approval for this plan (accepted paths: %s)", strings.Join(operations.PathNames(in.Op.Approval.Paths), ", "))
 	for _, c := range []refusal.Code{refusal.Vetoed, refusal.SelfApproval, refusal.EvidenceConsumed, refusal.EvidenceExpired, refusal.SignatureInvalid, refusal.PrincipalUnknown, refusal.RoleMissing} {
 		if a := firstProblem(d.Evidence, c); a != nil {
 			code, why = c, fmt.Sprintf("%s record %.12s… does not count: %s", a.Kind, a.ID, a.Why)
@@ -299,14 +307,14 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 			return fail(refusal.EvidenceUnreadable, "%v", err)
 		}
 		fingerprint, issued, expires, role = c.Fingerprint, c.Issued, c.Expires, RoleOperator
-		a.By, a.Verdict, a.Path, a.Uses = c.Filer, "record", operations.PathSmithTrinity, 1
+		a.By, a.Verdict, a.Path, a.Uses = c.Filer, "record", operations.PathRecordApprovals, 1
 	case TypeTrinity:
 		var t Answer
 		if err := s.Decode(&t); err != nil {
 			return fail(refusal.EvidenceUnreadable, "%v", err)
 		}
 		fingerprint, issued, expires, role = t.Fingerprint, t.Issued, t.Expires, RoleApprover
-		a.By, a.Verdict, a.Path, a.Record, a.Channel = t.Approver, t.Answer, operations.PathSmithTrinity, t.Record, t.Channel
+		a.By, a.Verdict, a.Path, a.Record, a.Channel = t.Approver, t.Answer, operations.PathRecordApprovals, t.Record, t.Channel
 		if t.Answer != Approve && t.Answer != Deny {
 			return fail(refusal.SignatureInvalid, "answer %q is neither approve nor deny", t.Answer)
 		}
@@ -390,16 +398,26 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 	return a
 }
 
+// Kinds of evidence as people read them (status, --json, messages). The
+// payload types they come from keep their original names (TypeSmith,
+// TypeTrinity): those are inside signed envelopes (ADR 0014a).
+const (
+	KindGera       = "gera"
+	KindRecord     = "record"
+	KindAnswer     = "answer"
+	KindWithdrawal = "withdrawal"
+)
+
 func kindOf(payloadType string) string {
 	switch payloadType {
 	case TypeGera:
 		return "gera"
 	case TypeSmith:
-		return "smith"
+		return KindRecord
 	case TypeTrinity:
-		return "trinity"
+		return KindAnswer
 	case TypeWithdraw:
-		return "withdraw"
+		return KindWithdrawal
 	case TypePlan:
 		return "plan"
 	}

@@ -35,11 +35,36 @@ import (
 // secure_path. It never comes from the caller's PATH.
 var DefaultSecurePath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
-// Approval paths an operation may accept (SPEC §3 rule 4).
+// Approval paths an operation may accept (SPEC §3 rule 4), as stored: in
+// an operation's definition (so in its digest, in every fingerprint made
+// from it and in receipts) and in an intent receipt's path. People type and
+// read PathRecordApprovals for PathSmithTrinity (ADR 0014a): the loader
+// takes either spelling and stores this one, so a definition's digest is
+// the same whichever it says.
 const (
 	PathGera         = "gera"
 	PathSmithTrinity = "smith+trinity"
+	// PathRecordApprovals is the name people use for PathSmithTrinity:
+	// an operator's certainty record plus approvers' approvals.
+	PathRecordApprovals = "record+approvals"
 )
+
+// PathName is the name people read for a stored approval path.
+func PathName(p string) string {
+	if p == PathSmithTrinity {
+		return PathRecordApprovals
+	}
+	return p
+}
+
+// PathNames is PathName of each of paths.
+func PathNames(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = PathName(p)
+	}
+	return out
+}
 
 // DefaultApprovalTTL is how long evidence lives when neither the operation
 // nor the command line says otherwise (SPEC §5).
@@ -426,9 +451,13 @@ func (op *Operation) check() error {
 	if len(op.Approval.Paths) == 0 {
 		return errors.New("approval.paths is empty: nothing could ever approve it")
 	}
-	for _, p := range op.Approval.Paths {
+	for i, p := range op.Approval.Paths {
+		if p == PathRecordApprovals {
+			op.Approval.Paths[i] = PathSmithTrinity // stored spelling (ADR 0014a)
+			continue
+		}
 		if p != PathGera && p != PathSmithTrinity {
-			return fmt.Errorf("approval.paths: %q is not %q or %q", p, PathGera, PathSmithTrinity)
+			return fmt.Errorf("approval.paths: %q is not %q or %q", p, PathGera, PathRecordApprovals)
 		}
 	}
 	if op.Approval.Approvers == 0 {

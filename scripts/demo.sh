@@ -34,7 +34,7 @@ step "3. Nothing may run yet: status says what is missing"
 expect 77 status "$FP"
 expect 77 run "$FP"
 
-step "4. Smith (operator) files a certainty record"
+step "4. Smith, an operator, files a certainty record"
 expect 0 file "$FP" --key keys/smith.key --summary "Install api's reviewed config in staging" \
   --effect "api reads port 8080 on its next reload" --blast-radius "api in staging only" \
   --rollback "re-run with the previous file" --certainty high

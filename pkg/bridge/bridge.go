@@ -145,7 +145,7 @@ func Describe(src Source, fp, recordID string, now time.Time) (*View, error) {
 	}
 	for _, a := range dec.Evidence {
 		switch {
-		case a.Kind == "smith" && a.ID == recordID && a.Signed != nil:
+		case a.Kind == approval.KindRecord && a.ID == recordID && a.Signed != nil:
 			var c approval.CertaintyRecord
 			if a.Signed.Decode(&c) == nil && c.Fingerprint == fp {
 				v.Record = &c
@@ -153,7 +153,7 @@ func Describe(src Source, fp, recordID string, now time.Time) (*View, error) {
 					v.RecordProblem = a.Why
 				}
 			}
-		case a.Kind == "trinity" && a.Signed != nil:
+		case a.Kind == approval.KindAnswer && a.Signed != nil:
 			v.Answers = append(v.Answers, AnswerView{ID: a.ID, By: a.By, Verdict: a.Verdict, Record: a.Record,
 				Issued: a.Issued, Channel: a.Channel, Valid: a.Valid, Why: a.Why})
 		}

@@ -38,7 +38,7 @@ type BridgeServeOptions struct {
 func NewCmdBridge(f *Factory, runF func(*BridgeServeOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bridge",
-		Short: "Trinity's bridges: answer decisions on Slack and GitHub",
+		Short: "The bridges: approve or deny filed plans on Slack and GitHub",
 		Long: `bridge runs the service that lets approvers answer filed plans where they
 work: Slack buttons and GitHub comments. See docs/BRIDGES.md.`,
 		Example: "  PROD_WRITE_SLACK_SIGNING_SECRET=… PROD_WRITE_SLACK_BOT_TOKEN=xoxb-… prod-write bridge serve",
@@ -48,7 +48,7 @@ work: Slack buttons and GitHub comments. See docs/BRIDGES.md.`,
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve Slack's interactions endpoint and poll GitHub for answers",
-		Long: `serve runs Trinity's bridge as prod-write.toml's [bridge] configures it.
+		Long: `serve runs the bridges as prod-write.toml's [bridge] configures it.
 
 With slack_channel set it listens on bridge.listen for Slack's interaction
 requests at /slack/interactions: it verifies Slack's request signature and

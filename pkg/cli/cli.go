@@ -376,10 +376,14 @@ func printError(f *Factory, err error) {
 	}
 	if r, ok := refusal.As(err); ok {
 		if f.JSON {
+			// SPEC §8's shape, then the exit code and format_version
+			// (docs/JSON.md).
 			out := struct {
 				Outcome string `json:"outcome"`
 				*refusal.Error
-			}{"refused", r}
+				ExitCode      int `json:"exit_code"`
+				FormatVersion int `json:"format_version"`
+			}{"refused", r, ExitCode(err), FormatVersion}
 			b, _ := json.Marshal(out)
 			fmt.Fprintf(w, "%s\n", b)
 			return
@@ -392,7 +396,7 @@ func printError(f *Factory, err error) {
 	}
 	msg := err.Error()
 	if f.JSON {
-		b, _ := json.Marshal(map[string]string{"outcome": "error", "code": errorCode(err), "error": msg})
+		b, _ := json.Marshal(map[string]any{"format_version": FormatVersion, "outcome": "error", "code": errorCode(err), "exit_code": ExitCode(err), "error": msg})
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
@@ -424,6 +428,10 @@ replays.`,
 	root.PersistentFlags().StringVar(&f.ConfigPath, "config", "", "configuration `FILE` (default: prod-write.toml here or in a parent, or $PROD_WRITE_CONFIG)")
 	root.PersistentFlags().StringVar(&f.KeyPath, "key", "", "the acting principal's private key `FILE` (default $PROD_WRITE_KEY)")
 	root.PersistentFlags().BoolVar(&f.JSON, "json", false, "machine-readable output")
+	// --version honours --json like every command (docs/JSON.md).
+	root.SetVersionTemplate(fmt.Sprintf(`{{if (and (.Flags.Lookup "json") (eq (.Flags.Lookup "json").Value.String "true"))}}{"format_version":%d,"version":{{printf "%%q" .Version}}}
+{{else}}{{.Name}} version {{.Version}}
+{{end}}`, FormatVersion))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 
 	root.AddCommand(

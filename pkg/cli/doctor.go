@@ -85,7 +85,7 @@ func doctorRun(o *DoctorOptions) error {
 		}
 	}
 	if o.F.JSON {
-		if err := printJSON(o.F.IO.Out, map[string]any{"account": who.Name, "ok": weak == 0, "findings": findings}); err != nil {
+		if err := printDoc(o.F.IO.Out, map[string]any{"account": who.Name, "ok": weak == 0, "findings": nonNil(findings)}); err != nil {
 			return err
 		}
 	} else {

@@ -220,7 +220,7 @@ func NewCmdFile(f *Factory, runF func(*FileOptions) error) *cobra.Command {
 	r := &opts.Record
 	cmd := &cobra.Command{
 		Use:   "file FP --summary … --effect … --blast-radius … --rollback … --certainty high|medium|low",
-		Short: "File a certainty record for a plan (Smith; role operator)",
+		Short: "File a certainty record for a plan (role operator)",
 		Long: `file is an operator vouching for a plan: what it does, its expected effect, its
 blast radius, how to roll it back and how certain the operator is. It prints
 the plan it vouches for and stores the signed record; approvers then answer
@@ -273,7 +273,7 @@ func fileRun(o *FileOptions) error {
 	}
 	notifyFiled(o.F, pc, id)
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, map[string]any{"record": id, "filer": pr.ID, "fingerprint": pc.plan.Fingerprint, "expires": rec.Expires})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindRecord, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: "record", Issued: now, Expires: rec.Expires})
 	}
 	w := o.F.IO.Out
 	fmt.Fprintf(w, "%s vouches for this plan:\n", pr.ID)
@@ -297,7 +297,7 @@ func NewCmdDecide(f *Factory, runF func(*DecideOptions) error) *cobra.Command {
 	opts := &DecideOptions{F: f}
 	cmd := &cobra.Command{
 		Use:   "decide FP approve|deny [--reason …]",
-		Short: "Answer a filed plan on the CLI (Trinity; role approver)",
+		Short: "Approve or deny a filed plan on the CLI (role approver)",
 		Long: `decide shows the plan and the certainty record it answers, then stores your
 signed answer, bound to the fingerprint and to that record. An answer
 expires after --ttl (default: the operation's approval ttl, like file and
@@ -344,7 +344,7 @@ func decideRun(o *DecideOptions) error {
 		return err
 	}
 	if rec == nil && o.Answer == approval.Approve {
-		return pc.refuse(refusal.NoApproval, "there is no valid certainty record to approve").Needs("a smith certainty record (prod-write file)")
+		return pc.refuse(refusal.NoApproval, "there is no valid certainty record to approve").Needs("an operator's certainty record (prod-write file)")
 	}
 	if rec != nil && rec.Filer == pr.ID && o.Answer == approval.Approve {
 		return pc.refuse(refusal.SelfApproval, "%s filed the certainty record and cannot also answer it", pr.ID).Needs("another approver")
@@ -358,7 +358,7 @@ func decideRun(o *DecideOptions) error {
 		return err
 	}
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, map[string]any{"answer": id, "approver": pr.ID, "decision": o.Answer, "record": recID, "expires": ans.Expires})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindAnswer, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: o.Answer, Record: recID, Issued: now, Expires: ans.Expires})
 	}
 	w := o.F.IO.Out
 	printPlan(w, pc.plan)
@@ -466,7 +466,7 @@ func geraRun(o *GeraOptions) error {
 		return err
 	}
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, map[string]any{"decision": o.Decision, "id": id, "decider": pr.ID, "uses": uses, "expires": g.Expires})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindGera, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: o.Decision, Uses: &uses, Issued: now, Expires: g.Expires})
 	}
 	fmt.Fprintf(o.F.IO.Out, "gera %s for %s by %s (%s; uses %d; expires %s)\n", o.Decision, pc.plan.Fingerprint, pr.ID, id, uses, g.Expires.Format(time.RFC3339))
 	return nil
@@ -521,7 +521,7 @@ func withdrawRun(o *WithdrawOptions) error {
 	}
 	notifyWithdrawn(o.F, pc)
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, map[string]any{"withdrawn": pc.plan.Fingerprint, "id": id, "by": pr.ID})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindWithdrawal, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: "withdraw", Issued: w.Issued})
 	}
 	fmt.Fprintf(o.F.IO.Out, "withdrawn: %s (by %s); it can never run\n", pc.plan.Fingerprint, pr.ID)
 	return nil

@@ -95,7 +95,7 @@ secret = ["DEPLOY_TOKEN"]
 set = { APP_ENV = "{target}" }
 
 [operation.approval]
-paths = ["gera", "smith+trinity"]
+paths = ["gera", "record+approvals"]
 approvers = 1
 ttl = "1h"
 
@@ -155,6 +155,7 @@ func initRun(o *InitOptions) error {
 			return err
 		}
 	}
+	var madeKeys []initKey
 	trust := "# The trust policy: who may act, in which roles, with which keys.\n# Add principals as printed by `prod-write keygen`.\n"
 	if o.Demo {
 		if err := durable.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
@@ -174,6 +175,7 @@ func initRun(o *InitOptions) error {
 				quoted[i] = fmt.Sprintf("%q", r)
 			}
 			trust += fmt.Sprintf("\n[[principal]]\nid = %q\nroles = [%s]\nkey = %q\n", c.ID, strings.Join(quoted, ", "), k.Public().String())
+			madeKeys = append(madeKeys, initKey{Principal: c.ID, Roles: roles, Path: rel(dir, keyFiles[i]), PublicKey: k.Public().String(), KeyID: k.Public().ID()})
 			if slices.Contains(roles, "approver") {
 				// No GitHub mapping: the bridge maps an account by its
 				// numeric id, which only the real account has; a demo
@@ -195,6 +197,13 @@ func initRun(o *InitOptions) error {
 		}
 	}
 	w := o.F.IO.Out
+	if o.F.JSON {
+		var written []string
+		for _, fl := range files {
+			written = append(written, rel(dir, fl.path))
+		}
+		return printDoc(w, map[string]any{"dir": dir, "files": written, "keys": nonNil(madeKeys), "state": "state"})
+	}
 	fmt.Fprintf(w, "wrote %s\n", dir)
 	for _, fl := range files {
 		fmt.Fprintf(w, "  %s\n", rel(dir, fl.path))
@@ -204,6 +213,15 @@ func initRun(o *InitOptions) error {
 	}
 	fmt.Fprintf(w, "  state/ (0700)\n")
 	return nil
+}
+
+// initKey is a demo key as `init --demo --json` reports it.
+type initKey struct {
+	Principal string   `json:"principal"`
+	Roles     []string `json:"roles"`
+	Path      string   `json:"path"`
+	PublicKey string   `json:"public_key"`
+	KeyID     string   `json:"key_id"`
 }
 
 func rel(base, p string) string {
@@ -254,6 +272,9 @@ func keygenRun(o *KeygenOptions) error {
 			return &dataError{err: fmt.Errorf("%s exists; keygen never overwrites a key", o.Out)}
 		}
 		return fmt.Errorf("writing key: %w", err)
+	}
+	if o.F.JSON {
+		return printDoc(o.F.IO.Out, map[string]any{"path": o.Out, "public_key": k.Public().String(), "key_id": k.Public().ID()})
 	}
 	fmt.Fprintln(o.F.IO.Out, k.Public().String())
 	return nil

@@ -148,7 +148,7 @@ func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return planOutput{plan, stored}, nil
+	return planOutput{FormatVersion, plan, stored}, nil
 }
 
 func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {

@@ -70,7 +70,12 @@ func loadRegistry(f *Factory) (*operations.Registry, error) {
 func opsList(f *Factory, reg *operations.Registry) error {
 	ops := reg.All()
 	if f.JSON {
-		return printJSON(f.IO.Out, ops)
+		// Each definition as hashed (its digest checks): approval paths
+		// in their stored spelling (ADR 0014a).
+		return printJSON(f.IO.Out, struct {
+			FormatVersion int                     `json:"format_version"`
+			Operations    []*operations.Operation `json:"operations"`
+		}{FormatVersion, nonNil(ops)})
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tMUTATING\tTARGETS\tDESCRIPTION")
@@ -82,7 +87,10 @@ func opsList(f *Factory, reg *operations.Registry) error {
 
 func opsShow(f *Factory, op *operations.Operation) error {
 	if f.JSON {
-		return printJSON(f.IO.Out, op)
+		return printJSON(f.IO.Out, struct {
+			FormatVersion int `json:"format_version"`
+			*operations.Operation
+		}{FormatVersion, op})
 	}
 	w := f.IO.Out
 	fmt.Fprintf(w, "name:        %s\n", op.Name)
@@ -119,7 +127,7 @@ func opsShow(f *Factory, op *operations.Operation) error {
 	for n, fl := range op.Files {
 		fmt.Fprintf(w, "file:        %s (max %d bytes)\n", n, fl.MaxSize)
 	}
-	fmt.Fprintf(w, "approval:    paths %s, approvers %d, ttl %s\n", strings.Join(op.Approval.Paths, ", "), op.Approval.Approvers, op.ApprovalTTL())
+	fmt.Fprintf(w, "approval:    paths %s, approvers %d, ttl %s\n", strings.Join(operations.PathNames(op.Approval.Paths), ", "), op.Approval.Approvers, op.ApprovalTTL())
 	fmt.Fprintf(w, "digest:      %s\n", op.Digest)
 	fmt.Fprintf(w, "source:      %s\n", op.Source)
 	return nil

@@ -89,7 +89,10 @@ func pairs(flag string, in []string) (map[string]string, error) {
 }
 
 // planOutput is a plan as `plan --json` and the MCP plan tools show it.
+// Its "version" is the plan encoding's own (docs/FORMAT.md); format_version
+// is this document's (docs/JSON.md).
 type planOutput struct {
+	FormatVersion int `json:"format_version"`
 	*operations.Plan
 	Stored bool `json:"stored"`
 }
@@ -105,7 +108,7 @@ func planRun(o *PlanOptions) error {
 		return err
 	}
 	if f.JSON {
-		return printJSON(f.IO.Out, planOutput{plan, stored})
+		return printJSON(f.IO.Out, planOutput{FormatVersion, plan, stored})
 	}
 	printPlan(f.IO.Out, plan)
 	if stored {

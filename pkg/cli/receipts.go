@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -93,6 +94,11 @@ func receiptsList(f *Factory) error {
 		fmt.Fprintln(tw, "SEQ\tKIND\tRUN\tTIME\tOPERATION\tFINGERPRINT\tEXIT")
 	}
 	enc := json.NewEncoder(f.IO.Out)
+	enc.SetEscapeHTML(false)
+	// An outcome names its run; its operation and fingerprint are the
+	// intent's. Only runs whose outcome is still to come are remembered.
+	type planned struct{ op, fp string }
+	open := map[string]planned{}
 	err = receipts.Scan(fl, func(l receipts.Line) error {
 		_, r, err := receipts.Decode(l.Bytes)
 		if err != nil {
@@ -100,17 +106,29 @@ func receiptsList(f *Factory) error {
 			return nil
 		}
 		op, fp, exit := "", "", ""
+		var exitCode *int
 		if r.Intent != nil {
 			fp = r.Intent.Fingerprint
 			if r.Intent.Operation != nil {
 				op = r.Intent.Operation.Name
 			}
+			if r.RunID != "" {
+				open[r.RunID] = planned{op, fp}
+			}
 		}
 		if r.Outcome != nil {
 			exit = strconv.Itoa(r.Outcome.ExitCode)
+			exitCode = &r.Outcome.ExitCode
+			if p, ok := open[r.RunID]; ok {
+				op, fp = p.op, p.fp
+				delete(open, r.RunID)
+			}
 		}
 		if f.JSON {
-			return enc.Encode(map[string]any{"seq": r.Seq, "kind": r.Kind, "run_id": r.RunID, "time": r.Time, "operation": op, "fingerprint": fp, "exit": exit})
+			// Per line, the names replay --json uses for the same entry
+			// (docs/JSON.md).
+			return enc.Encode(receiptLine{FormatVersion: FormatVersion, Line: l.No, Seq: r.Seq, Kind: r.Kind, RunID: r.RunID, Time: r.Time,
+				Operation: op, Fingerprint: fp, Runner: r.Runner, ExitCode: exitCode})
 		}
 		if len(fp) > 23 {
 			fp = fp[:23] + "…"
@@ -122,6 +140,21 @@ func receiptsList(f *Factory) error {
 		return err
 	}
 	return tw.Flush()
+}
+
+// receiptLine is one line of `receipts list --json`.
+type receiptLine struct {
+	FormatVersion int       `json:"format_version"`
+	Line          int       `json:"line"`
+	Seq           uint64    `json:"seq"`
+	Kind          string    `json:"kind"`
+	RunID         string    `json:"run_id"`
+	Time          time.Time `json:"time"`
+	Operation     string    `json:"operation"`
+	Fingerprint   string    `json:"fingerprint"`
+	Runner        string    `json:"runner"`
+	// ExitCode is the program's exit status, on outcomes only.
+	ExitCode *int `json:"exit_code,omitempty"`
 }
 
 func receiptsShow(f *Factory, id string) error {
@@ -139,7 +172,12 @@ func receiptsShow(f *Factory, id string) error {
 		}
 		if (seqErr == nil && r.Seq == seq) || (r.RunID != "" && strings.HasPrefix(r.RunID, id) && len(id) >= 6) {
 			found++
-			return printJSON(f.IO.Out, r)
+			// The receipt as signed (docs/FORMAT.md), with the
+			// document's format_version added.
+			return printJSON(f.IO.Out, struct {
+				FormatVersion int `json:"format_version"`
+				*receipts.Receipt
+			}{FormatVersion, r})
 		}
 		return nil
 	})
@@ -183,7 +221,13 @@ func receiptsCheckpoint(f *Factory, out string) error {
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(env)
+	var doc any = env
+	if f.JSON {
+		// The checkpoint and what it says, as a document (docs/JSON.md);
+		// replay --checkpoint takes this as well as the bare envelope.
+		doc = checkpointDoc{FormatVersion, cp, env}
+	}
+	b, err := json.Marshal(doc)
 	if err != nil {
 		return err
 	}
@@ -193,6 +237,38 @@ func receiptsCheckpoint(f *Factory, out string) error {
 		return err
 	}
 	return os.WriteFile(out, b, 0o644)
+}
+
+// checkpointDoc is `receipts checkpoint --json`: the signed envelope, and
+// what its payload says (unverified here; replay verifies the envelope).
+type checkpointDoc struct {
+	FormatVersion int `json:"format_version"`
+	receipts.Checkpoint
+	Envelope *approval.Envelope `json:"envelope"`
+}
+
+// decodeCheckpoint reads what `receipts checkpoint` wrote, with or without
+// --json: a DSSE envelope, or a document holding one in "envelope". Only
+// the envelope is used: what the document says beside it is not signed.
+func decodeCheckpoint(b []byte) (*approval.Envelope, error) {
+	var probe struct {
+		FormatVersion *int               `json:"format_version"`
+		Envelope      *approval.Envelope `json:"envelope"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, err
+	}
+	if probe.FormatVersion != nil {
+		if probe.Envelope == nil {
+			return nil, errors.New("a checkpoint document without its envelope")
+		}
+		return probe.Envelope, nil
+	}
+	var env approval.Envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, err
+	}
+	return &env, nil
 }
 
 // ReplayOptions are replay's inputs.
@@ -270,11 +346,11 @@ func replayRun(o *ReplayOptions) error {
 		if err != nil {
 			return err
 		}
-		var env approval.Envelope
-		if err := json.Unmarshal(b, &env); err != nil {
+		env, err := decodeCheckpoint(b)
+		if err != nil {
 			return &dataError{err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
 		}
-		rp.Checkpoint = &env
+		rp.Checkpoint = env
 	}
 	in, err := openReplayInput(f, path)
 	if err != nil {
@@ -288,7 +364,7 @@ func replayRun(o *ReplayOptions) error {
 	var tw *tabwriter.Writer
 	first := true
 	if f.JSON {
-		io.WriteString(w, "{\"receipts\":[")
+		fmt.Fprintf(w, "{\"format_version\":%d,\"receipts\":[", FormatVersion)
 		emit = func(r receipts.Result) {
 			if !first {
 				w.WriteByte(',')

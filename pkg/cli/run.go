@@ -280,8 +280,7 @@ func runRun(o *RunOptions) error {
 		return fmt.Errorf("executing %s: %w", pc.op.ProgramPath, runErr)
 	}
 	if f.JSON {
-		fmt.Fprintf(f.IO.Err, `{"outcome":"ran","operation":%q,"fingerprint":%q,"exit_code":%d,"intent":%d,"receipt":%d}`+"\n",
-			pc.plan.Operation, pc.plan.Fingerprint, res.ExitCode, in.Seq, done.Seq)
+		printRan(f.IO.Err, pc.plan.Operation, pc.plan.Fingerprint, res.ExitCode, in.Seq, done.Seq)
 	}
 	if res.ExitCode != 0 {
 		return &ExitError{Code: res.ExitCode}

@@ -172,18 +172,20 @@ func statusCore(f *Factory, fp string, d operations.Digester) (*statusReport, er
 // tool returns it). A map, so that the keys keep their sorted order.
 func (s *statusReport) fields() map[string]any {
 	out := map[string]any{
-		"fingerprint": s.Plan.Fingerprint,
-		"operation":   s.Plan.Operation,
-		"target":      s.Plan.Target,
-		"planner":     s.Plan.Planner,
-		"mutating":    s.Plan.Mutating,
-		"allowed":     s.gateErr == nil,
-		"evidence":    []*approval.Assessed{},
-		"problems":    s.Problems,
+		"fingerprint":    s.Plan.Fingerprint,
+		"operation":      s.Plan.Operation,
+		"target":         s.Plan.Target,
+		"planner":        s.Plan.Planner,
+		"mutating":       s.Plan.Mutating,
+		"allowed":        s.gateErr == nil,
+		"evidence":       []*approval.Assessed{},
+		"problems":       nonNil(s.Problems),
+		"path":           "",
+		"format_version": FormatVersion,
 	}
 	if s.Decision != nil {
-		out["evidence"] = s.Decision.Evidence
-		out["path"] = s.Decision.Path
+		out["evidence"] = nonNil(s.Decision.Evidence)
+		out["path"] = operations.PathName(s.Decision.Path)
 	}
 	if s.Refusal != nil {
 		out["refusal"] = s.Refusal
@@ -216,7 +218,7 @@ func statusRun(o *StatusOptions) error {
 			if !a.Valid {
 				state = "does not count: " + a.Why
 			}
-			line := fmt.Sprintf("evidence:    %s %s by %s", a.Kind, a.Verdict, a.By)
+			line := fmt.Sprintf("evidence:    %s by %s", evidenceWords(a), a.By)
 			if a.Channel != nil {
 				line += " via " + channelEvidence(a.Channel)
 			}
@@ -233,7 +235,7 @@ func statusRun(o *StatusOptions) error {
 		fmt.Fprintf(w, "problem:     %s\n", p)
 	}
 	if s.Refusal == nil {
-		fmt.Fprintf(w, "gate:        open (path %s): run would proceed\n", dec.Path)
+		fmt.Fprintf(w, "gate:        open (path %s): run would proceed\n", operations.PathName(dec.Path))
 		return nil
 	}
 	r := s.Refusal
@@ -242,6 +244,20 @@ func statusRun(o *StatusOptions) error {
 		fmt.Fprintf(w, "missing:     %s\n", strings.Join(r.Missing, "; "))
 	}
 	return &ExitError{Code: ExitRefused}
+}
+
+// evidenceWords names a piece of evidence for people: "certainty record",
+// "approve", "deny", "gera go", "gera no-go", "withdrawal".
+func evidenceWords(a *approval.Assessed) string {
+	switch a.Kind {
+	case approval.KindRecord:
+		return "certainty record"
+	case approval.KindAnswer:
+		return a.Verdict
+	case approval.KindWithdrawal:
+		return "withdrawal"
+	}
+	return a.Kind + " " + a.Verdict
 }
 
 // channelEvidence names what a bridge saw, so an answer can be checked

@@ -94,7 +94,7 @@ func storeInitRun(o *StoreInitOptions) error {
 		}
 	}
 	if f.JSON {
-		return printJSON(f.IO.Out, out)
+		return printDoc(f.IO.Out, out)
 	}
 	return nil
 }
@@ -195,7 +195,7 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 	// Report what was done, unless the archive could not even be listed.
 	if err == nil || res.Lines > 0 {
 		if f.JSON {
-			if perr := printJSON(f.IO.Out, map[string]any{"archive": res.URL, "lines": res.Lines, "shipped": res.Shipped, "present": res.Present, "ok": err == nil}); perr != nil {
+			if perr := printDoc(f.IO.Out, map[string]any{"archive": res.URL, "lines": res.Lines, "shipped": res.Shipped, "present": res.Present, "ok": err == nil}); perr != nil {
 				return perr
 			}
 		} else {

@@ -500,7 +500,7 @@ func TestStatusReportsMissingEvidence(t *testing.T) {
 		t.Fatalf("decide: exit %d: %s", code, errb)
 	}
 	res, out = call(t, cs, "status", map[string]any{"fingerprint": fp})
-	if res.IsError || out["allowed"] != true || out["path"] != "smith+trinity" {
+	if res.IsError || out["allowed"] != true || out["path"] != "record+approvals" {
 		t.Errorf("status of an approved plan: %v", out)
 	}
 

@@ -140,8 +140,8 @@ func planDescription(op *operations.Operation) string {
 	}
 	b.WriteString(". ")
 	if op.IsMutating() {
-		fmt.Fprintf(&b, "Mutating: it runs only after approval (accepted paths: %s; %d approver(s) on smith+trinity). ",
-			strings.Join(op.Approval.Paths, ", "), op.Approval.Approvers)
+		fmt.Fprintf(&b, "Mutating: it runs only after approval (accepted paths: %s; %d approver(s) on record+approvals). ",
+			strings.Join(operations.PathNames(op.Approval.Paths), ", "), op.Approval.Approvers)
 	} else {
 		b.WriteString("Not mutating: it needs no approval, and a run still leaves a receipt. ")
 	}

@@ -1,0 +1,288 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// docRow is one row of docs/JSON.md's documents table.
+type docRow struct {
+	name     string // "status", or "status evidence[]"
+	stream   string // stdout or stderr
+	fields   []string
+	optional []string
+	lists    []string
+}
+
+// readJSONDoc parses docs/JSON.md: the documents table, and the commands
+// that print no JSON.
+func readJSONDoc(t *testing.T) (rows []docRow, noJSON []string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "JSON.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := regexp.MustCompile("`([^`]+)`|(\\?)")
+	section := ""
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "## ") {
+			section = strings.TrimPrefix(line, "## ")
+			continue
+		}
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		name := strings.Trim(strings.TrimSpace(cells[0]), "`")
+		switch section {
+		case "Commands that print no JSON document":
+			noJSON = append(noJSON, name)
+		case "Documents":
+			if len(cells) != 4 {
+				t.Fatalf("docs/JSON.md: documents row %q has %d cells, want 4", line, len(cells))
+			}
+			r := docRow{name: name, stream: strings.TrimSpace(cells[1])}
+			opt := false
+			for _, m := range words.FindAllStringSubmatch(cells[2], -1) {
+				switch {
+				case m[2] == "?":
+					opt = true
+				case opt:
+					r.optional = append(r.optional, m[1])
+				default:
+					r.fields = append(r.fields, m[1])
+				}
+			}
+			for _, m := range words.FindAllStringSubmatch(cells[3], -1) {
+				r.lists = append(r.lists, m[1])
+			}
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 || len(noJSON) == 0 {
+		t.Fatal("docs/JSON.md: no documents table or no-JSON table found")
+	}
+	return rows, noJSON
+}
+
+// TestJSONDocumentsAsDocumented runs every command with --json in a demo
+// deployment and checks each document it prints against docs/JSON.md:
+// valid JSON, format_version, every documented field and no undocumented
+// one, and [] (never null) for every documented list. It also checks that
+// every command of the tree is in one of the doc's two tables, so neither
+// can drift from the code.
+func TestJSONDocumentsAsDocumented(t *testing.T) {
+	rows, noJSON := readJSONDoc(t)
+	// A command is documented by its own row ("ops list"); a row for the
+	// elements of a list ("ops list operations[]") documents no command.
+	documented := map[string]bool{}
+	for _, r := range rows {
+		if !strings.HasSuffix(r.name, "[]") {
+			documented[r.name] = true
+		}
+	}
+
+	// Every command is in one of the tables.
+	root := NewCmdRoot(&Factory{IO: &IOStreams{}})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			name := strings.TrimPrefix(sub.CommandPath(), "prod-write ")
+			top := strings.Fields(name)[0]
+			if slices.Contains(noJSON, top) || slices.Contains(noJSON, name) {
+				continue
+			}
+			if sub.Runnable() && !sub.HasSubCommands() && !documented[name] {
+				t.Errorf("command %q is in neither table of docs/JSON.md", name)
+			}
+			walk(sub)
+		}
+	}
+	walk(root)
+
+	dir := t.TempDir()
+	env := map[string]string{"DEPLOY_TOKEN": "s3cret"}
+	got := map[string][]map[string]any{}
+	key := func(who string) string { return filepath.Join(dir, "keys", who+".key") }
+	// run runs args with --json, records the documents under doc (stdout:
+	// every JSON value; stderr: the last line) and returns the exit code.
+	run := func(doc, stream string, args ...string) (int, []map[string]any) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		f := &Factory{
+			IO:        &IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb},
+			Now:       time.Now,
+			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+			Getwd:     func() (string, error) { return dir, nil },
+		}
+		code := Run(append(args, "--json"), f)
+		src := out.Bytes()
+		if stream == "stderr" {
+			lines := strings.Split(strings.TrimRight(errb.String(), "\n"), "\n")
+			src = []byte(lines[len(lines)-1])
+		}
+		var docs []map[string]any
+		dec := json.NewDecoder(bytes.NewReader(src))
+		for {
+			var v map[string]any
+			err := dec.Decode(&v)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%v (%s): not JSON: %v\nstdout:\n%s\nstderr:\n%s", args, stream, err, out.String(), errb.String())
+			}
+			docs = append(docs, v)
+		}
+		if len(docs) == 0 {
+			t.Fatalf("%v: no JSON document on %s (exit %d)\nstdout:\n%s\nstderr:\n%s", args, stream, code, out.String(), errb.String())
+		}
+		got[doc] = append(got[doc], docs...)
+		return code, docs
+	}
+	mustExit := func(want, code int, what string) {
+		t.Helper()
+		if code != want {
+			t.Fatalf("%s: exit %d, want %d", what, code, want)
+		}
+	}
+	fpOf := func(docs []map[string]any) string { return docs[0]["fingerprint"].(string) }
+
+	code, _ := run("init", "stdout", "init", "--demo", dir)
+	mustExit(0, code, "init")
+	if err := os.WriteFile(filepath.Join(dir, "app.toml"), []byte("[server]\nport = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _ = run("keygen", "stdout", "keygen", "--out", filepath.Join(dir, "extra.key"))
+	mustExit(0, code, "keygen")
+	code, _ = run("--version", "stdout", "--version")
+	mustExit(0, code, "--version")
+	code, _ = run("ops list", "stdout", "ops", "list")
+	mustExit(0, code, "ops list")
+	code, _ = run("ops show", "stdout", "ops", "show", "config-push")
+	mustExit(0, code, "ops show")
+	code, _ = run("plan", "stdout", "plan", "list-configs", "--target", "staging", "--dry-run")
+	mustExit(0, code, "plan --dry-run")
+	planArgs := func(target, service string) []string {
+		return []string{"plan", "config-push", "--target", target, "--param", "service=" + service, "--file", "config=" + filepath.Join(dir, "app.toml"), "--key", key("agent")}
+	}
+	code, docs := run("plan", "stdout", planArgs("staging", "api")...)
+	mustExit(0, code, "plan")
+	fp := fpOf(docs)
+	code, _ = run("status", "stdout", "status", fp)
+	mustExit(ExitRefused, code, "status before approval")
+	code, _ = run("refusal", "stderr", "status", fp)
+	mustExit(ExitRefused, code, "status before approval")
+	code, _ = run("file", "stdout", "file", fp, "--key", key("smith"), "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high")
+	mustExit(0, code, "file")
+	code, _ = run("decide", "stdout", "decide", fp, "approve", "--key", key("alice"))
+	mustExit(0, code, "decide")
+	code, _ = run("status", "stdout", "status", fp)
+	mustExit(0, code, "status after approval")
+	code, _ = run("run", "stderr", "run", fp)
+	mustExit(0, code, "run")
+
+	_, docs = run("plan", "stdout", planArgs("production", "api")...)
+	code, _ = run("gera", "stdout", "gera", "go", fpOf(docs), "--key", key("gera"))
+	mustExit(0, code, "gera go")
+	_, docs = run("plan", "stdout", planArgs("staging", "web")...)
+	code, _ = run("withdraw", "stdout", "withdraw", fpOf(docs), "--key", key("agent"))
+	mustExit(0, code, "withdraw")
+
+	code, _ = run("receipts list", "stdout", "receipts", "list")
+	mustExit(0, code, "receipts list")
+	code, docs = run("receipts show", "stdout", "receipts", "show", "1")
+	mustExit(0, code, "receipts show")
+	if id, _ := docs[0]["run_id"].(string); id != "" {
+		code, _ = run("receipts show", "stdout", "receipts", "show", id)
+		mustExit(0, code, "receipts show RUN")
+	}
+	code, _ = run("receipts checkpoint", "stdout", "receipts", "checkpoint")
+	mustExit(0, code, "receipts checkpoint")
+	code, _ = run("replay", "stdout", "replay")
+	mustExit(0, code, "replay")
+	code, _ = run("store init", "stdout", "store", "init")
+	mustExit(0, code, "store init")
+	run("doctor", "stdout", "doctor") // exit 1 when it finds a weakness, which a demo has
+	code, _ = run("error", "stderr", "receipts", "show", "999")
+	mustExit(ExitDataErr, code, "receipts show of no receipt")
+
+	for name := range got {
+		if !documented[name] {
+			t.Errorf("%q printed JSON that docs/JSON.md does not document", name)
+		}
+	}
+	for _, r := range rows {
+		parent, field, nested := strings.Cut(strings.TrimSuffix(r.name, "[]"), " ")
+		docs := got[r.name]
+		if nested && strings.HasSuffix(r.name, "[]") {
+			// "status evidence[]", "ops list operations[]": the elements
+			// of a list of a document.
+			parts := strings.Fields(strings.TrimSuffix(r.name, "[]"))
+			parent, field = strings.Join(parts[:len(parts)-1], " "), parts[len(parts)-1]
+			docs = nil
+			for _, d := range got[parent] {
+				list, _ := d[field].([]any)
+				for _, e := range list {
+					if m, ok := e.(map[string]any); ok {
+						docs = append(docs, m)
+					}
+				}
+			}
+		}
+		if len(docs) == 0 {
+			if r.name == "receipts sync" {
+				continue // needs an S3 archive (docs/JSON.md says so)
+			}
+			t.Errorf("docs/JSON.md documents %q, which the test did not see printed", r.name)
+			continue
+		}
+		for i, d := range docs {
+			where := fmt.Sprintf("%s #%d", r.name, i)
+			if !strings.HasSuffix(r.name, "[]") {
+				if v, ok := d["format_version"].(float64); !ok || int(v) != FormatVersion {
+					t.Errorf("%s: format_version = %v, want %d", where, d["format_version"], FormatVersion)
+				}
+			}
+			for _, fd := range r.fields {
+				if _, ok := d[fd]; !ok {
+					t.Errorf("%s: documented field %q is missing: %v", where, fd, docKeys(d))
+				}
+			}
+			for k := range d {
+				if !slices.Contains(r.fields, k) && !slices.Contains(r.optional, k) {
+					t.Errorf("%s: field %q is not in docs/JSON.md", where, k)
+				}
+			}
+			for _, l := range r.lists {
+				v, present := d[l]
+				if _, isList := v.([]any); present && !isList {
+					t.Errorf("%s: %q is documented as a list but is %v", where, l, v)
+				}
+			}
+		}
+	}
+}
+
+func docKeys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+)
+
+// FormatVersion is the format_version of every JSON document a command
+// prints with --json (docs/JSON.md): additive changes keep it, a rename, a
+// removal or a change of meaning bumps it.
+const FormatVersion = 1
+
+// printDoc writes fields, with format_version added, as one indented JSON
+// document.
+func printDoc(w io.Writer, fields map[string]any) error {
+	fields["format_version"] = FormatVersion
+	return printJSON(w, fields)
+}
+
+// written is what file, decide, gera and withdraw print with --json: the
+// record the command signed and stored, in the words status uses for the
+// same record in its evidence list.
+type written struct {
+	FormatVersion int    `json:"format_version"`
+	Kind          string `json:"kind"` // record, answer, gera, withdrawal
+	ID            string `json:"id"`
+	Actor         string `json:"actor"`
+	Fingerprint   string `json:"fingerprint"`
+	// Verdict: record, approve or deny, go or no-go, withdraw.
+	Verdict string `json:"verdict"`
+	// Record is the certainty record an answer answers.
+	Record string `json:"record,omitempty"`
+	// Uses is how many runs a gera go allows (0 for a no-go).
+	Uses    *int      `json:"uses,omitempty"`
+	Issued  time.Time `json:"issued"`
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// nonNil returns s, or an empty slice for nil, so that a list prints as []
+// and never as null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// printRan writes run's outcome line (its last line on stderr with --json,
+// after the program's own output), encoded as JSON rather than with Go
+// quoting, which differs for some bytes.
+func printRan(w io.Writer, operation, fingerprint string, exitCode int, intent, receipt uint64) {
+	b, _ := json.Marshal(struct {
+		FormatVersion int    `json:"format_version"`
+		Outcome       string `json:"outcome"`
+		Operation     string `json:"operation"`
+		Fingerprint   string `json:"fingerprint"`
+		ExitCode      int    `json:"exit_code"`
+		Intent        uint64 `json:"intent"`
+		Receipt       uint64 `json:"receipt"`
+	}{FormatVersion, "ran", operation, fingerprint, exitCode, intent, receipt})
+	fmt.Fprintf(w, "%s\n", b)
+}
