@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"errors"
 	"io"
 	"testing"
 
@@ -69,6 +71,20 @@ func TestFastrunParsesAsCobra(t *testing.T) {
 		cl, cok := cobraRun(args)
 		if !ok || !cok || fl != cl {
 			t.Fatalf("%q: fastrun %+v %v, tree %+v %v", args, fl, ok, cl, cok)
+		}
+	}
+}
+
+// An error after the request was sent prints as the command tree prints
+// an internal error, in both forms.
+func TestFastrunErrorAsTree(t *testing.T) {
+	err := errors.New("reading the runner service's reply: EOF")
+	for _, asJSON := range []bool{false, true} {
+		var tree, fast bytes.Buffer
+		printError(&Factory{IO: &IOStreams{Err: &tree}, JSON: asJSON}, err)
+		fastrun.PrintError(&fast, asJSON, err)
+		if tree.String() != fast.String() {
+			t.Errorf("json %v: the tree prints %q, fastrun %q", asJSON, tree.String(), fast.String())
 		}
 	}
 }

@@ -176,7 +176,7 @@ func Try(e Env) (code int, ok bool) {
 		return 0, false
 	case err != nil:
 		// Sent: the run may have happened, so it is never made again.
-		printError(e.Stderr, l.JSON, err)
+		PrintError(e.Stderr, l.JSON, err)
 		return exitSoftware, true
 	case res.Failure != nil:
 		// The service refused the call before taking it (busy, bad
@@ -186,11 +186,12 @@ func Try(e Env) (code int, ok bool) {
 	return res.Code, true
 }
 
-// printError prints an error after the request was sent as the command
-// tree prints an internal error.
-func printError(w io.Writer, asJSON bool, err error) {
+// PrintError prints an error met after the request was sent, as the
+// command tree prints an internal error (a test in pkg/cli holds the two
+// equal).
+func PrintError(w io.Writer, asJSON bool, err error) {
 	if asJSON {
-		b, _ := json.Marshal(map[string]string{"outcome": "error", "code": "internal", "error": err.Error()})
+		b, _ := json.Marshal(map[string]any{"format_version": 1, "outcome": "error", "code": "internal", "exit_code": exitSoftware, "error": err.Error()})
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}

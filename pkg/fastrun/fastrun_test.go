@@ -250,8 +250,8 @@ func TestTrySentIsNeverRepeated(t *testing.T) {
 		}
 		errs := w.read(t, "stderr")
 		if asJSON {
-			var m map[string]string
-			if err := json.Unmarshal([]byte(errs), &m); err != nil || m["outcome"] != "error" || m["code"] != "internal" {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(errs), &m); err != nil || m["outcome"] != "error" || m["code"] != "internal" || m["exit_code"] != float64(exitSoftware) {
 				t.Fatalf("stderr %q", errs)
 			}
 		} else if !strings.HasPrefix(errs, "prod-write: error: ") || strings.Count(errs, "\n") != 1 {
