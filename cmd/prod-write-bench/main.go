@@ -28,7 +28,7 @@ import (
 var (
 	bin       = flag.String("bin", "bin/prod-write", "the prod-write binary")
 	floorBin  = flag.String("floor", "bin/floor", "the floor program for run")
-	only      = flag.String("only", "", "run only this benchmark: plan, run, run-service, parallel, parallel-service, replay, bridges")
+	only      = flag.String("only", "", "run only this benchmark: plan, run, run-service, parallel, parallel-service, replay, bridges, fleet")
 	fileSize  = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
 	runs      = flag.Int("runs", 200, "sequential runs timed for the run overhead")
 	nReceipts = flag.Int("receipts", 100_000, "receipts replayed")
@@ -59,7 +59,7 @@ func main() {
 		fn   func(dir string) result
 	}
 	var results []result
-	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}} {
+	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}} {
 		if *only != "" && *only != b.name {
 			continue
 		}

@@ -106,8 +106,8 @@ func (f failClosed) Evidence(fp string) ([]*dsse.Envelope, []store.Problem, erro
 	return recs, problems, unavailable(fp, err)
 }
 
-func (f failClosed) Consume(id string, uses int) (int, error) {
-	slot, err := f.s.Consume(id, uses)
+func (f failClosed) Consume(id string, uses int, run string) (int, error) {
+	slot, err := f.s.Consume(id, uses, run)
 	return slot, unavailable("", err)
 }
 

@@ -182,42 +182,51 @@ func runRun(o *RunOptions) error {
 	if err := pc.reality(f, callerFiles{snaps, f}); err != nil {
 		return err
 	}
-	// 3. The gate.
+	// 3. The gate, and 4. the consumption of the approval, atomically.
+	// What is spent is not read before the gate: the consumption is the
+	// authority, and asking it alone keeps a run on a shared store to
+	// three requests (plan, evidence, consume; SPEC §15). The gate first
+	// counts nothing as spent; an anchor the store finds spent is counted
+	// so and the gate asked again, so the run relies on the next unspent
+	// approval if there is one, and is otherwise refused as the gate
+	// refuses any spent approval (docs/adr/0014b-idempotent-consumption.md).
 	evidence, problems, err := pc.store.Evidence(pc.plan.Fingerprint)
 	if err != nil {
 		return fmt.Errorf("reading evidence: %w", err)
 	}
-	ids := make([]string, 0, len(evidence))
-	for _, e := range evidence {
-		if id, err := approval.ID(e); err == nil {
-			ids = append(ids, id)
+	// The run id is written into the consumption, so that a retried write
+	// whose reply was lost finds its own use rather than spending another.
+	runID := newRunID()
+	used := map[string]int{}
+	var dec *approval.Decision
+	slot, lost := 0, false
+	for {
+		dec, err = approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used})
+		if r, ok := refusal.As(err); ok && lost && r.Code == refusal.EvidenceConsumed {
+			r.Reason = "the approval this run relies on was consumed by another run: " + r.Reason
+			return r
 		}
-	}
-	used, err := pc.store.Used(ids)
-	if err != nil {
-		return fmt.Errorf("reading consumption: %w", err)
-	}
-	dec, err := approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used})
-	if err != nil {
-		return err
-	}
-	// 4. Consume the approval atomically.
-	slot := 0
-	if dec.Anchor != "" {
-		slot, err = pc.store.Consume(dec.Anchor, dec.AnchorUses)
+		if err != nil {
+			return err
+		}
+		if dec.Anchor == "" {
+			break
+		}
+		slot, err = pc.store.Consume(dec.Anchor, dec.AnchorUses, runID)
 		if errors.Is(err, store.ErrConsumed) {
-			return pc.refuse(refusal.EvidenceConsumed, "the approval this run relies on was consumed by another run").Needs("a fresh approval")
+			used[dec.Anchor], lost = dec.AnchorUses, true
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("consuming approval: %w", err)
 		}
+		break
 	}
 	failpoint.Hit("after-consume")
 
 	// 5. The intent receipt, durable before anything executes.
 	j := &receipts.Journal{Path: pc.cfg.JournalPath(), Key: rk, Runner: rp.ID, Host: pc.cfg.Host, Now: f.Now, Sync: f.JournalSync}
 	intent := pc.intent(f, dec, evidence, slot)
-	runID := newRunID()
 	in, err := j.Append(&receipts.Receipt{Kind: receipts.KindIntent, RunID: runID, Intent: intent})
 	if err != nil {
 		return fmt.Errorf("writing intent receipt (nothing ran): %w", err)

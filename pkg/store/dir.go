@@ -21,7 +21,8 @@ import (
 //
 //	plans/HEX.json             the signed plan for fingerprint sha256:HEX
 //	evidence/HEX/ID.json       records bound to that fingerprint
-//	consumed/ID.SLOT           one empty file per spent use of record ID
+//	consumed/ID.SLOT           one file per spent use of record ID, holding the run id
+//	consumed/ID.run-RUN        the slot run RUN holds (so a retry spends nothing more)
 type Dir struct {
 	Root string
 }
@@ -179,24 +180,37 @@ func (d *Dir) Evidence(fp string) ([]*dsse.Envelope, []Problem, error) {
 }
 
 // Consume implements [Store]: use SLOT of record ID is spent by creating
-// consumed/ID.SLOT exclusively, and the directory is fsynced before Consume
-// returns. Slots are taken lowest first, so the spent ones of a record are
-// always 0 to N-1.
-func (d *Dir) Consume(id string, uses int) (int, error) {
+// consumed/ID.SLOT exclusively, holding the run id, and the run's claim
+// consumed/ID.run-RUN, holding the slot, is written beside it; the
+// directory is fsynced before Consume returns. Slots are taken lowest
+// first, so the spent ones of a record are always 0 to N-1. A run that
+// already holds a slot gets it back and spends nothing more (a retry).
+func (d *Dir) Consume(id string, uses int, run string) (int, error) {
 	if err := CheckID(id); err != nil {
 		return 0, err
 	}
+	if err := CheckRunID(run); err != nil {
+		return 0, err
+	}
 	dir := filepath.Join(d.Root, "consumed")
+	claim := filepath.Join(dir, id+".run-"+run)
+	if slot, ok := d.claimed(claim); ok {
+		return slot, nil
+	}
 	start := 0
 	if uses > 1 {
 		start = d.spent(id)
 	}
 	for slot := start; slot < uses; slot++ {
-		err := durable.CreateExclusive(filepath.Join(dir, id+"."+strconv.Itoa(slot)), nil, 0o600, false)
+		path := filepath.Join(dir, id+"."+strconv.Itoa(slot))
+		err := durable.CreateExclusive(path, []byte(run), 0o600, false)
 		if errors.Is(err, os.ErrExist) {
 			continue
 		}
 		if err != nil {
+			return 0, err
+		}
+		if err := durable.CreateExclusive(claim, []byte(strconv.Itoa(slot)), 0o600, false); err != nil {
 			return 0, err
 		}
 		if err := durable.SyncDir(dir); err != nil {
@@ -204,7 +218,18 @@ func (d *Dir) Consume(id string, uses int) (int, error) {
 		}
 		return slot, nil
 	}
-	return 0, fmt.Errorf("record %.12s…: %w", id, ErrConsumed)
+	return 0, Consumed(id, uses)
+}
+
+// claimed returns the slot the claim file at path records, if there is
+// one.
+func (d *Dir) claimed(path string) (int, bool) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	slot, err := strconv.Atoi(string(data))
+	return slot, err == nil && slot >= 0
 }
 
 // spent counts the spent uses of id. Slots are taken lowest first and

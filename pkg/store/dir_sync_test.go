@@ -35,15 +35,17 @@ func TestDirConsumeIsDurable(t *testing.T) {
 		synced = append(synced, f.Name()+": "+strconv.Quote(filepath.Join(names...)))
 		return orig(f)
 	}
-	if slot, err := d.Consume(id, 2); err != nil || slot != 0 {
+	run := storetest.NewRun()
+	if slot, err := d.Consume(id, 2, run); err != nil || slot != 0 {
 		t.Fatalf("Consume = %d, %v", slot, err)
 	}
-	if want := []string{consumed + ": " + strconv.Quote(id+".0")}; !slices.Equal(synced, want) {
+	// The slot and the run's claim, both there when the directory is synced.
+	if want := []string{consumed + ": " + strconv.Quote(filepath.Join(id+".0", id+".run-"+run))}; !slices.Equal(synced, want) {
 		t.Fatalf("fsyncs %q, want %q", synced, want)
 	}
 
 	durable.Sync = func(f *os.File) error { return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.EIO} }
-	if slot, err := d.Consume(id, 2); !errors.Is(err, syscall.EIO) {
+	if slot, err := d.Consume(id, 2, storetest.NewRun()); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("Consume with a failing fsync = %d, %v; want EIO", slot, err)
 	}
 }

@@ -197,7 +197,7 @@ func consumeHelper(root, id, usesStr string) int {
 		fmt.Println("error", err)
 		return 2
 	}
-	slot, err := d.Consume(id, uses)
+	slot, err := d.Consume(id, uses, storetest.RunID(fmt.Sprint("pid-", os.Getpid())))
 	switch {
 	case err == nil:
 		fmt.Println("slot", slot)
@@ -294,7 +294,7 @@ func TestDirConsumeAcrossProcesses(t *testing.T) {
 func TestDirReopen(t *testing.T) {
 	d := openDir(t)
 	id := storetest.ID("reopen")
-	if _, err := d.Consume(id, 2); err != nil {
+	if _, err := d.Consume(id, 2, storetest.NewRun()); err != nil {
 		t.Fatal(err)
 	}
 	again, err := store.OpenDir(d.Root)
@@ -304,10 +304,10 @@ func TestDirReopen(t *testing.T) {
 	if used, _ := again.Used([]string{id}); used[id] != 1 {
 		t.Fatalf("Used after reopening = %d, want 1", used[id])
 	}
-	if slot, err := again.Consume(id, 2); err != nil || slot != 1 {
+	if slot, err := again.Consume(id, 2, storetest.NewRun()); err != nil || slot != 1 {
 		t.Fatalf("Consume after reopening = %d, %v; want slot 1", slot, err)
 	}
-	if _, err := again.Consume(id, 2); !errors.Is(err, store.ErrConsumed) {
+	if _, err := again.Consume(id, 2, storetest.NewRun()); !errors.Is(err, store.ErrConsumed) {
 		t.Fatalf("third Consume of 2 uses: %v", err)
 	}
 }
@@ -347,11 +347,11 @@ func TestDirSpentCounts(t *testing.T) {
 			if err != nil || used[id] != n {
 				t.Fatalf("Used = %v, %v; want %d", used, err, n)
 			}
-			slot, err := d.Consume(id, n+1)
+			slot, err := d.Consume(id, n+1, storetest.NewRun())
 			if err != nil || slot != n {
 				t.Fatalf("Consume(%d uses) = %d, %v; want slot %d", n+1, slot, err, n)
 			}
-			if _, err := d.Consume(id, n+1); !errors.Is(err, store.ErrConsumed) {
+			if _, err := d.Consume(id, n+1, storetest.NewRun()); !errors.Is(err, store.ErrConsumed) {
 				t.Fatalf("Consume past %d uses: %v", n+1, err)
 			}
 		})

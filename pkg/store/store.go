@@ -27,9 +27,14 @@ type Store interface {
 	// Evidence returns the records stored for fp. A record that cannot be
 	// read is reported in problems and skipped, never returned.
 	Evidence(fp string) (records []*dsse.Envelope, problems []Problem, err error)
-	// Consume spends one use of record id, which may be used uses times.
-	// It returns the slot it took, or ErrConsumed when every use is spent.
-	Consume(id string, uses int) (slot int, err error)
+	// Consume spends one use of record id, which may be used uses times,
+	// for the run named run, and writes run into what it writes. It returns
+	// the slot it took, or an error matching ErrConsumed (made by
+	// [Consumed]) when every use is spent by other runs. It is idempotent
+	// per run: calling it again with the same run (a retry whose answer was
+	// lost) returns the slot that run already holds and spends nothing
+	// more, and never refuses it as consumed (docs/adr/0014b-idempotent-consumption.md).
+	Consume(id string, uses int, run string) (slot int, err error)
 	// Used reports how many uses of each record are spent.
 	Used(ids []string) (map[string]int, error)
 }
@@ -40,6 +45,13 @@ var (
 	ErrExists   = errors.New("already exists with other content")
 	ErrConsumed = errors.New("evidence already consumed")
 )
+
+// Consumed is the error of a Consume that found every use of record id
+// spent by other runs; every backend returns it, so the refusal reads the
+// same whatever the store.
+func Consumed(id string, uses int) error {
+	return fmt.Errorf("record %.12s…: all %d uses spent by other runs: %w", id, uses, ErrConsumed)
+}
 
 // Problem is a stored item that could not be read as a record.
 type Problem struct {
@@ -81,6 +93,21 @@ func (e *BadFingerprintError) Error() string {
 }
 
 func hexOf(fp string) string { return strings.TrimPrefix(fp, "sha256:") }
+
+// CheckRunID reports whether run names a run as consumption records it: 8
+// to 64 lowercase hex digits (prod-write's run ids are 24). Every backend
+// checks it before it becomes part of a file name or an attribute name.
+func CheckRunID(run string) error {
+	if len(run) < 8 || len(run) > 64 {
+		return fmt.Errorf("%q is not a run id (want 8 to 64 lowercase hex digits)", run)
+	}
+	for _, c := range []byte(run) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return fmt.Errorf("%q is not a run id (want 8 to 64 lowercase hex digits)", run)
+		}
+	}
+	return nil
+}
 
 // CheckID reports whether id is a record id: 64 lowercase hex digits (the
 // hex sha256 of a record's DSSE pre-authentication encoding). Every backend

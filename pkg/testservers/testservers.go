@@ -208,7 +208,7 @@ func testPackage() string {
 // starting it on first use.
 func Dynalite(t testing.TB) string {
 	t.Helper()
-	bin, err := binary("PROD_WRITE_DYNALITE", filepath.Join(".cache", "node_modules", ".bin", "dynalite"))
+	bin, err := dynaliteBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +218,24 @@ func Dynalite(t testing.TB) string {
 	if _, err := exec.LookPath("node"); err != nil {
 		absent(t, "node (needed by dynalite)", "node on $PATH")
 	}
+	endpoint, err := StartDynalite()
+	if err != nil {
+		t.Fatalf("starting dynalite: %v", err)
+	}
+	return endpoint
+}
+
+func dynaliteBinary() (string, error) {
+	return binary("PROD_WRITE_DYNALITE", filepath.Join(".cache", "node_modules", ".bin", "dynalite"))
+}
+
+// StartDynalite is [Dynalite] outside a test (the benchmark): it starts
+// dynalite on first use and returns its endpoint; [Stop] stops it.
+func StartDynalite() (string, error) {
+	bin, err := dynaliteBinary()
+	if err != nil {
+		return "", err
+	}
 	dynOnce.Do(func() {
 		dynalite, dynErr = start("dynalite", func(dir string, port int) ([]string, error) {
 			return []string{bin, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
@@ -225,9 +243,9 @@ func Dynalite(t testing.TB) string {
 		}, nil, dynaliteReady)
 	})
 	if dynErr != nil {
-		t.Fatalf("starting dynalite: %v", dynErr)
+		return "", dynErr
 	}
-	return dynalite.endpoint
+	return dynalite.endpoint, nil
 }
 
 // S3 returns the endpoint and root credentials of a running versitygw (S3)

@@ -39,7 +39,15 @@ func hostA(t *testing.T, bin, endpoint string) *testservers.Deployment {
 // policy, with its own runner key (added to the policy), state and journal.
 func hostB(t *testing.T, a *testservers.Deployment) *testservers.Deployment {
 	t.Helper()
-	dir := filepath.Join(filepath.Dir(a.Dir), "host-b")
+	return another(t, a, "b")
+}
+
+// another is one more runner host sharing a's table, registry and trust
+// policy, named host-NAME, with its own runner key (runner-NAME, added to
+// the policy), state and journal.
+func another(t *testing.T, a *testservers.Deployment, name string) *testservers.Deployment {
+	t.Helper()
+	dir := filepath.Join(filepath.Dir(a.Dir), "host-"+name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -49,15 +57,15 @@ func hostB(t *testing.T, a *testservers.Deployment) *testservers.Deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(trust, "\n[[principal]]\nid = \"runner-b\"\nroles = [\"runner\"]\nkey = %q\n", pub)
+	fmt.Fprintf(trust, "\n[[principal]]\nid = \"runner-%s\"\nroles = [\"runner\"]\nkey = %q\n", name, pub)
 	trust.Close()
 	cfg, err := os.ReadFile(a.Path("prod-write.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := string(cfg[strings.Index(string(cfg), "\n[store]")+1:])
-	b.WriteFile("prod-write.toml", fmt.Sprintf("registry = %q\ntrust = %q\nstate = \"state\"\nrunner_key = \"runner.key\"\nhost = \"host-b\"\n\n%s",
-		a.Path("operations"), a.Path("trust.toml"), store))
+	b.WriteFile("prod-write.toml", fmt.Sprintf("registry = %q\ntrust = %q\nstate = \"state\"\nrunner_key = \"runner.key\"\nhost = \"host-%s\"\n\n%s",
+		a.Path("operations"), a.Path("trust.toml"), name, store))
 	return b
 }
 

@@ -10,13 +10,15 @@
 //	pk                    sk            attributes
 //	plan#HEX              plan          env: the signed plan (DSSE JSON)
 //	evidence#HEX          ID            env: a record bound to sha256:HEX
-//	consumed#ID           0000000000…   at: when the use was spent
+//	consumed#ID           count         n: uses spent; rRUN: the slot run RUN took; tRUN: when
 //
 // # Guarantees
 //
-// Every write is a PutItem conditioned on attribute_not_exists(pk): nothing
-// is ever overwritten, and of any number of concurrent consumers of one
-// consumption slot exactly one succeeds. Every read is strongly consistent
+// Every plan and record is written by a PutItem conditioned on
+// attribute_not_exists(pk): nothing is ever overwritten. A use is spent by
+// one conditional increment of the record's counter that also records the
+// run, so of any number of concurrent consumers exactly uses succeed, and a
+// retried increment never spends twice ([Store.Consume]). Every read is strongly consistent
 // (ConsistentRead), so the gate never judges by a stale view: a use spent
 // on one host is seen by the next read on any other.
 //
@@ -34,6 +36,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -50,8 +54,15 @@ const (
 	attrPK  = "pk"
 	attrSK  = "sk"
 	attrEnv = "env"
-	attrAt  = "at"
+	attrN   = "n"
 )
+
+// countSK is the sort key of a record's counter item under consumed#ID.
+const countSK = "count"
+
+// maxUnprocessed bounds the BatchGetItem requests Used makes for keys the
+// service left unprocessed (throttling): past it Used fails closed.
+const maxUnprocessed = 5
 
 // The retry and timeout budget. The gate sits in front of a production
 // write: with DynamoDB unreachable, run must refuse within seconds, not
@@ -62,10 +73,6 @@ const (
 	DefaultTimeout = 10 * time.Second
 	requestTimeout = 5 * time.Second
 )
-
-// slotWidth is the zero padding of consumption slots, so that they sort
-// in order.
-const slotWidth = 10
 
 // Options say which table to use and how to reach it. Credentials come
 // from the standard AWS chain unless Credentials is set.
@@ -153,7 +160,6 @@ func key(pk, sk string) map[string]types.AttributeValue {
 func planPK(fp string) string     { return "plan#" + fp[len("sha256:"):] }
 func evidencePK(fp string) string { return "evidence#" + fp[len("sha256:"):] }
 func consumedPK(id string) string { return "consumed#" + id }
-func slotSK(slot int) string      { return fmt.Sprintf("%0*d", slotWidth, slot) }
 func (s *Store) path(pk, sk string) string {
 	return fmt.Sprintf("dynamodb://%s/%s/%s", s.table, pk, sk)
 }
@@ -284,15 +290,12 @@ func (s *Store) PutEvidence(fp, id string, env *dsse.Envelope) error {
 
 // query calls fn with each page of the strongly consistent query of the
 // items under pk.
-func (s *Store) query(ctx context.Context, pk string, count bool, fn func(*dynamodb.QueryOutput)) error {
+func (s *Store) query(ctx context.Context, pk string, fn func(*dynamodb.QueryOutput)) error {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.table),
 		KeyConditionExpression:    aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
 		ConsistentRead:            aws.Bool(true),
-	}
-	if count {
-		in.Select = types.SelectCount
 	}
 	pages := dynamodb.NewQueryPaginator(s.client, in)
 	for pages.HasMorePages() {
@@ -317,7 +320,7 @@ func (s *Store) Evidence(fp string) ([]*dsse.Envelope, []store.Problem, error) {
 	pk := evidencePK(fp)
 	var out []*dsse.Envelope
 	var problems []store.Problem
-	err := s.query(ctx, pk, false, func(page *dynamodb.QueryOutput) {
+	err := s.query(ctx, pk, func(page *dynamodb.QueryOutput) {
 		for _, item := range page.Items {
 			sk, _ := item[attrSK].(*types.AttributeValueMemberS)
 			if sk == nil {
@@ -348,68 +351,145 @@ func (s *Store) Evidence(fp string) ([]*dsse.Envelope, []store.Problem, error) {
 	return out, problems, nil
 }
 
-// Consume implements [store.Store]: a use is spent by a conditional put of
-// consumed#ID / SLOT, which exactly one of any number of concurrent
-// writers wins. For a record of one use that is a single write; for more,
-// the count of spent slots is read first and the next slots are tried in
-// order, as the embedded store does (docs/adr/0006-consumption.md).
-func (s *Store) Consume(id string, uses int) (int, error) {
+// Consume implements [store.Store] with one request: a conditional
+// increment of the record's counter item consumed#ID / count, which
+// records, in the same atomic write, the slot this run took (attribute
+// rRUN, the count before the increment) and when (tRUN):
+//
+//	SET n = if_not_exists(n, 0) + 1, rRUN = if_not_exists(n, 0), tRUN = :at
+//	IF (attribute_not_exists(n) OR n < :uses) AND attribute_not_exists(rRUN)
+//
+// The increment is serialised by DynamoDB, so of any number of concurrent
+// runs each gets its own slot and no write fails while a use is left: no
+// slot is tried and lost, and nothing is counted first. When the condition
+// fails the item as it was (ReturnValuesOnConditionCheckFailure ALL_OLD,
+// or, where the service does not return it, a strongly consistent read)
+// says why: if it holds rRUN this very run already took a slot (the SDK
+// retried a write whose reply was lost) and that slot is the answer;
+// otherwise every use is spent by other runs (docs/adr/0014b-idempotent-consumption.md).
+func (s *Store) Consume(id string, uses int, run string) (int, error) {
 	if err := store.CheckID(id); err != nil {
+		return 0, err
+	}
+	if err := store.CheckRunID(run); err != nil {
 		return 0, err
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	pk := consumedPK(id)
-	start := 0
-	if uses > 1 {
-		n, err := s.count(ctx, pk)
-		if err != nil {
-			return 0, err
-		}
-		start = n
-	}
-	at := time.Now().UTC().Format(time.RFC3339Nano)
-	for slot := start; slot < uses; slot++ {
-		item := key(pk, slotSK(slot))
-		item[attrAt] = str(at)
-		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName:           aws.String(s.table),
-			Item:                item,
-			ConditionExpression: aws.String("attribute_not_exists(pk)"),
-		})
-		if conditionFailed(err) {
-			continue
-		}
-		if err != nil {
-			return 0, s.fail("PutItem", err)
+	k := key(consumedPK(id), countSK)
+	names := map[string]string{"#n": attrN, "#r": runAttr(run), "#t": "t" + run}
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      k,
+		UpdateExpression:         aws.String("SET #n = if_not_exists(#n, :zero) + :one, #r = if_not_exists(#n, :zero), #t = :at"),
+		ConditionExpression:      aws.String("(attribute_not_exists(#n) OR #n < :uses) AND attribute_not_exists(#r)"),
+		ExpressionAttributeNames: names,
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":zero": num(0), ":one": num(1), ":uses": num(uses),
+			":at": str(time.Now().UTC().Format(time.RFC3339Nano)),
+		},
+		ReturnValues:                        types.ReturnValueUpdatedNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		slot, ok := number(out.Attributes[runAttr(run)])
+		if !ok {
+			return 0, fmt.Errorf("%s: UpdateItem returned no slot for run %s", s.path(consumedPK(id), countSK), run)
 		}
 		return slot, nil
 	}
-	return 0, fmt.Errorf("record %.12s…: %w", id, store.ErrConsumed)
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return 0, s.fail("UpdateItem", err)
+	}
+	old := ccf.Item
+	if old == nil {
+		// The service did not return the item (dynalite does not): read
+		// it. Only this run writes rRUN, so the read cannot miss it.
+		got, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName:                aws.String(s.table),
+			Key:                      k,
+			ConsistentRead:           aws.Bool(true),
+			ProjectionExpression:     aws.String("#n, #r"),
+			ExpressionAttributeNames: map[string]string{"#n": attrN, "#r": runAttr(run)},
+		})
+		if err != nil {
+			return 0, s.fail("GetItem", err)
+		}
+		old = got.Item
+	}
+	if slot, ok := number(old[runAttr(run)]); ok {
+		return slot, nil // this run's own write, whose reply was lost
+	}
+	if n, ok := number(old[attrN]); ok && n >= uses {
+		return 0, store.Consumed(id, uses)
+	}
+	// The condition failed, yet the item is neither spent nor this run's:
+	// never an answer, so not "consumed" either.
+	return 0, fmt.Errorf("%s: the conditional increment failed but the item (n=%v) is neither spent nor this run's", s.path(consumedPK(id), countSK), old[attrN])
 }
 
-func (s *Store) count(ctx context.Context, pk string) (int, error) {
-	n := 0
-	err := s.query(ctx, pk, true, func(page *dynamodb.QueryOutput) { n += int(page.Count) })
-	return n, err
+// runAttr is the attribute of the counter item that holds the slot run
+// took.
+func runAttr(run string) string { return "r" + run }
+
+func num(n int) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.Itoa(n)} }
+
+// number reads a non-negative integer attribute.
+func number(v types.AttributeValue) (int, bool) {
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.Atoi(n.Value)
+	return i, err == nil && i >= 0
 }
 
-// Used implements [store.Store]. Ids that are not record ids are skipped,
-// as the embedded store skips them.
+// Used implements [store.Store]: the counters of ids, read in one
+// strongly consistent BatchGetItem per 100. Ids that are not record ids
+// are skipped, as the embedded store skips them.
 func (s *Store) Used(ids []string) (map[string]int, error) {
 	ctx, cancel := s.ctx()
 	defer cancel()
 	out := map[string]int{}
+	var keys []map[string]types.AttributeValue
+	seen := map[string]bool{}
 	for _, id := range ids {
-		if store.CheckID(id) != nil {
+		if store.CheckID(id) != nil || seen[id] {
 			continue
 		}
-		n, err := s.count(ctx, consumedPK(id))
-		if err != nil {
-			return nil, err
-		}
-		if n > 0 {
-			out[id] = n
+		seen[id] = true
+		keys = append(keys, key(consumedPK(id), countSK))
+	}
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), 100)]
+		keys = keys[len(batch):]
+		for try := 0; len(batch) > 0; try++ {
+			if try == maxUnprocessed {
+				return nil, s.fail("BatchGetItem", fmt.Errorf("%d keys still unprocessed after %d requests", len(batch), try))
+			}
+			res, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+				RequestItems: map[string]types.KeysAndAttributes{s.table: {
+					Keys:                     batch,
+					ConsistentRead:           aws.Bool(true),
+					ProjectionExpression:     aws.String("#pk, #n"),
+					ExpressionAttributeNames: map[string]string{"#pk": attrPK, "#n": attrN},
+				}},
+			})
+			if err != nil {
+				return nil, s.fail("BatchGetItem", err)
+			}
+			for _, item := range res.Responses[s.table] {
+				pk, _ := item[attrPK].(*types.AttributeValueMemberS)
+				n, ok := number(item[attrN])
+				if pk == nil || !ok {
+					continue
+				}
+				if id, _ := strings.CutPrefix(pk.Value, "consumed#"); n > 0 {
+					out[id] = n
+				}
+			}
+			batch = res.UnprocessedKeys[s.table].Keys
 		}
 	}
 	return out, nil

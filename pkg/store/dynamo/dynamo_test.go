@@ -90,7 +90,7 @@ func TestConsumeAcrossHosts(t *testing.T) {
 		}
 		go func() {
 			<-start
-			slot, err := s.Consume(id, 1)
+			slot, err := s.Consume(id, 1, storetest.NewRun())
 			results <- res{slot, err}
 		}()
 	}
@@ -243,9 +243,9 @@ func failsClosed(t *testing.T, s *dynamo.Store, budget time.Duration) []error {
 	errs = append(errs, s.PutEvidence(fp, id, storetest.Envelope(`{}`)))
 	_, _, err = s.Evidence(fp)
 	errs = append(errs, err)
-	_, err = s.Consume(id, 1)
+	_, err = s.Consume(id, 1, storetest.NewRun())
 	errs = append(errs, err)
-	_, err = s.Consume(id, 3)
+	_, err = s.Consume(id, 3, storetest.NewRun())
 	errs = append(errs, err)
 	_, err = s.Used([]string{id})
 	errs = append(errs, err)

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prod-write/prod-write/pkg/dsse"
@@ -56,6 +57,32 @@ func Fingerprint(s string) string {
 func ID(s string) string {
 	sum := sha256.Sum256([]byte("id:" + s))
 	return hex.EncodeToString(sum[:])
+}
+
+// RunID returns a well-formed run id derived from s.
+func RunID(s string) string {
+	sum := sha256.Sum256([]byte("run:" + s))
+	return hex.EncodeToString(sum[:12])
+}
+
+// runs hands out a new run id at each call, as each prod-write run has its
+// own.
+var runs atomic.Int64
+
+// NewRun returns a run id not handed out before in this process.
+func NewRun() string { return RunID(fmt.Sprint("run-", runs.Add(1))) }
+
+// BadRunIDs are strings no store may accept as a run id.
+var BadRunIDs = []string{
+	"",
+	"abc",
+	strings.Repeat("a", 65),
+	strings.Repeat("A", 24),
+	"../" + strings.Repeat("a", 21),
+	strings.Repeat("a", 23) + "/",
+	strings.Repeat("a", 23) + "\x00",
+	strings.Repeat("a", 23) + ".",
+	strings.Repeat("a", 23) + " ",
 }
 
 // BadFingerprints are strings no store may accept as a fingerprint: each
@@ -125,6 +152,9 @@ func RunConformanceWith(t *testing.T, open func(t *testing.T) store.Store, o Opt
 		{"ConcurrentConsumeOnce", testConcurrentConsumeOnce},
 		{"ConcurrentConsumeUses", testConcurrentConsumeUses},
 		{"ConcurrentConsumeMany", testConcurrentConsumeMany},
+		{"ConsumeIdempotent", testConsumeIdempotent},
+		{"ConcurrentConsumeRetried", testConcurrentConsumeRetried},
+		{"ConcurrentConsumeAllUses", testConcurrentConsumeAllUses},
 		{"ConcurrentPutPlan", testConcurrentPutPlan},
 		{"ConcurrentPutEvidence", testConcurrentPutEvidence},
 	} {
@@ -192,9 +222,18 @@ func testBadFingerprints(t *testing.T, s store.Store) {
 		if err := s.PutEvidence(Fingerprint("ok"), id, env); err == nil {
 			t.Errorf("PutEvidence(…, %q) accepts it as an id", id)
 		}
-		if _, err := s.Consume(id, 1); err == nil || errors.Is(err, store.ErrConsumed) {
+		if _, err := s.Consume(id, 1, NewRun()); err == nil || errors.Is(err, store.ErrConsumed) {
 			t.Errorf("Consume(%q) = %v, want a bad id error", id, err)
 		}
+	}
+	id := ID("bad-run")
+	for _, run := range BadRunIDs {
+		if _, err := s.Consume(id, 1, run); err == nil || errors.Is(err, store.ErrConsumed) {
+			t.Errorf("Consume(…, %q) = %v, want a bad run id error", run, err)
+		}
+	}
+	if used, err := s.Used([]string{id}); err != nil || used[id] != 0 {
+		t.Fatalf("Used after refused consumptions = %v, %v; want nothing spent", used, err)
 	}
 	recs, problems, err := s.Evidence(Fingerprint("ok"))
 	if err != nil || len(recs) != 0 || len(problems) != 0 {
@@ -263,12 +302,17 @@ func testConsumeOnce(t *testing.T, s store.Store) {
 	if used, err := s.Used([]string{id}); err != nil || used[id] != 0 {
 		t.Fatalf("Used before any consumption = %v, %v; want 0", used, err)
 	}
-	slot, err := s.Consume(id, 1)
+	slot, err := s.Consume(id, 1, NewRun())
 	if err != nil || slot != 0 {
 		t.Fatalf("Consume = %d, %v; want slot 0", slot, err)
 	}
-	if _, err := s.Consume(id, 1); !errors.Is(err, store.ErrConsumed) {
+	_, err = s.Consume(id, 1, NewRun())
+	if !errors.Is(err, store.ErrConsumed) {
 		t.Fatalf("second Consume: %v, want ErrConsumed", err)
+	}
+	// The refusal reads the same whatever the store.
+	if want := fmt.Sprintf("record %.12s…: all 1 uses spent by other runs: %v", id, store.ErrConsumed); err.Error() != want {
+		t.Fatalf("refusal %q, want %q", err, want)
 	}
 	other := ID("other")
 	used, err := s.Used([]string{id, other, "not-an-id"})
@@ -281,7 +325,7 @@ func testConsumeUses(t *testing.T, s store.Store) {
 	id := ID("uses")
 	var slots []int
 	for i := range 3 {
-		slot, err := s.Consume(id, 3)
+		slot, err := s.Consume(id, 3, NewRun())
 		if err != nil {
 			t.Fatalf("Consume %d of 3: %v", i+1, err)
 		}
@@ -294,7 +338,7 @@ func testConsumeUses(t *testing.T, s store.Store) {
 	if !slices.Equal(slots, []int{0, 1, 2}) {
 		t.Fatalf("slots %v, want 0, 1, 2", slots)
 	}
-	if _, err := s.Consume(id, 3); !errors.Is(err, store.ErrConsumed) {
+	if _, err := s.Consume(id, 3, NewRun()); !errors.Is(err, store.ErrConsumed) {
 		t.Fatalf("fourth Consume of 3 uses: %v, want ErrConsumed", err)
 	}
 	if used, _ := s.Used([]string{id}); used[id] != 3 {
@@ -303,9 +347,16 @@ func testConsumeUses(t *testing.T, s store.Store) {
 }
 
 // Race runs n consumers of record id with uses uses, all released at
-// once, and returns the slots taken and how many got ErrConsumed. Any
-// other error fails t.
+// once, each a run of its own, and returns the slots taken and how many
+// got ErrConsumed. Any other error fails t.
 func Race(t *testing.T, s store.Store, id string, uses, n int) (slots []int, consumed int) {
+	return race(t, s, id, uses, n, false)
+}
+
+// race is [Race]; with retry each consumer calls Consume a second time
+// with its run id, as a retry whose first answer was lost does, and the
+// two answers must agree.
+func race(t *testing.T, s store.Store, id string, uses, n int, retry bool) (slots []int, consumed int) {
 	t.Helper()
 	var (
 		wg    sync.WaitGroup
@@ -317,8 +368,15 @@ func Race(t *testing.T, s store.Store, id string, uses, n int) (slots []int, con
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			run := NewRun()
 			<-start
-			slot, err := s.Consume(id, uses)
+			slot, err := s.Consume(id, uses, run)
+			if retry {
+				again, err2 := s.Consume(id, uses, run)
+				if again != slot || (err == nil) != (err2 == nil) || (err != nil && !errors.Is(err2, store.ErrConsumed)) {
+					err = fmt.Errorf("run %s: Consume = %d, %v, and again %d, %v; want the same answer", run, slot, err, again, err2)
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -379,7 +437,7 @@ func testConcurrentConsumeMany(t *testing.T, s store.Store) {
 			defer wg.Done()
 			id := ID(fmt.Sprintf("many-%d", i%records))
 			<-start
-			_, err := s.Consume(id, 1)
+			_, err := s.Consume(id, 1, NewRun())
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
@@ -397,6 +455,76 @@ func testConcurrentConsumeMany(t *testing.T, s store.Store) {
 	for i := range records {
 		if id := ID(fmt.Sprintf("many-%d", i)); wins[id] != 1 {
 			t.Errorf("record %d spent %d times, want once", i, wins[id])
+		}
+	}
+}
+
+// testConsumeIdempotent: a run that consumes again (a retry whose answer
+// was lost) gets back the slot it holds and spends nothing more, even once
+// every use is spent; only another run is refused.
+func testConsumeIdempotent(t *testing.T, s store.Store) {
+	for _, uses := range []int{1, 5} {
+		id := ID(fmt.Sprint("idempotent-", uses))
+		var holders []string
+		for i := range uses {
+			run := NewRun()
+			for try := range 3 {
+				slot, err := s.Consume(id, uses, run)
+				if err != nil || slot != i {
+					t.Fatalf("%d uses, run %d, try %d: Consume = %d, %v; want slot %d", uses, i, try+1, slot, err, i)
+				}
+			}
+			holders = append(holders, run)
+			if used, err := s.Used([]string{id}); err != nil || used[id] != i+1 {
+				t.Fatalf("%d uses: Used after %d runs, each consuming 3 times = %v, %v; want %d", uses, i+1, used, err, i+1)
+			}
+		}
+		for i, run := range holders {
+			if slot, err := s.Consume(id, uses, run); err != nil || slot != i {
+				t.Fatalf("%d uses, all spent: run %d consuming again = %d, %v; want its slot %d, not a refusal", uses, i, slot, err, i)
+			}
+		}
+		if _, err := s.Consume(id, uses, NewRun()); !errors.Is(err, store.ErrConsumed) {
+			t.Fatalf("%d uses, all spent: another run: %v, want ErrConsumed", uses, err)
+		}
+		if used, err := s.Used([]string{id}); err != nil || used[id] != uses {
+			t.Fatalf("%d uses: Used at the end = %v, %v; want %d", uses, used, err, uses)
+		}
+	}
+}
+
+// testConcurrentConsumeRetried: racing runs that each consume twice (the
+// second a retry) still spend each use exactly once, and each run's two
+// answers agree.
+func testConcurrentConsumeRetried(t *testing.T, s store.Store) {
+	for _, uses := range []int{1, 5} {
+		id := ID(fmt.Sprint("race-retried-", uses))
+		slots, consumed := race(t, s, id, uses, 16, true)
+		want := make([]int, uses)
+		for i := range want {
+			want[i] = i
+		}
+		if !slices.Equal(slots, want) || consumed != 16-uses {
+			t.Fatalf("16 retrying consumers of a %d-use record: slots %v, %d ErrConsumed; want %v once each", uses, slots, consumed, want)
+		}
+		if used, err := s.Used([]string{id}); err != nil || used[id] != uses {
+			t.Fatalf("Used = %v, %v; want %d", used, err, uses)
+		}
+	}
+}
+
+// testConcurrentConsumeAllUses: as many racers as uses: every one
+// succeeds, each with its own slot (no use lost to contention).
+func testConcurrentConsumeAllUses(t *testing.T, s store.Store) {
+	const uses = Goroutines
+	id := ID("race-all-uses")
+	slots, consumed := Race(t, s, id, uses, uses)
+	if len(slots) != uses || consumed != 0 {
+		t.Fatalf("%d consumers of a %d-use record: %d slots, %d ErrConsumed; want every one to succeed", uses, uses, len(slots), consumed)
+	}
+	for i, slot := range slots {
+		if slot != i {
+			t.Fatalf("slots %v, want 0 to %d once each", slots, uses-1)
 		}
 	}
 }
