@@ -2,8 +2,8 @@ package receipts
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"runtime"
 	"sort"
@@ -13,6 +13,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
 // Problem codes replay reports (SPEC §7). docs/REPLAY.md explains each.
@@ -28,7 +29,18 @@ const (
 	Incomplete          = "incomplete"
 	OrphanOutcome       = "orphan_outcome"
 	Truncated           = "truncated"
+	// Issue 19: strictness, time and identity along the journal.
+	Torn          = "torn"
+	TimeBackwards = "time_backwards"
+	WrongIntent   = "wrong_intent"
+	RunIDReused   = "run_id_reused"
+	WrongHost     = "wrong_host"
 )
+
+// MaxClockSkew is how far a receipt's time may go back from the latest
+// time before it in the journal. Receipts of one host are appended under a
+// lock in order, so their times only go back when the clock is stepped.
+const MaxClockSkew = 5 * time.Minute
 
 // Problem is one reason a receipt does not verify.
 type Problem struct {
@@ -72,6 +84,10 @@ type Replayer struct {
 	Checkpoint *approval.Envelope
 	// Workers verifying signatures in parallel; 0 means GOMAXPROCS.
 	Workers int
+	// Host, when set, is the host whose journal this is: every receipt
+	// and the checkpoint must name it. Unset, every receipt must name the
+	// host the first one names.
+	Host string
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -102,7 +118,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{used: map[string]int{}, open: map[string]*Result{}}
+	st := &state{used: map[string]int{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -118,19 +134,25 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	// Three stages overlap: reading the next batch, verifying this one on
 	// every core, and checking the previous one in order.
 	const batchSize = 512
+	const batchBytes = 2 * MaxLine
 	read := make(chan []*entry, 1)
 	verified := make(chan []*entry, 1)
 	var scanErr error
 	go func() {
 		defer close(read)
 		batch := make([]*entry, 0, batchSize)
+		size := 0
 		scanErr = Scan(r, func(l Line) error {
 			b := make([]byte, len(l.Bytes))
 			copy(b, l.Bytes)
-			batch = append(batch, &entry{line: Line{No: l.No, Bytes: b}})
-			if len(batch) == batchSize {
+			l.Bytes = b
+			batch = append(batch, &entry{line: l})
+			// A batch holds at most batchSize lines and about
+			// batchBytes: long lines cannot pile up in memory.
+			if size += len(b); len(batch) == batchSize || size >= batchBytes {
 				read <- batch
 				batch = make([]*entry, 0, batchSize)
+				size = 0
 			}
 			return nil
 		})
@@ -185,6 +207,9 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 		case cp.Count > 0 && st.cpHash != cp.Head:
 			res.add(ChainBroken, "entry %d is not the one the checkpoint names", cp.Count)
 		}
+		if cp.Host != "" && st.hostSet && cp.Host != st.host {
+			res.add(WrongHost, "the checkpoint is host %q's; this journal is host %q's", cp.Host, st.host)
+		}
 		if len(res.Problems) > 0 {
 			cpProblem = &res
 		}
@@ -237,8 +262,13 @@ func verifyParallel(rp *Replayer, batch []*entry, workers int) {
 
 // decode parses the line, without judging it.
 func (e *entry) decode() {
-	e.hash = LineHash(e.line.Bytes)
 	e.res = Result{Line: e.line.No, Problems: []Problem{}}
+	if e.line.Long > 0 {
+		e.hash = e.line.Hash
+		e.envErr = fmt.Sprintf("it is %d bytes long; a journal line is at most %d (receipts.MaxLine)", e.line.Long, MaxLine)
+		return
+	}
+	e.hash = LineHash(e.line.Bytes)
 	env, err := parseEnvelope(e.line.Bytes)
 	if err != nil {
 		e.envErr = err.Error()
@@ -269,6 +299,11 @@ func (e *entry) envelopes(dst []*approval.Envelope) []*approval.Envelope {
 }
 
 func (rp *Replayer) verifyOne(e *entry) {
+	if e.line.Torn {
+		// Whatever it holds, a line without its newline was never
+		// completely written: the next append cuts it (Journal.Append).
+		e.res.add(Torn, "line %d does not end in a newline: a write cut short by a crash, which the next run cuts off", e.line.No)
+	}
 	if e.env == nil {
 		e.res.add(Malformed, "line %d is not a DSSE envelope: %s", e.line.No, e.envErr)
 		return
@@ -401,7 +436,7 @@ func rawPlan(env *approval.Envelope) (*operations.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(b, &p); err != nil {
+	if err := strictjson.Unmarshal(b, &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -414,6 +449,14 @@ type state struct {
 	decoded  int
 	used     map[string]int // evidence id → runs that relied on it
 	open     map[string]*Result
+	openHash map[string]string // run id → its intent's line hash
+	// runs holds a 64-bit keyed hash of every run id seen, so that a
+	// second intent cannot reuse one (8 bytes a run, not the id).
+	runs    map[uint64]struct{}
+	seed    maphash.Seed
+	latest  time.Time // the latest receipt time so far
+	host    string    // the journal's host
+	hostSet bool
 	entries  uint64
 	cpCount  uint64 // the checkpoint's count, if any
 	cpHash   string // the hash of that entry, once reached
@@ -435,11 +478,36 @@ func (st *state) check(e *entry) {
 		e.res.add(ChainBroken, "entry %d follows %.12s… (seq %d), but the line before is %.12s… (seq %d): entries were deleted, inserted, reordered or edited", r.Seq, r.Prev, r.Seq-1, st.prevHash, st.prevSeq)
 	}
 	st.prevSeq = r.Seq
+	if r.Time.Before(st.latest.Add(-MaxClockSkew)) {
+		e.res.add(TimeBackwards, "entry %d is dated %s, more than %s before an earlier entry's %s", r.Seq, r.Time.Format(time.RFC3339Nano), MaxClockSkew, st.latest.Format(time.RFC3339Nano))
+	}
+	if r.Time.After(st.latest) {
+		st.latest = r.Time
+	}
+	if !st.hostSet {
+		st.host, st.hostSet = r.Host, true
+	} else if r.Host != st.host {
+		e.res.add(WrongHost, "entry %d names host %q, but this journal is host %q's", r.Seq, r.Host, st.host)
+	}
 	switch r.Kind {
 	case KindIntent:
+		if r.RunID == "" {
+			e.res.add(Malformed, "intent without a run id")
+		}
+		k := maphash.String(st.seed, r.RunID)
+		if _, dup := st.runs[k]; dup {
+			e.res.add(RunIDReused, "run id %s was already used by an earlier intent in this journal", r.RunID)
+			if _, open := st.open[r.RunID]; open {
+				// The earlier run had no outcome: report it, not
+				// hide it behind this one.
+				break
+			}
+		}
+		st.runs[k] = struct{}{}
 		open := e.res
 		open.Problems = nil
 		st.open[r.RunID] = &open
+		st.openHash[r.RunID] = e.hash
 		for i, id := range e.relied {
 			allowed := 1
 			if i == 0 && e.slots > 1 {
@@ -457,7 +525,11 @@ func (st *state) check(e *entry) {
 			if in := st.open[r.RunID]; in != nil {
 				e.res.Operation, e.res.Fingerprint = in.Operation, in.Fingerprint
 			}
+			if r.Outcome != nil && r.Outcome.Intent != st.openHash[r.RunID] {
+				e.res.add(WrongIntent, "outcome for run %s names intent %.12s…, but that run's intent is %.12s…", r.RunID, r.Outcome.Intent, st.openHash[r.RunID])
+			}
 			delete(st.open, r.RunID)
+			delete(st.openHash, r.RunID)
 		}
 	}
 }

@@ -143,7 +143,9 @@ func (v verdict) has(code string) bool {
 
 // edit decodes line i's receipt, lets fn change it, and signs it again
 // with k. When rechain is set, every later line is re-signed with the
-// runner key and relinked, so that only the edit itself is wrong.
+// runner key and relinked (outcomes naming their intent's new hash, times
+// not going back from the edited one), so that only the edit itself is
+// wrong.
 func (w *world) edit(lines []string, i int, k *keys.Private, rechain bool, fn func(r *receipts.Receipt)) []string {
 	w.t.Helper()
 	out := append([]string(nil), lines...)
@@ -154,13 +156,25 @@ func (w *world) edit(lines []string, i int, k *keys.Private, rechain bool, fn fu
 	fn(r)
 	out[i] = w.sign(r, k)
 	if rechain {
+		renamed := map[string]string{receipts.LineHash([]byte(lines[i])): receipts.LineHash([]byte(out[i]))}
+		latest := r.Time
 		for j := i + 1; j < len(out); j++ {
 			_, next, err := receipts.Decode([]byte(out[j]))
 			if err != nil {
 				w.t.Fatal(err)
 			}
 			next.Prev = receipts.LineHash([]byte(out[j-1]))
+			if next.Outcome != nil {
+				if h, ok := renamed[next.Outcome.Intent]; ok {
+					next.Outcome.Intent = h
+				}
+			}
+			if next.Time.Before(latest) {
+				next.Time = latest
+			}
+			latest = next.Time
 			out[j] = w.sign(next, w.runner)
+			renamed[receipts.LineHash([]byte(lines[j]))] = receipts.LineHash([]byte(out[j]))
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -170,10 +172,13 @@ func receiptsCheckpoint(f *Factory, out string) error {
 		return err
 	}
 	defer fl.Close()
-	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID}
+	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID, Host: journalHost(c.Host)}
 	err = receipts.Scan(fl, func(l receipts.Line) error {
 		cp.Count++
 		cp.Head = receipts.LineHash(l.Bytes)
+		if l.Long > 0 {
+			cp.Head = l.Hash
+		}
 		return nil
 	})
 	if err != nil {
@@ -201,6 +206,7 @@ type ReplayOptions struct {
 	Path       string
 	Trust      string
 	Checkpoint string
+	Host       string
 }
 
 // NewCmdReplay builds `replay`.
@@ -242,12 +248,13 @@ is not receipts at all.`,
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a signed head from `receipts checkpoint` the journal must still reach")
+	cmd.Flags().StringVar(&opts.Host, "host", "", "the host whose journal this is: every receipt and the checkpoint must name it (default: the configured host when replaying the configured journal)")
 	return cmd
 }
 
 func replayRun(o *ReplayOptions) error {
 	f := o.F
-	trust, path := o.Trust, o.Path
+	trust, path, host := o.Trust, o.Path, o.Host
 	if trust == "" || path == "" {
 		c, err := f.Config()
 		if err != nil {
@@ -258,20 +265,23 @@ func replayRun(o *ReplayOptions) error {
 		}
 		if path == "" {
 			path = c.JournalPath()
+			if host == "" {
+				host = journalHost(c.Host) // this host's own journal
+			}
 		}
 	}
 	policy, err := approval.LoadPolicy(trust)
 	if err != nil {
 		return err
 	}
-	rp := &receipts.Replayer{Policy: policy}
+	rp := &receipts.Replayer{Policy: policy, Host: host}
 	if o.Checkpoint != "" {
 		b, err := os.ReadFile(o.Checkpoint)
 		if err != nil {
 			return err
 		}
 		var env approval.Envelope
-		if err := json.Unmarshal(b, &env); err != nil {
+		if err := strictjson.Unmarshal(bytes.TrimSuffix(b, []byte{'\n'}), &env); err != nil {
 			return &dataError{err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
 		}
 		rp.Checkpoint = &env
@@ -343,4 +353,15 @@ func replayRun(o *ReplayOptions) error {
 		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("replay: %d entries do not verify and %d runs are incomplete", sum.Failed, sum.Incomplete)}
 	}
 	return nil
+}
+
+// journalHost is the host a journal's receipts and checkpoints name: the
+// configured host, or else the machine's hostname, so that one host's
+// journal never verifies as another's (issue 19).
+func journalHost(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	h, _ := os.Hostname()
+	return h
 }
