@@ -457,9 +457,9 @@ type state struct {
 	latest  time.Time // the latest receipt time so far
 	host    string    // the journal's host
 	hostSet bool
-	entries  uint64
-	cpCount  uint64 // the checkpoint's count, if any
-	cpHash   string // the hash of that entry, once reached
+	entries uint64
+	cpCount uint64 // the checkpoint's count, if any
+	cpHash  string // the hash of that entry, once reached
 }
 
 func (st *state) check(e *entry) {
