@@ -35,6 +35,14 @@ const (
 	WrongIntent   = "wrong_intent"
 	RunIDReused   = "run_id_reused"
 	WrongHost     = "wrong_host"
+	// Issue 19: judged by the protected history (Replayer.History).
+	UnknownPolicy     = "unknown_policy"
+	UnknownDefinition = "unknown_definition"
+	Revoked           = "revoked"
+	// RevokedSince is a warning, not a failure (unless
+	// Replayer.StrictRevocation): the receipt relied on a principal who
+	// was in force at its time and no longer is.
+	RevokedSince = "revoked_since"
 )
 
 // MaxClockSkew is how far a receipt's time may go back from the latest
@@ -61,6 +69,8 @@ type Result struct {
 	ExitCode    *int      `json:"exit_code,omitempty"`
 	OK          bool      `json:"ok"`
 	Problems    []Problem `json:"problems"`
+	// Warnings do not fail the entry: "revoked_since".
+	Warnings []Problem `json:"warnings,omitempty"`
 }
 
 func (r *Result) add(code, format string, args ...any) {
@@ -75,6 +85,8 @@ type Summary struct {
 	Incomplete int    `json:"incomplete"`
 	Head       string `json:"head"`
 	OK         bool   `json:"ok"`
+	// RevokedSince counts runs that relied on a principal revoked since.
+	RevokedSince int `json:"revoked_since,omitempty"`
 }
 
 // Replayer verifies a journal offline against a trust policy.
@@ -88,6 +100,15 @@ type Replayer struct {
 	// and the checkpoint must name it. Unset, every receipt must name the
 	// host the first one names.
 	Host string
+	// History, when set, is what each intent is judged by: the policy
+	// version its policy_digest names (Policy is the current one, whose
+	// since/revoked_at also apply), and only operation definitions the
+	// protected registry holds or held. Nil keeps the older behaviour:
+	// everything by Policy, the definition as carried.
+	History *History
+	// StrictRevocation fails, instead of warning about, a run that relied
+	// on a principal revoked since.
+	StrictRevocation bool
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -177,6 +198,9 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 			e.res.OK = len(e.res.Problems) == 0
 			if !e.res.OK {
 				sum.Failed++
+			}
+			if len(e.res.Warnings) > 0 {
+				sum.RevokedSince++
 			}
 			emit(e.res)
 		}
@@ -367,12 +391,28 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	// decoding set its digest from its content (Intent.UnmarshalJSON), and
 	// the gate checks that the plan binds exactly this one.
 	digest := in.Operation.Digest
+	policy := rp.Policy
+	if h := rp.History; h != nil {
+		// Judged by the protected history, never by what the receipt
+		// carries: its definition must be one the registry holds or
+		// held, and its policy a version of the protected one.
+		if !h.Definitions[digest] {
+			res.add(UnknownDefinition, "the operation definition it carries (%.19s…) is not one the protected registry holds or held", digest)
+		}
+		if policy = h.Policies[in.PolicyDigest]; policy == nil {
+			res.add(UnknownPolicy, "policy_digest %q is no version of the protected trust policy in the history", in.PolicyDigest)
+			return
+		}
+	}
 	// Signatures, roles and the gate, as they stood at the receipt's time.
 	// The gate also recomputes the plan's fingerprint from its recorded
 	// inputs.
 	dec, gateErr := approval.Evaluate(approval.Input{
-		Plan: in.Plan, Evidence: in.Evidence, Policy: rp.Policy, Op: in.Operation, Now: e.receipt.Time,
+		Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: in.Operation, Now: e.receipt.Time,
 	})
+	if gateErr == nil && rp.History != nil {
+		rp.judgeRevocation(res, dec, e.receipt.Time)
+	}
 	if gateErr == nil {
 		res.Operation = dec.Plan.Operation
 		if dec.Plan.Fingerprint != in.Fingerprint {
@@ -423,6 +463,39 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	default:
 		res.add(GateNotSatisfied, "%s: %s", r.Code, r.Reason)
 	}
+}
+
+// judgeRevocation judges the principals a run relied on (its planner and
+// the signers of the evidence it rests on) by the current protected
+// policy: one not in force at the receipt's time there (revoked before it,
+// or trusted only after it) fails the run; one in force then but revoked
+// since, or gone from the policy, is "revoked since".
+func (rp *Replayer) judgeRevocation(res *Result, dec *approval.Decision, at time.Time) {
+	ids := []string{dec.Planner}
+	for _, s := range dec.Relied {
+		ids = append(ids, s.Signer.ID)
+	}
+	for _, id := range ids {
+		cur, ok := rp.Policy.ByID(id)
+		switch {
+		case ok && !cur.InForce(at):
+			res.add(Revoked, "the run relied on %s, whose key the protected trust policy does not count at %s (since %s, revoked_at %s)", id, at.UTC().Format(time.RFC3339), stamp(cur.Since), stamp(cur.RevokedAt))
+		case !ok || !cur.RevokedAt.IsZero():
+			p := Problem{Code: RevokedSince, Detail: fmt.Sprintf("the run relied on %s, valid then, revoked since", id)}
+			if rp.StrictRevocation {
+				res.Problems = append(res.Problems, p)
+			} else {
+				res.Warnings = append(res.Warnings, p)
+			}
+		}
+	}
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // rawPlan decodes a plan envelope's payload without verifying it, so that

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -207,6 +209,11 @@ type ReplayOptions struct {
 	Trust      string
 	Checkpoint string
 	Host       string
+	Registry   string
+	History    string
+	// StrictRevocation fails runs that relied on a principal revoked
+	// since, instead of reporting them.
+	StrictRevocation bool
 }
 
 // NewCmdReplay builds `replay`.
@@ -248,20 +255,26 @@ is not receipts at all.`,
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a signed head from `receipts checkpoint` the journal must still reach")
+	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
+	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
+	cmd.Flags().BoolVar(&opts.StrictRevocation, "strict-revocation", false, "fail runs that relied on a principal revoked since, instead of reporting them")
 	cmd.Flags().StringVar(&opts.Host, "host", "", "the host whose journal this is: every receipt and the checkpoint must name it (default: the configured host when replaying the configured journal)")
 	return cmd
 }
 
 func replayRun(o *ReplayOptions) error {
 	f := o.F
-	trust, path, host := o.Trust, o.Path, o.Host
-	if trust == "" || path == "" {
+	trust, path, host, registry := o.Trust, o.Path, o.Host, o.Registry
+	if trust == "" || path == "" || registry == "" {
 		c, err := f.Config()
 		if err != nil {
 			return err
 		}
 		if trust == "" {
 			trust = c.Trust
+		}
+		if registry == "" {
+			registry = c.Registry
 		}
 		if path == "" {
 			path = c.JournalPath()
@@ -274,7 +287,19 @@ func replayRun(o *ReplayOptions) error {
 	if err != nil {
 		return err
 	}
-	rp := &receipts.Replayer{Policy: policy, Host: host}
+	defs, err := readDefinitions(registry)
+	if err != nil {
+		return err
+	}
+	histDir := o.History
+	if histDir == "" {
+		histDir = filepath.Join(filepath.Dir(trust), "history")
+	}
+	hist, err := receipts.LoadHistory(histDir, policy, defs)
+	if err != nil {
+		return err
+	}
+	rp := &receipts.Replayer{Policy: policy, Host: host, History: hist, StrictRevocation: o.StrictRevocation}
 	if o.Checkpoint != "" {
 		b, err := os.ReadFile(o.Checkpoint)
 		if err != nil {
@@ -319,7 +344,13 @@ func replayRun(o *ReplayOptions) error {
 				}
 				status = "FAIL " + strings.Join(codes, ",")
 			}
+			if r.OK && len(r.Warnings) > 0 {
+				status = "ok, " + receipts.RevokedSince
+			}
 			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Line, r.Seq, r.Kind, r.Operation, r.Runner, status)
+			for _, p := range r.Warnings {
+				fmt.Fprintf(tw, "\t\t\t\t\t  %s: %s\n", p.Code, p.Detail)
+			}
 			for _, p := range r.Problems {
 				fmt.Fprintf(tw, "\t\t\t\t\t  %s: %s\n", p.Code, p.Detail)
 			}
@@ -347,6 +378,9 @@ func replayRun(o *ReplayOptions) error {
 	} else {
 		tw.Flush()
 		fmt.Fprintf(w, "%d entries, %d runs: %d failed, %d incomplete\n", sum.Entries, sum.Runs, sum.Failed, sum.Incomplete)
+		if sum.RevokedSince > 0 {
+			fmt.Fprintf(w, "%d runs relied on a principal revoked since (--strict-revocation fails them)\n", sum.RevokedSince)
+		}
 	}
 	if !sum.OK {
 		w.Flush()
@@ -364,4 +398,31 @@ func journalHost(configured string) string {
 	}
 	h, _ := os.Hostname()
 	return h
+}
+
+// readDefinitions reads the operation definitions of a registry directory
+// as the protected branch declares them, without resolving programs (CI
+// need not have them).
+func readDefinitions(dir string) ([]*operations.Operation, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the registry: %w", err)
+	}
+	var out []*operations.Operation
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".toml") {
+			continue
+		}
+		file := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading the registry: %w", err)
+		}
+		ops, err := operations.Parse(file, data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ops...)
+	}
+	return out, nil
 }
