@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -90,7 +91,8 @@ func LoadHistory(dir string, current *approval.Policy, defs []*operations.Operat
 	}
 	err = read("operations", ".json", func(path, digest string, data []byte) error {
 		var op operations.Operation
-		if err := strictjson.Unmarshal(data, &op); err != nil {
+		// As `ops list --json` prints one: a final newline is allowed.
+		if err := strictjson.Unmarshal(bytes.TrimSuffix(data, []byte{'\n'}), &op); err != nil {
 			return fmt.Errorf("history: %s: %w", path, err)
 		}
 		d, err := op.DefinitionDigest()
