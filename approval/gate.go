@@ -93,11 +93,14 @@ type Decision struct {
 // reality) is the caller's, since it needs the file system, and rule 7
 // (atomic consumption) is the store's.
 func Evaluate(in Input) (*Decision, error) {
-	plan, _, err := in.Policy.DecodePlan(in.Plan)
+	plan, ps, err := in.Policy.DecodePlan(in.Plan)
 	if err != nil {
 		return nil, err
 	}
 	fp := plan.Fingerprint
+	if !ps.Signer.InForce(in.Now) {
+		return nil, refusal.New(refusal.PrincipalUnknown, "plan is signed by %s, whose key does not count at %s (trust.toml since/revoked_at)", ps.Signer.ID, in.Now.UTC().Format(time.RFC3339)).For(plan.Operation, fp)
+	}
 	refuse := func(code refusal.Code, format string, args ...any) *refusal.Error {
 		return refusal.New(code, format, args...).For(plan.Operation, fp)
 	}
@@ -282,6 +285,9 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 	}
 	a.ID, a.Signed, a.Signer = s.ID, s, s.Signer.ID
 	a.Kind = kindOf(s.Type)
+	if !s.Signer.InForce(in.Now) {
+		return fail(refusal.PrincipalUnknown, "%s record %.12s… is signed by %s, whose key does not count at %s (trust.toml since/revoked_at)", a.Kind, a.ID, s.Signer.ID, in.Now.UTC().Format(time.RFC3339))
+	}
 	actor := s.Signer
 	var fingerprint string
 	var issued, expires time.Time

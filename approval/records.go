@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -16,6 +15,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
 // DSSE payload types, one per kind of record (SPEC §5).
@@ -309,11 +309,11 @@ func VerifyWith(pub keys.Public, env *Envelope) error {
 	return keys.Verifier{Key: pub}.Verify(context.Background(), dsse.PAE(env.PayloadType, body), sig)
 }
 
-// Decode unmarshals the payload of s into v, refusing unknown fields.
+// Decode unmarshals the payload of s into v strictly (pkg/strictjson):
+// exact-case keys, no duplicates, nothing after the value, no unknown
+// fields; what an independent verifier in another language reads the same.
 func (s *Signed) Decode(v any) error {
-	dec := json.NewDecoder(bytes.NewReader(s.Payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := strictjson.Unmarshal(s.Payload, v); err != nil {
 		return refusal.New(refusal.SignatureInvalid, "record %.12s… does not decode as %s: %v", s.ID, s.Type, err)
 	}
 	return nil

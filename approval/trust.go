@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -46,8 +47,20 @@ type Principal struct {
 	// registered by someone else, an id never changes hands, so a principal
 	// with one must have the other (docs/BRIDGES.md, "Identity").
 	GitHubID int64 `toml:"github_id" json:"github_id,omitempty"`
+	// Since and RevokedAt bound when the principal's signatures count
+	// (issue 19): a record it signed before Since or at or after
+	// RevokedAt is judged as signed by no principal, by the gate and by
+	// replay. A principal removed after a compromise keeps its entry with
+	// revoked_at, so that replay can tell "valid then, revoked since".
+	Since     time.Time `toml:"since" json:"since,omitzero"`
+	RevokedAt time.Time `toml:"revoked_at" json:"revoked_at,omitzero"`
 
 	pub keys.Public
+}
+
+// InForce reports whether p's signatures count at t.
+func (p *Principal) InForce(t time.Time) bool {
+	return !t.Before(p.Since) && (p.RevokedAt.IsZero() || t.Before(p.RevokedAt))
 }
 
 // Has reports whether p holds role.

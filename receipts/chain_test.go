@@ -88,10 +88,13 @@ func TestChainEditedEntryResigned(t *testing.T) {
 		name string
 		line int // 1-based
 		edit func(r *receipts.Receipt)
+		also []string // besides chain_broken on the next line
 	}{
-		{"an outcome's exit status", 2, func(r *receipts.Receipt) { r.Outcome.ExitCode = 1 }},
-		{"an outcome's stdout digest", 4, func(r *receipts.Receipt) { r.Outcome.Stdout.SHA256 = "sha256:" + strings.Repeat("0", 64) }},
-		{"who invoked a run", 5, func(r *receipts.Receipt) { r.Intent.Invoker.UID, r.Intent.Invoker.Principal = 4242, "someone-else" }},
+		{"an outcome's exit status", 2, func(r *receipts.Receipt) { r.Outcome.ExitCode = 1 }, nil},
+		{"an outcome's stdout digest", 4, func(r *receipts.Receipt) { r.Outcome.Stdout.SHA256 = "sha256:" + strings.Repeat("0", 64) }, nil},
+		// The next line is the run's outcome, which names the intent's
+		// old hash (issue 19).
+		{"who invoked a run", 5, func(r *receipts.Receipt) { r.Intent.Invoker.UID, r.Intent.Invoker.Principal = 4242, "someone-else" }, []string{receipts.WrongIntent}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lines := w.edit(w.journal, tc.line-1, w.runner, false, tc.edit)
@@ -99,7 +102,7 @@ func TestChainEditedEntryResigned(t *testing.T) {
 				t.Fatal("the edit changed nothing")
 			}
 			res, sum := chReplay(t, policy, nil, lines)
-			chWant(t, res, sum, map[string][]string{fmt.Sprint(tc.line + 1): {receipts.ChainBroken}})
+			chWant(t, res, sum, map[string][]string{fmt.Sprint(tc.line + 1): append([]string{receipts.ChainBroken}, tc.also...)})
 			if r := res[tc.line-1]; !r.OK || r.Seq != uint64(tc.line) {
 				t.Errorf("the rewritten entry itself: %+v; want it to verify (signature and seq are right)", r)
 			}
@@ -183,7 +186,13 @@ func TestChainSplicedJournals(t *testing.T) {
 		t.Run(fmt.Sprintf("at seq %d", cut+1), func(t *testing.T) {
 			spliced := append(append([]string(nil), a[:cut]...), b[cut:]...)
 			res, sum := chReplay(t, policy, nil, spliced)
-			chWant(t, res, sum, map[string][]string{fmt.Sprint(cut + 1): {receipts.ChainBroken}})
+			// Every entry of B names host-b in host-a's journal
+			// (issue 19).
+			want := map[string][]string{fmt.Sprint(cut + 1): {receipts.ChainBroken, receipts.WrongHost}}
+			for l := cut + 2; l <= n; l++ {
+				want[fmt.Sprint(l)] = []string{receipts.WrongHost}
+			}
+			chWant(t, res, sum, want)
 		})
 	}
 }

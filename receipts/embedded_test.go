@@ -112,7 +112,8 @@ func TestReplayDecodesStrictly(t *testing.T) {
 		}
 		payload, _ := base64.StdEncoding.DecodeString(env.Payload)
 		for len(payload)%3 == 0 {
-			payload = append(payload, ' ') // JSON allows trailing space
+			// JSON allows space inside an object (not after it).
+			payload = append([]byte{'{', ' '}, payload[1:]...)
 		}
 		canonical := base64.StdEncoding.EncodeToString(payload)
 		pad := strings.IndexByte(canonical, '=')

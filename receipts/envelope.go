@@ -1,10 +1,10 @@
 package receipts
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/prod-write/prod-write/pkg/dsse"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 
 	"github.com/prod-write/prod-write/approval"
 )
@@ -12,7 +12,10 @@ import (
 // parseEnvelope reads one journal line as a DSSE envelope. Lines the
 // journal writes have one exact shape (json.Marshal of a one-signature
 // envelope, whose fields are base64 and hex), which fastEnvelope reads
-// without a general JSON scan; anything else takes encoding/json. Replay
+// without a general JSON scan; anything else takes the strict decoder
+// (pkg/strictjson: exact-case keys, no duplicates, nothing after the
+// value). The fast path is strict by construction: it accepts only that
+// exact byte sequence. Replay
 // spends a tenth of its time here otherwise. FuzzParseEnvelope checks that
 // both always agree.
 func parseEnvelope(line []byte) (*approval.Envelope, error) {
@@ -20,7 +23,7 @@ func parseEnvelope(line []byte) (*approval.Envelope, error) {
 		return env, nil
 	}
 	var env approval.Envelope
-	if err := json.Unmarshal(line, &env); err != nil {
+	if err := strictjson.Unmarshal(line, &env); err != nil {
 		return nil, err
 	}
 	return &env, nil

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/durable"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
 // Journal is an append-only file of signed receipts, one DSSE envelope (as
@@ -98,6 +100,9 @@ func (j *Journal) Append(r *Receipt) (Appended, error) {
 	line, err := j.sign(r)
 	if err != nil {
 		return Appended{}, err
+	}
+	if len(line) > MaxLine {
+		return Appended{}, fmt.Errorf("receipt is %d bytes; a journal line is at most %d (receipts.MaxLine)", len(line), MaxLine)
 	}
 	if _, err := f.Write(append(line, '\n')); err != nil {
 		// A full disk or a file-size limit can take part of the line: cut
@@ -266,21 +271,74 @@ func seqOf(line []byte) (uint64, bool) {
 	return r.Seq, true
 }
 
+// MaxLine is the longest journal line replay reads, in bytes (without its
+// newline). A longer line is reported as malformed without being held in
+// memory (its hash is computed as it streams past), so a 300 MB line costs
+// MaxLine, not 600 MB. Append refuses to write one. Receipts are a few KB;
+// the largest intents (many evidence records) stay far below it.
+const MaxLine = 8 << 20
+
 // Line is one journal line as read, before any verification.
 type Line struct {
 	No    int
-	Bytes []byte
+	Bytes []byte // nil when the line is longer than MaxLine
+	// Torn is set on a final line that does not end in a newline: the
+	// write of a run that crashed, not a complete entry.
+	Torn bool
+	// Long is the length of a line longer than MaxLine, and Hash its
+	// LineHash; both are zero otherwise.
+	Long int64
+	Hash string
 }
 
 // Scan calls fn for each line of r in order, streaming: memory does not
-// grow with the journal. A final line without a newline is passed too
-// (replay reports it as torn).
+// grow with the journal, and one line costs at most MaxLine. A final line
+// without a newline is passed with Torn set (replay reports it as torn).
+// Bytes is only valid during the call.
 func Scan(r io.Reader, fn func(Line) error) error {
 	br := bufio.NewReaderSize(r, 256<<10)
+	var buf []byte
 	for no := 1; ; no++ {
-		b, err := br.ReadBytes('\n')
-		if len(b) > 0 {
-			if ferr := fn(Line{No: no, Bytes: bytes.TrimSuffix(b, []byte{'\n'})}); ferr != nil {
+		buf = buf[:0]
+		var h hash.Hash
+		var long int64
+		var err error
+		newline := false
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			if n := len(chunk); n > 0 && chunk[n-1] == '\n' {
+				chunk, newline = chunk[:n-1], true
+			}
+			if h == nil && len(buf)+len(chunk) > MaxLine {
+				h = sha256.New()
+				h.Write(buf)
+				long = int64(len(buf))
+				buf = buf[:0]
+			}
+			if h != nil {
+				h.Write(chunk)
+				long += int64(len(chunk))
+			} else {
+				if need := len(buf) + len(chunk); need > cap(buf) {
+					// Doubling, but never past MaxLine: a line costs
+					// at most about twice MaxLine in all.
+					grown := make([]byte, len(buf), min(max(2*cap(buf), need), MaxLine))
+					copy(grown, buf)
+					buf = grown
+				}
+				buf = append(buf, chunk...)
+			}
+			if err != bufio.ErrBufferFull {
+				break
+			}
+		}
+		if len(buf) > 0 || long > 0 || newline {
+			l := Line{No: no, Bytes: buf, Torn: !newline}
+			if h != nil {
+				l.Bytes, l.Long, l.Hash = nil, long, hex.EncodeToString(h.Sum(nil))
+			}
+			if ferr := fn(l); ferr != nil {
 				return ferr
 			}
 		}
@@ -296,7 +354,7 @@ func Scan(r io.Reader, fn func(Line) error) error {
 // Decode opens a journal line without verifying its signature.
 func Decode(line []byte) (*approval.Envelope, *Receipt, error) {
 	var env approval.Envelope
-	if err := json.Unmarshal(line, &env); err != nil {
+	if err := strictjson.Unmarshal(line, &env); err != nil {
 		return nil, nil, fmt.Errorf("not a receipt envelope: %w", err)
 	}
 	if env.PayloadType != PayloadType {
@@ -327,6 +385,12 @@ func decodeReceipt(b64 string) (*Receipt, error) {
 			plainIntent
 			Operation json.RawMessage `json:"operation_definition"`
 		} `json:"intent,omitempty"`
+	}
+	// Strictly: exact-case keys, no duplicates, nothing after the value
+	// (pkg/strictjson), checked against Receipt itself, definition
+	// included; then decoded.
+	if err := strictjson.Check(payload, (*Receipt)(nil)); err != nil {
+		return nil, fmt.Errorf("receipt payload: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()

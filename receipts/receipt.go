@@ -104,6 +104,9 @@ type Checkpoint struct {
 	Head   string    `json:"head"`
 	Time   time.Time `json:"time"`
 	Runner string    `json:"runner"`
+	// Host is the journal's host (absent in checkpoints made before
+	// issue 19): replay refuses a checkpoint of another host's journal.
+	Host string `json:"host,omitempty"`
 }
 
 // definitions caches decoded operation definitions by their bytes.

@@ -2,8 +2,8 @@ package receipts
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"runtime"
 	"sort"
@@ -13,6 +13,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
 // Problem codes replay reports (SPEC §7). docs/REPLAY.md explains each.
@@ -28,7 +29,26 @@ const (
 	Incomplete          = "incomplete"
 	OrphanOutcome       = "orphan_outcome"
 	Truncated           = "truncated"
+	// Issue 19: strictness, time and identity along the journal.
+	Torn          = "torn"
+	TimeBackwards = "time_backwards"
+	WrongIntent   = "wrong_intent"
+	RunIDReused   = "run_id_reused"
+	WrongHost     = "wrong_host"
+	// Issue 19: judged by the protected history (Replayer.History).
+	UnknownPolicy     = "unknown_policy"
+	UnknownDefinition = "unknown_definition"
+	Revoked           = "revoked"
+	// RevokedSince is a warning, not a failure (unless
+	// Replayer.StrictRevocation): the receipt relied on a principal who
+	// was in force at its time and no longer is.
+	RevokedSince = "revoked_since"
 )
+
+// MaxClockSkew is how far a receipt's time may go back from the latest
+// time before it in the journal. Receipts of one host are appended under a
+// lock in order, so their times only go back when the clock is stepped.
+const MaxClockSkew = 5 * time.Minute
 
 // Problem is one reason a receipt does not verify.
 type Problem struct {
@@ -49,6 +69,8 @@ type Result struct {
 	ExitCode    *int      `json:"exit_code,omitempty"`
 	OK          bool      `json:"ok"`
 	Problems    []Problem `json:"problems"`
+	// Warnings do not fail the entry: "revoked_since".
+	Warnings []Problem `json:"warnings,omitempty"`
 }
 
 func (r *Result) add(code, format string, args ...any) {
@@ -63,6 +85,8 @@ type Summary struct {
 	Incomplete int    `json:"incomplete"`
 	Head       string `json:"head"`
 	OK         bool   `json:"ok"`
+	// RevokedSince counts runs that relied on a principal revoked since.
+	RevokedSince int `json:"revoked_since,omitempty"`
 }
 
 // Replayer verifies a journal offline against a trust policy.
@@ -72,6 +96,19 @@ type Replayer struct {
 	Checkpoint *approval.Envelope
 	// Workers verifying signatures in parallel; 0 means GOMAXPROCS.
 	Workers int
+	// Host, when set, is the host whose journal this is: every receipt
+	// and the checkpoint must name it. Unset, every receipt must name the
+	// host the first one names.
+	Host string
+	// History, when set, is what each intent is judged by: the policy
+	// version its policy_digest names (Policy is the current one, whose
+	// since/revoked_at also apply), and only operation definitions the
+	// protected registry holds or held. Nil keeps the older behaviour:
+	// everything by Policy, the definition as carried.
+	History *History
+	// StrictRevocation fails, instead of warning about, a run that relied
+	// on a principal revoked since.
+	StrictRevocation bool
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -102,7 +139,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{used: map[string]int{}, open: map[string]*Result{}}
+	st := &state{used: map[string]int{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -118,19 +155,25 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	// Three stages overlap: reading the next batch, verifying this one on
 	// every core, and checking the previous one in order.
 	const batchSize = 512
+	const batchBytes = 2 * MaxLine
 	read := make(chan []*entry, 1)
 	verified := make(chan []*entry, 1)
 	var scanErr error
 	go func() {
 		defer close(read)
 		batch := make([]*entry, 0, batchSize)
+		size := 0
 		scanErr = Scan(r, func(l Line) error {
 			b := make([]byte, len(l.Bytes))
 			copy(b, l.Bytes)
-			batch = append(batch, &entry{line: Line{No: l.No, Bytes: b}})
-			if len(batch) == batchSize {
+			l.Bytes = b
+			batch = append(batch, &entry{line: l})
+			// A batch holds at most batchSize lines and about
+			// batchBytes: long lines cannot pile up in memory.
+			if size += len(b); len(batch) == batchSize || size >= batchBytes {
 				read <- batch
 				batch = make([]*entry, 0, batchSize)
+				size = 0
 			}
 			return nil
 		})
@@ -155,6 +198,9 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 			e.res.OK = len(e.res.Problems) == 0
 			if !e.res.OK {
 				sum.Failed++
+			}
+			if len(e.res.Warnings) > 0 {
+				sum.RevokedSince++
 			}
 			emit(e.res)
 		}
@@ -184,6 +230,9 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 			res.add(Truncated, "the checkpoint of %s counts %d entries; the journal has %d: receipts were cut off", cp.Time.Format(time.RFC3339), cp.Count, sum.Entries)
 		case cp.Count > 0 && st.cpHash != cp.Head:
 			res.add(ChainBroken, "entry %d is not the one the checkpoint names", cp.Count)
+		}
+		if cp.Host != "" && st.hostSet && cp.Host != st.host {
+			res.add(WrongHost, "the checkpoint is host %q's; this journal is host %q's", cp.Host, st.host)
 		}
 		if len(res.Problems) > 0 {
 			cpProblem = &res
@@ -237,8 +286,13 @@ func verifyParallel(rp *Replayer, batch []*entry, workers int) {
 
 // decode parses the line, without judging it.
 func (e *entry) decode() {
-	e.hash = LineHash(e.line.Bytes)
 	e.res = Result{Line: e.line.No, Problems: []Problem{}}
+	if e.line.Long > 0 {
+		e.hash = e.line.Hash
+		e.envErr = fmt.Sprintf("it is %d bytes long; a journal line is at most %d (receipts.MaxLine)", e.line.Long, MaxLine)
+		return
+	}
+	e.hash = LineHash(e.line.Bytes)
 	env, err := parseEnvelope(e.line.Bytes)
 	if err != nil {
 		e.envErr = err.Error()
@@ -269,6 +323,11 @@ func (e *entry) envelopes(dst []*approval.Envelope) []*approval.Envelope {
 }
 
 func (rp *Replayer) verifyOne(e *entry) {
+	if e.line.Torn {
+		// Whatever it holds, a line without its newline was never
+		// completely written: the next append cuts it (Journal.Append).
+		e.res.add(Torn, "line %d does not end in a newline: a write cut short by a crash, which the next run cuts off", e.line.No)
+	}
 	if e.env == nil {
 		e.res.add(Malformed, "line %d is not a DSSE envelope: %s", e.line.No, e.envErr)
 		return
@@ -332,12 +391,28 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	// decoding set its digest from its content (Intent.UnmarshalJSON), and
 	// the gate checks that the plan binds exactly this one.
 	digest := in.Operation.Digest
+	policy := rp.Policy
+	if h := rp.History; h != nil {
+		// Judged by the protected history, never by what the receipt
+		// carries: its definition must be one the registry holds or
+		// held, and its policy a version of the protected one.
+		if !h.Definitions[digest] {
+			res.add(UnknownDefinition, "the operation definition it carries (%.19s…) is not one the protected registry holds or held", digest)
+		}
+		if policy = h.Policies[in.PolicyDigest]; policy == nil {
+			res.add(UnknownPolicy, "policy_digest %q is no version of the protected trust policy in the history", in.PolicyDigest)
+			return
+		}
+	}
 	// Signatures, roles and the gate, as they stood at the receipt's time.
 	// The gate also recomputes the plan's fingerprint from its recorded
 	// inputs.
 	dec, gateErr := approval.Evaluate(approval.Input{
-		Plan: in.Plan, Evidence: in.Evidence, Policy: rp.Policy, Op: in.Operation, Now: e.receipt.Time,
+		Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: in.Operation, Now: e.receipt.Time,
 	})
+	if gateErr == nil && rp.History != nil {
+		rp.judgeRevocation(res, dec, e.receipt.Time)
+	}
 	if gateErr == nil {
 		res.Operation = dec.Plan.Operation
 		if dec.Plan.Fingerprint != in.Fingerprint {
@@ -390,6 +465,39 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	}
 }
 
+// judgeRevocation judges the principals a run relied on (its planner and
+// the signers of the evidence it rests on) by the current protected
+// policy: one not in force at the receipt's time there (revoked before it,
+// or trusted only after it) fails the run; one in force then but revoked
+// since, or gone from the policy, is "revoked since".
+func (rp *Replayer) judgeRevocation(res *Result, dec *approval.Decision, at time.Time) {
+	ids := []string{dec.Planner}
+	for _, s := range dec.Relied {
+		ids = append(ids, s.Signer.ID)
+	}
+	for _, id := range ids {
+		cur, ok := rp.Policy.ByID(id)
+		switch {
+		case ok && !cur.InForce(at):
+			res.add(Revoked, "the run relied on %s, whose key the protected trust policy does not count at %s (since %s, revoked_at %s)", id, at.UTC().Format(time.RFC3339), stamp(cur.Since), stamp(cur.RevokedAt))
+		case !ok || !cur.RevokedAt.IsZero():
+			p := Problem{Code: RevokedSince, Detail: fmt.Sprintf("the run relied on %s, valid then, revoked since", id)}
+			if rp.StrictRevocation {
+				res.Problems = append(res.Problems, p)
+			} else {
+				res.Warnings = append(res.Warnings, p)
+			}
+		}
+	}
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
 // rawPlan decodes a plan envelope's payload without verifying it, so that
 // a bad signature and a bad fingerprint are both reported.
 func rawPlan(env *approval.Envelope) (*operations.Plan, error) {
@@ -401,7 +509,7 @@ func rawPlan(env *approval.Envelope) (*operations.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(b, &p); err != nil {
+	if err := strictjson.Unmarshal(b, &p); err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -414,9 +522,17 @@ type state struct {
 	decoded  int
 	used     map[string]int // evidence id → runs that relied on it
 	open     map[string]*Result
-	entries  uint64
-	cpCount  uint64 // the checkpoint's count, if any
-	cpHash   string // the hash of that entry, once reached
+	openHash map[string]string // run id → its intent's line hash
+	// runs holds a 64-bit keyed hash of every run id seen, so that a
+	// second intent cannot reuse one (8 bytes a run, not the id).
+	runs    map[uint64]struct{}
+	seed    maphash.Seed
+	latest  time.Time // the latest receipt time so far
+	host    string    // the journal's host
+	hostSet bool
+	entries uint64
+	cpCount uint64 // the checkpoint's count, if any
+	cpHash  string // the hash of that entry, once reached
 }
 
 func (st *state) check(e *entry) {
@@ -435,11 +551,36 @@ func (st *state) check(e *entry) {
 		e.res.add(ChainBroken, "entry %d follows %.12s… (seq %d), but the line before is %.12s… (seq %d): entries were deleted, inserted, reordered or edited", r.Seq, r.Prev, r.Seq-1, st.prevHash, st.prevSeq)
 	}
 	st.prevSeq = r.Seq
+	if r.Time.Before(st.latest.Add(-MaxClockSkew)) {
+		e.res.add(TimeBackwards, "entry %d is dated %s, more than %s before an earlier entry's %s", r.Seq, r.Time.Format(time.RFC3339Nano), MaxClockSkew, st.latest.Format(time.RFC3339Nano))
+	}
+	if r.Time.After(st.latest) {
+		st.latest = r.Time
+	}
+	if !st.hostSet {
+		st.host, st.hostSet = r.Host, true
+	} else if r.Host != st.host {
+		e.res.add(WrongHost, "entry %d names host %q, but this journal is host %q's", r.Seq, r.Host, st.host)
+	}
 	switch r.Kind {
 	case KindIntent:
+		if r.RunID == "" {
+			e.res.add(Malformed, "intent without a run id")
+		}
+		k := maphash.String(st.seed, r.RunID)
+		if _, dup := st.runs[k]; dup {
+			e.res.add(RunIDReused, "run id %s was already used by an earlier intent in this journal", r.RunID)
+			if _, open := st.open[r.RunID]; open {
+				// The earlier run had no outcome: report it, not
+				// hide it behind this one.
+				break
+			}
+		}
+		st.runs[k] = struct{}{}
 		open := e.res
 		open.Problems = nil
 		st.open[r.RunID] = &open
+		st.openHash[r.RunID] = e.hash
 		for i, id := range e.relied {
 			allowed := 1
 			if i == 0 && e.slots > 1 {
@@ -457,7 +598,11 @@ func (st *state) check(e *entry) {
 			if in := st.open[r.RunID]; in != nil {
 				e.res.Operation, e.res.Fingerprint = in.Operation, in.Fingerprint
 			}
+			if r.Outcome != nil && r.Outcome.Intent != st.openHash[r.RunID] {
+				e.res.add(WrongIntent, "outcome for run %s names intent %.12s…, but that run's intent is %.12s…", r.RunID, r.Outcome.Intent, st.openHash[r.RunID])
+			}
 			delete(st.open, r.RunID)
+			delete(st.openHash, r.RunID)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package receipts_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/receipts"
@@ -97,9 +100,10 @@ func newWorld(t *testing.T) *world {
 }
 
 type verdict struct {
-	code  int
-	codes map[int][]string // line → problem codes
-	all   []string
+	code     int
+	codes    map[int][]string // line → problem codes
+	warnings map[int][]string // line → warning codes
+	all      []string
 }
 
 // replay runs `prod-write replay` on lines and collects the problem codes.
@@ -116,7 +120,7 @@ func (w *world) replay(lines []string, extra ...string) verdict {
 		LookupEnv: func(string) (string, bool) { return "", false },
 		Getwd:     func() (string, error) { return w.dir, nil },
 	}
-	v := verdict{code: cli.Run(append([]string{"replay", path, "--json"}, extra...), f), codes: map[int][]string{}}
+	v := verdict{code: cli.Run(append([]string{"replay", path, "--json"}, extra...), f), codes: map[int][]string{}, warnings: map[int][]string{}}
 	var rep struct {
 		Receipts []receipts.Result `json:"receipts"`
 	}
@@ -127,6 +131,9 @@ func (w *world) replay(lines []string, extra ...string) verdict {
 		for _, p := range r.Problems {
 			v.codes[r.Line] = append(v.codes[r.Line], p.Code)
 			v.all = append(v.all, p.Code)
+		}
+		for _, p := range r.Warnings {
+			v.warnings[r.Line] = append(v.warnings[r.Line], p.Code)
 		}
 	}
 	return v
@@ -143,7 +150,9 @@ func (v verdict) has(code string) bool {
 
 // edit decodes line i's receipt, lets fn change it, and signs it again
 // with k. When rechain is set, every later line is re-signed with the
-// runner key and relinked, so that only the edit itself is wrong.
+// runner key and relinked (outcomes naming their intent's new hash, times
+// not going back from the edited one), so that only the edit itself is
+// wrong.
 func (w *world) edit(lines []string, i int, k *keys.Private, rechain bool, fn func(r *receipts.Receipt)) []string {
 	w.t.Helper()
 	out := append([]string(nil), lines...)
@@ -154,13 +163,25 @@ func (w *world) edit(lines []string, i int, k *keys.Private, rechain bool, fn fu
 	fn(r)
 	out[i] = w.sign(r, k)
 	if rechain {
+		renamed := map[string]string{receipts.LineHash([]byte(lines[i])): receipts.LineHash([]byte(out[i]))}
+		latest := r.Time
 		for j := i + 1; j < len(out); j++ {
 			_, next, err := receipts.Decode([]byte(out[j]))
 			if err != nil {
 				w.t.Fatal(err)
 			}
 			next.Prev = receipts.LineHash([]byte(out[j-1]))
+			if next.Outcome != nil {
+				if h, ok := renamed[next.Outcome.Intent]; ok {
+					next.Outcome.Intent = h
+				}
+			}
+			if next.Time.Before(latest) {
+				next.Time = latest
+			}
+			latest = next.Time
 			out[j] = w.sign(next, w.runner)
+			renamed[receipts.LineHash([]byte(lines[j]))] = receipts.LineHash([]byte(out[j]))
 		}
 	}
 	return out
@@ -277,6 +298,9 @@ func TestTamperSuite(t *testing.T) {
 		}
 	})
 
+	// Issue 19: receipts are judged by the policy version they name,
+	// kept in the history by digest, and by the current policy's
+	// since/revoked_at.
 	t.Run("signer dropped from the trust policy", func(t *testing.T) {
 		data, _ := os.ReadFile(filepath.Join(w.dir, "trust.toml"))
 		blocks := strings.Split(string(data), "[[principal]]")
@@ -286,13 +310,100 @@ func TestTamperSuite(t *testing.T) {
 				kept = append(kept, b)
 			}
 		}
-		trust := filepath.Join(t.TempDir(), "trust.toml")
+		dir := t.TempDir()
+		trust := filepath.Join(dir, "trust.toml")
 		if err := os.WriteFile(trust, []byte(strings.Join(kept, "[[principal]]")), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// Without the old version in the history, the receipts name a
+		// policy replay does not know.
 		v := w.replay(w.journal, "--trust", trust)
-		if v.code != 1 || !contains(v.codes[1], receipts.UnknownSigner) {
-			t.Fatalf("exit %d, problems %v; want unknown_signer on line 1 (alice approved run A)", v.code, v.codes)
+		if v.code != 1 || !contains(v.codes[1], receipts.UnknownPolicy) {
+			t.Fatalf("exit %d, problems %v; want unknown_policy on line 1", v.code, v.codes)
+		}
+		// With it, alice's approval was valid then: revoked since.
+		addHistory(t, filepath.Join(dir, "history"), data)
+		v = w.replay(w.journal, "--trust", trust)
+		if v.code != 0 || len(v.all) != 0 || !contains(v.warnings[1], receipts.RevokedSince) {
+			t.Fatalf("exit %d, problems %v, warnings %v; want run A ok with revoked_since", v.code, v.codes, v.warnings)
+		}
+		v = w.replay(w.journal, "--trust", trust, "--strict-revocation")
+		if v.code != 1 || !contains(v.codes[1], receipts.RevokedSince) {
+			t.Fatalf("--strict-revocation: exit %d, problems %v", v.code, v.codes)
+		}
+	})
+
+	t.Run("approver revoked before the run, or trusted only after it", func(t *testing.T) {
+		data, _ := os.ReadFile(filepath.Join(w.dir, "trust.toml"))
+		for _, tc := range []struct {
+			name, field, at string
+			code            string
+		}{
+			{"revoked since", "revoked_at", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), ""},
+			{"revoked before", "revoked_at", "2001-01-01T00:00:00Z", receipts.Revoked},
+			{"added later", "since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), receipts.Revoked},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				edited := strings.Replace(string(data), `id = "alice"`, `id = "alice"`+"\n"+tc.field+" = "+tc.at, 1)
+				dir := t.TempDir()
+				trust := filepath.Join(dir, "trust.toml")
+				if err := os.WriteFile(trust, []byte(edited), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				addHistory(t, filepath.Join(dir, "history"), data)
+				v := w.replay(w.journal, "--trust", trust)
+				if tc.code == "" {
+					if v.code != 0 || !contains(v.warnings[1], receipts.RevokedSince) {
+						t.Fatalf("exit %d, problems %v, warnings %v; want ok with revoked_since on line 1", v.code, v.codes, v.warnings)
+					}
+					return
+				}
+				if v.code != 1 || !contains(v.codes[1], tc.code) {
+					t.Fatalf("exit %d, problems %v; want %s on line 1", v.code, v.codes, tc.code)
+				}
+			})
+		}
+	})
+
+	t.Run("policy digest zeroed", func(t *testing.T) {
+		lines := w.edit(w.journal, 0, w.runner, true, func(r *receipts.Receipt) {
+			r.Intent.PolicyDigest = "sha256:" + strings.Repeat("0", 64)
+		})
+		v := w.replay(lines)
+		if v.code != 1 || !contains(v.codes[1], receipts.UnknownPolicy) {
+			t.Fatalf("exit %d, problems %v; want unknown_policy on line 1", v.code, v.codes)
+		}
+	})
+
+	// With the runner's and the agent's keys: config-push re-declared
+	// mutating = false in the receipt, planned again, no evidence.
+	t.Run("definition re-declared in the receipt", func(t *testing.T) {
+		lines := w.edit(w.journal, 8, w.runner, true, func(r *receipts.Receipt) {
+			op := *r.Intent.Operation
+			f := false
+			op.Mutating = &f
+			d, err := op.DefinitionDigest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			op.Digest = d
+			payload, _ := base64.StdEncoding.DecodeString(r.Intent.Plan.Payload)
+			var plan operations.Plan
+			if err := json.Unmarshal(payload, &plan); err != nil {
+				t.Fatal(err)
+			}
+			plan.OperationDigest, plan.Mutating = d, false
+			plan.Fingerprint = operations.Fingerprint(&plan.Bound)
+			env, err := approval.Sign(w.agent, approval.TypePlan, plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Intent.Operation, r.Intent.Plan, r.Intent.Evidence = &op, env, nil
+			r.Intent.Fingerprint, r.Intent.Path, r.Intent.Anchor, r.Intent.Relied, r.Intent.Slot = plan.Fingerprint, "none", "", nil, 0
+		})
+		v := w.replay(lines)
+		if v.code != 1 || !contains(v.codes[9], receipts.UnknownDefinition) {
+			t.Fatalf("exit %d, problems %v; want unknown_definition on line 9", v.code, v.codes)
 		}
 	})
 
@@ -352,4 +463,17 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// addHistory keeps a trust policy's bytes in a history directory, named
+// by their digest.
+func addHistory(t *testing.T, dir string, trust []byte) {
+	t.Helper()
+	sum := sha256.Sum256(trust)
+	if err := os.MkdirAll(filepath.Join(dir, "trust"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "trust", "sha256-"+hex.EncodeToString(sum[:])+".toml"), trust, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

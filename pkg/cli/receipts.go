@@ -2,11 +2,13 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -16,6 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -208,10 +212,13 @@ func receiptsCheckpoint(f *Factory, out string) error {
 		return err
 	}
 	defer fl.Close()
-	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID}
+	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID, Host: journalHost(c.Host)}
 	err = receipts.Scan(fl, func(l receipts.Line) error {
 		cp.Count++
 		cp.Head = receipts.LineHash(l.Bytes)
+		if l.Long > 0 {
+			cp.Head = l.Hash
+		}
 		return nil
 	})
 	if err != nil {
@@ -251,21 +258,27 @@ type checkpointDoc struct {
 // --json: a DSSE envelope, or a document holding one in "envelope". Only
 // the envelope is used: what the document says beside it is not signed.
 func decodeCheckpoint(b []byte) (*approval.Envelope, error) {
+	// Either form is read strictly (issue 19): exact keys, no duplicates,
+	// nothing after the value. Only the envelope is trusted.
 	var probe struct {
-		FormatVersion *int               `json:"format_version"`
-		Envelope      *approval.Envelope `json:"envelope"`
+		FormatVersion *int `json:"format_version"`
 	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, err
-	}
-	if probe.FormatVersion != nil {
-		if probe.Envelope == nil {
+	if json.Unmarshal(b, &probe) == nil && probe.FormatVersion != nil {
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return nil, err
+		}
+		raw, ok := doc["envelope"]
+		if !ok {
 			return nil, errors.New("a checkpoint document without its envelope")
 		}
-		return probe.Envelope, nil
+		if err := strictjson.Check(b, &doc); err != nil {
+			return nil, err
+		}
+		b = raw
 	}
 	var env approval.Envelope
-	if err := json.Unmarshal(b, &env); err != nil {
+	if err := strictjson.Unmarshal(b, &env); err != nil {
 		return nil, err
 	}
 	return &env, nil
@@ -277,6 +290,12 @@ type ReplayOptions struct {
 	Path       string
 	Trust      string
 	Checkpoint string
+	Host       string
+	Registry   string
+	History    string
+	// StrictRevocation fails runs that relied on a principal revoked
+	// since, instead of reporting them.
+	StrictRevocation bool
 }
 
 // NewCmdReplay builds `replay`.
@@ -318,13 +337,17 @@ is not receipts at all.`,
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a signed head from `receipts checkpoint` the journal must still reach")
+	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
+	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
+	cmd.Flags().BoolVar(&opts.StrictRevocation, "strict-revocation", false, "fail runs that relied on a principal revoked since, instead of reporting them")
+	cmd.Flags().StringVar(&opts.Host, "host", "", "the host whose journal this is: every receipt and the checkpoint must name it (default: the configured host when replaying the configured journal)")
 	return cmd
 }
 
 func replayRun(o *ReplayOptions) error {
 	f := o.F
-	trust, path := o.Trust, o.Path
-	if trust == "" || path == "" {
+	trust, path, host, registry := o.Trust, o.Path, o.Host, o.Registry
+	if trust == "" || path == "" || registry == "" {
 		c, err := f.Config()
 		if err != nil {
 			return err
@@ -332,21 +355,39 @@ func replayRun(o *ReplayOptions) error {
 		if trust == "" {
 			trust = c.Trust
 		}
+		if registry == "" {
+			registry = c.Registry
+		}
 		if path == "" {
 			path = c.JournalPath()
+			if host == "" {
+				host = journalHost(c.Host) // this host's own journal
+			}
 		}
 	}
 	policy, err := approval.LoadPolicy(trust)
 	if err != nil {
 		return err
 	}
-	rp := &receipts.Replayer{Policy: policy}
+	defs, err := readDefinitions(registry)
+	if err != nil {
+		return err
+	}
+	histDir := o.History
+	if histDir == "" {
+		histDir = filepath.Join(filepath.Dir(trust), "history")
+	}
+	hist, err := receipts.LoadHistory(histDir, policy, defs)
+	if err != nil {
+		return err
+	}
+	rp := &receipts.Replayer{Policy: policy, Host: host, History: hist, StrictRevocation: o.StrictRevocation}
 	if o.Checkpoint != "" {
 		b, err := os.ReadFile(o.Checkpoint)
 		if err != nil {
 			return err
 		}
-		env, err := decodeCheckpoint(b)
+		env, err := decodeCheckpoint(bytes.TrimSuffix(b, []byte{'\n'}))
 		if err != nil {
 			return &dataError{err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
 		}
@@ -385,7 +426,13 @@ func replayRun(o *ReplayOptions) error {
 				}
 				status = "FAIL " + strings.Join(codes, ",")
 			}
+			if r.OK && len(r.Warnings) > 0 {
+				status = "ok, " + receipts.RevokedSince
+			}
 			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Line, r.Seq, r.Kind, r.Operation, r.Runner, status)
+			for _, p := range r.Warnings {
+				fmt.Fprintf(tw, "\t\t\t\t\t  %s: %s\n", p.Code, p.Detail)
+			}
 			for _, p := range r.Problems {
 				fmt.Fprintf(tw, "\t\t\t\t\t  %s: %s\n", p.Code, p.Detail)
 			}
@@ -413,10 +460,51 @@ func replayRun(o *ReplayOptions) error {
 	} else {
 		tw.Flush()
 		fmt.Fprintf(w, "%d entries, %d runs: %d failed, %d incomplete\n", sum.Entries, sum.Runs, sum.Failed, sum.Incomplete)
+		if sum.RevokedSince > 0 {
+			fmt.Fprintf(w, "%d runs relied on a principal revoked since (--strict-revocation fails them)\n", sum.RevokedSince)
+		}
 	}
 	if !sum.OK {
 		w.Flush()
 		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("replay: %d entries do not verify and %d runs are incomplete", sum.Failed, sum.Incomplete)}
 	}
 	return nil
+}
+
+// journalHost is the host a journal's receipts and checkpoints name: the
+// configured host, or else the machine's hostname, so that one host's
+// journal never verifies as another's (issue 19).
+func journalHost(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// readDefinitions reads the operation definitions of a registry directory
+// as the protected branch declares them, without resolving programs (CI
+// need not have them).
+func readDefinitions(dir string) ([]*operations.Operation, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the registry: %w", err)
+	}
+	var out []*operations.Operation
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".toml") {
+			continue
+		}
+		file := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading the registry: %w", err)
+		}
+		ops, err := operations.Parse(file, data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ops...)
+	}
+	return out, nil
 }

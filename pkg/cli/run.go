@@ -225,7 +225,7 @@ func runRun(o *RunOptions) error {
 	failpoint.Hit("after-consume")
 
 	// 5. The intent receipt, durable before anything executes.
-	j := &receipts.Journal{Path: pc.cfg.JournalPath(), Key: rk, Runner: rp.ID, Host: pc.cfg.Host, Now: f.Now, Sync: f.JournalSync}
+	j := &receipts.Journal{Path: pc.cfg.JournalPath(), Key: rk, Runner: rp.ID, Host: journalHost(pc.cfg.Host), Now: f.Now, Sync: f.JournalSync}
 	intent := pc.intent(f, dec, evidence, slot)
 	in, err := j.Append(&receipts.Receipt{Kind: receipts.KindIntent, RunID: runID, Intent: intent})
 	if err != nil {

@@ -1,0 +1,109 @@
+package receipts
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/strictjson"
+)
+
+// History is what replay judges receipts by (SPEC §7, docs/adr/0014d):
+// every version of the protected trust policy, by digest, and every
+// operation definition the protected registry holds or held, by digest.
+// A receipt naming a policy digest or carrying a definition that is not
+// here fails, whatever it says about itself.
+type History struct {
+	// Policies by digest ("sha256:…" of the file's bytes), the current
+	// one included.
+	Policies map[string]*approval.Policy
+	// Definitions holds the digest of every operation definition.
+	Definitions map[string]bool
+}
+
+// LoadHistory reads dir (which may not exist: then only the current
+// versions count) and adds the current policy and registry definitions.
+// The layout is
+//
+//	DIR/trust/sha256-HEX.toml        a past trust.toml, byte for byte
+//	DIR/operations/sha256-HEX.json   a past operation definition (JSON)
+//
+// Each file's name is its own digest, checked here: a file that does not
+// hash to its name is an error, so the history holds by mechanism what
+// the protected branch reviewed, whatever else is copied in.
+func LoadHistory(dir string, current *approval.Policy, defs []*operations.Operation) (*History, error) {
+	h := &History{Policies: map[string]*approval.Policy{current.Digest: current}, Definitions: map[string]bool{}}
+	for _, op := range defs {
+		h.Definitions[op.Digest] = true
+	}
+	if dir == "" {
+		return h, nil
+	}
+	read := func(sub, ext string, fn func(path, digest string, data []byte) error) error {
+		entries, err := os.ReadDir(filepath.Join(dir, sub))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading history: %w", err)
+		}
+		for _, e := range entries {
+			name, ok := strings.CutSuffix(e.Name(), ext)
+			hexd, ok2 := strings.CutPrefix(name, "sha256-")
+			if !ok || !ok2 || e.IsDir() {
+				return fmt.Errorf("history: %s is not named sha256-HEX%s", filepath.Join(dir, sub, e.Name()), ext)
+			}
+			path := filepath.Join(dir, sub, e.Name())
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("reading history: %w", err)
+			}
+			if err := fn(path, "sha256:"+hexd, data); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := read("trust", ".toml", func(path, digest string, data []byte) error {
+		sum := sha256.Sum256(data)
+		if "sha256:"+hex.EncodeToString(sum[:]) != digest {
+			return fmt.Errorf("history: %s does not hash to its name", path)
+		}
+		p, err := approval.ParsePolicy(path, data)
+		if err != nil {
+			return err
+		}
+		if _, ok := h.Policies[digest]; !ok {
+			h.Policies[digest] = p
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = read("operations", ".json", func(path, digest string, data []byte) error {
+		var op operations.Operation
+		// As `ops list --json` prints one: a final newline is allowed.
+		if err := strictjson.Unmarshal(bytes.TrimSuffix(data, []byte{'\n'}), &op); err != nil {
+			return fmt.Errorf("history: %s: %w", path, err)
+		}
+		d, err := op.DefinitionDigest()
+		if err != nil || d != digest {
+			return fmt.Errorf("history: %s is not the definition its name says", path)
+		}
+		h.Definitions[digest] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
