@@ -72,6 +72,10 @@ type Replayer struct {
 	Checkpoint *approval.Envelope
 	// Workers verifying signatures in parallel; 0 means GOMAXPROCS.
 	Workers int
+	// Relied, when set, is called in journal order for every intent the
+	// gate let through, with the records it relied on (its anchor first)
+	// and the uses the anchor allows: [Fleet] counts them across hosts.
+	Relied func(r Result, records []string, anchorUses int)
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -148,6 +152,9 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	for batch := range verified {
 		for _, e := range batch {
 			st.check(e)
+			if rp.Relied != nil && len(e.relied) > 0 {
+				rp.Relied(e.res, e.relied, e.slots)
+			}
 			sum.Entries++
 			if e.receipt != nil && e.receipt.Kind == KindIntent {
 				sum.Runs++
@@ -441,10 +448,7 @@ func (st *state) check(e *entry) {
 		open.Problems = nil
 		st.open[r.RunID] = &open
 		for i, id := range e.relied {
-			allowed := 1
-			if i == 0 && e.slots > 1 {
-				allowed = e.slots
-			}
+			allowed := allowedUses(i, e.slots)
 			st.used[id]++
 			if st.used[id] > allowed {
 				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, st.used[id], allowed)
