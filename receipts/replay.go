@@ -448,7 +448,10 @@ func (st *state) check(e *entry) {
 		open.Problems = nil
 		st.open[r.RunID] = &open
 		for i, id := range e.relied {
-			allowed := allowedUses(i, e.slots)
+			allowed := 1
+			if i == 0 && e.slots > 1 {
+				allowed = e.slots
+			}
 			st.used[id]++
 			if st.used[id] > allowed {
 				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, st.used[id], allowed)
