@@ -219,13 +219,18 @@ hash chain, and intents left without an outcome. In CI, pass --trust with the
 policy of the protected default branch, never the one in the change.
 
 PATH may be s3://BUCKET/PREFIX: the S3 receipt archive, read in key order
-(journal order) one object at a time; the only network replay uses.
+(journal order) one object at a time; the only network replay uses. A
+prefix holding several hosts' prefixes (s3://BUCKET/receipts, or the
+bucket) is replayed as a fleet: each host's chain on its own, and every
+approval's uses counted across all hosts (docs/DISTRIBUTED.md).
 
 Exit 0 when everything verifies, 1 when anything does not, 65 when the input
-is not receipts at all.`,
+is not receipts at all, 74 when it cannot be read or an archive prefix holds
+no receipts.`,
 		Example: `  prod-write replay
   prod-write replay receipts.jsonl --trust /protected/trust.toml --checkpoint head.json --json
-  prod-write replay s3://receipts-bucket/prod/host-a --trust /protected/trust.toml`,
+  prod-write replay s3://receipts-bucket/receipts/host-a --trust /protected/trust.toml
+  prod-write replay s3://receipts-bucket/receipts --trust /protected/trust.toml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
