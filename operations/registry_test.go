@@ -336,6 +336,20 @@ func TestUnavailableKeepsTheRegistryDigest(t *testing.T) {
 	if a.Digest != b.Digest || dbHost.Digest != webHost.Digest {
 		t.Fatalf("digests differ between hosts: %s/%s, %s/%s", a.Digest, b.Digest, dbHost.Digest, webHost.Digest)
 	}
+	// A runner service's client learns the registry from `ops list
+	// --json`: the unavailable operation decodes, keeps its digest, and
+	// is still unavailable.
+	data, err := json.Marshal(webHost.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := operations.Decode(data)
+	if err != nil {
+		t.Fatalf("Decode of a registry with an unavailable operation: %v", err)
+	}
+	if c, _ := client.Get("db"); client.Digest != webHost.Digest || c.Unavailable != b.Unavailable {
+		t.Fatalf("decoded: digest %s (want %s), unavailable %q", client.Digest, webHost.Digest, c.Unavailable)
+	}
 }
 
 // TestMutatingFlagDecides checks SPEC §3: the flag, never the name, decides,
