@@ -147,6 +147,13 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 	refuse := func(code refusal.Code, format string, args ...any) *refusal.Error {
 		return refusal.New(code, format, args...).For(op.Name, "")
 	}
+	if op.Unavailable != "" || op.ProgramPath == "" {
+		why := op.Unavailable
+		if why == "" {
+			why = fmt.Sprintf("operation %s has no resolved program on this host", op.Name)
+		}
+		return nil, refuse(refusal.OperationUnavailable, "%s", why).Needs("program " + op.Program + " on this host's secure path")
+	}
 	if !slices.Contains(op.Targets, req.Target) {
 		return nil, refuse(refusal.TargetNotAllowed, "operation %s does not allow target %q (allowed: %v)", op.Name, req.Target, op.Targets).Needs("target")
 	}

@@ -90,6 +90,12 @@ type Operation struct {
 
 	// Set by Load, not by the TOML file.
 	ProgramPath string `toml:"-" json:"program_path"`
+	// Unavailable says why the operation cannot run on this host: its
+	// program does not resolve here (psql only on the database hosts).
+	// The registry is shared by every host; an operation missing its
+	// program on one is refused there (operation_unavailable) and nothing
+	// else is affected. Empty when it is available.
+	Unavailable string `toml:"-" json:"unavailable,omitempty"`
 	Digest      string `toml:"-" json:"digest"`
 	Source      string `toml:"-" json:"source"`
 }
@@ -210,8 +216,20 @@ func lazyRegexp(expr string) func() *regexp.Regexp {
 var envNameRE = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Load reads every *.toml file in dir (sorted by name) and resolves each
-// operation's program against securePath.
+// operation's program against securePath. An operation whose program does
+// not resolve is loaded as unavailable on this host ([LoadOn]).
 func Load(dir string, securePath []string) (*Registry, error) {
+	host, _ := os.Hostname()
+	return LoadOn(dir, securePath, host)
+}
+
+// LoadOn is [Load] on the host named host: an operation whose program does
+// not resolve on securePath is kept, marked [Operation.Unavailable] with
+// the host and the program, so that one host's missing program makes that
+// operation unavailable there and nothing else (docs/DISTRIBUTED.md,
+// "Adding a host"). A program that is not a valid name or absolute path is
+// still a [*DefinitionError]: that is wrong on every host.
+func LoadOn(dir string, securePath []string, host string) (*Registry, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading registry: %w", err)
@@ -240,7 +258,10 @@ func Load(dir string, securePath []string) (*Registry, error) {
 					Msg: fmt.Sprintf("operation %q is already declared at %s", op.Name, prev.Source)}
 			}
 			path, err := ResolveProgram(op.Program, securePath)
-			if err != nil {
+			switch {
+			case errors.Is(err, ErrProgramNotFound):
+				op.Unavailable = fmt.Sprintf("operation %s is not available on host %s: %v", op.Name, host, err)
+			case err != nil:
 				return nil, &DefinitionError{File: file, Line: lineOf(op.Source),
 					Msg: fmt.Sprintf("operation %q: %v", op.Name, err)}
 			}
@@ -305,6 +326,10 @@ func lineOf(source string) int {
 	return n
 }
 
+// ErrProgramNotFound is wrapped by [ResolveProgram] when no candidate is
+// an executable file: the program is not installed on this host.
+var ErrProgramNotFound = errors.New("not found")
+
 // ResolveProgram finds program on securePath (or checks it, when absolute)
 // and returns its cleaned absolute path. The caller's PATH is never used.
 func ResolveProgram(program string, securePath []string) (string, error) {
@@ -330,8 +355,14 @@ func ResolveProgram(program string, securePath []string) (string, error) {
 			return c, nil
 		}
 	}
-	return "", fmt.Errorf("program %q does not resolve to an executable file on the secure path %s", program, strings.Join(securePath, ":"))
+	return "", notFound(fmt.Sprintf("program %q does not resolve to an executable file on the secure path %s", program, strings.Join(securePath, ":")))
 }
+
+// notFound is [ErrProgramNotFound] with what was looked for, and where.
+type notFound string
+
+func (e notFound) Error() string        { return string(e) }
+func (e notFound) Is(target error) bool { return target == ErrProgramNotFound }
 
 type opFile struct {
 	Operation []*Operation `toml:"operation"`
@@ -481,7 +512,7 @@ func (op *Operation) check() error {
 // definition a receipt carries.
 func (op *Operation) DefinitionDigest() (string, error) {
 	bare := *op
-	bare.Source, bare.ProgramPath, bare.Digest = "", "", ""
+	bare.Source, bare.ProgramPath, bare.Digest, bare.Unavailable = "", "", "", ""
 	def, err := json.Marshal(&bare)
 	if err != nil {
 		return "", err

@@ -271,16 +271,84 @@ func TestResolveProgram(t *testing.T) {
 	}
 
 	// Load uses the same rule: an operation naming a program only the
-	// caller's PATH has is a definition error naming file and line.
+	// caller's PATH has is unavailable on this host, named with the host
+	// and the program, and Resolve refuses it; the rest of the registry
+	// loads and resolves. A relative program path is still a definition
+	// error naming file and line: it is wrong on every host.
 	reg := t.TempDir()
-	src := "# comment\n[[operation]]\nname = \"op\"\nprogram = \"pw-fake-tool\"\ntargets = [\"t\"]\n"
+	src := "# comment\n[[operation]]\nname = \"op\"\nprogram = \"pw-fake-tool\"\ntargets = [\"t\"]\n" +
+		"[[operation]]\nname = \"other\"\nprogram = \"tool\"\ntargets = [\"t\"]\n"
 	if err := os.WriteFile(filepath.Join(reg, "a.toml"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := operations.Load(reg, []string{secure})
+	r, err := operations.LoadOn(reg, []string{secure}, "web-1")
+	if err != nil {
+		t.Fatalf("Load: %v, want the registry with op unavailable", err)
+	}
+	op, _ := r.Get("op")
+	if op.ProgramPath != "" || !strings.Contains(op.Unavailable, "host web-1") || !strings.Contains(op.Unavailable, `"pw-fake-tool"`) {
+		t.Fatalf("op: path %q, unavailable %q; want no path and the host and program named", op.ProgramPath, op.Unavailable)
+	}
+	_, err = r.Resolve(operations.Request{Operation: "op", Target: "t", Cwd: root}, operations.HashDigester{})
+	if rf, ok := refusal.As(err); !ok || rf.Code != refusal.OperationUnavailable || !strings.Contains(rf.Reason, "web-1") {
+		t.Fatalf("Resolve of the unavailable operation: %v, want operation_unavailable naming the host", err)
+	}
+	if _, err := r.Resolve(operations.Request{Operation: "other", Target: "t", Cwd: root}, operations.HashDigester{}); err != nil {
+		t.Fatalf("Resolve of an available operation beside it: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(reg, "a.toml"), []byte("# comment\n[[operation]]\nname = \"op\"\nprogram = \"rel/tool\"\ntargets = [\"t\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = operations.Load(reg, []string{secure})
 	var de *operations.DefinitionError
-	if !errors.As(err, &de) || de.Line != 2 || !strings.HasSuffix(de.File, "a.toml") || !strings.Contains(err.Error(), "secure path") {
-		t.Errorf("Load: %v, want a definition error at a.toml:2 about the secure path", err)
+	if !errors.As(err, &de) || de.Line != 2 || !strings.HasSuffix(de.File, "a.toml") || !strings.Contains(err.Error(), "must be absolute") {
+		t.Errorf("Load: %v, want a definition error at a.toml:2 about the relative path", err)
+	}
+}
+
+// The operation's definition digest, the registry's digest and so every
+// plan's fingerprint are the same on a host where an operation is
+// unavailable as on one where it is not: the registry stays shared.
+func TestUnavailableKeepsTheRegistryDigest(t *testing.T) {
+	dir, bin := t.TempDir(), t.TempDir()
+	writeExec(t, filepath.Join(bin, "psql"), 0o755)
+	writeExec(t, filepath.Join(bin, "deploy"), 0o755)
+	src := "[[operation]]\nname = \"db\"\nprogram = \"psql\"\ntargets = [\"t\"]\n[[operation]]\nname = \"web\"\nprogram = \"deploy\"\ntargets = [\"t\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "ops.toml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dbHost, err := operations.LoadOn(dir, []string{bin}, "db-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(bin, "psql")); err != nil {
+		t.Fatal(err)
+	}
+	webHost, err := operations.LoadOn(dir, []string{bin}, "web-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := dbHost.Get("db")
+	b, _ := webHost.Get("db")
+	if a.Unavailable != "" || b.Unavailable == "" {
+		t.Fatalf("unavailable: db-1 %q, web-1 %q", a.Unavailable, b.Unavailable)
+	}
+	if a.Digest != b.Digest || dbHost.Digest != webHost.Digest {
+		t.Fatalf("digests differ between hosts: %s/%s, %s/%s", a.Digest, b.Digest, dbHost.Digest, webHost.Digest)
+	}
+	// A runner service's client learns the registry from `ops list
+	// --json`: the unavailable operation decodes, keeps its digest, and
+	// is still unavailable.
+	data, err := json.Marshal(webHost.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := operations.Decode(data)
+	if err != nil {
+		t.Fatalf("Decode of a registry with an unavailable operation: %v", err)
+	}
+	if c, _ := client.Get("db"); client.Digest != webHost.Digest || c.Unavailable != b.Unavailable {
+		t.Fatalf("decoded: digest %s (want %s), unavailable %q", client.Digest, webHost.Digest, c.Unavailable)
 	}
 }
 

@@ -109,6 +109,10 @@ type Replayer struct {
 	// StrictRevocation fails, instead of warning about, a run that relied
 	// on a principal revoked since.
 	StrictRevocation bool
+	// Relied, when set, is called in journal order for every intent the
+	// gate let through, with the records it relied on (its anchor first)
+	// and the uses the anchor allows: [Fleet] counts them across hosts.
+	Relied func(r Result, records []string, anchorUses int)
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -191,6 +195,9 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	for batch := range verified {
 		for _, e := range batch {
 			st.check(e)
+			if rp.Relied != nil && len(e.relied) > 0 {
+				rp.Relied(e.res, e.relied, e.slots)
+			}
 			sum.Entries++
 			if e.receipt != nil && e.receipt.Kind == KindIntent {
 				sum.Runs++

@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,6 +34,14 @@ func (a *Archive) Ship(ctx context.Context, path string, entries ...Entry) error
 	lines, err := findTail(path, entries)
 	if err != nil {
 		return err
+	}
+	for _, e := range entries {
+		if owner, ok := OwnerOf(lines[e.Hash]); ok {
+			if err := a.Claim(ctx, owner); err != nil {
+				return err
+			}
+			break
+		}
 	}
 	for _, e := range entries {
 		// The first failure stops it: the rest would most likely fail
@@ -92,31 +104,53 @@ func findTail(path string, entries []Entry) (map[string][]byte, error) {
 type SyncResult struct {
 	Lines   int // complete journal lines read
 	Shipped int // objects written now
-	Present int // lines the archive held already
+	Present int // lines the archive held already, byte for byte
 }
 
 // syncWorkers is how many puts Sync keeps in flight.
 const syncWorkers = 8
+
+// held is an archive object as a listing shows it.
+type held struct {
+	key, hash, etag string
+}
 
 // Sync ships every complete line of journal that the archive is missing:
 // it lists the archive once, then puts only what is missing, so a second
 // Sync ships nothing. A last line without its newline (a write in progress,
 // or a torn tail the next append cuts off) is not shipped.
 //
-// A line whose sequence number the archive holds with another hash is not
-// shipped: it is a [*ConflictError], returned after the rest is shipped.
-// It means another journal ships to the same prefix, or a line changed.
+// Before shipping it claims the prefix for the journal's owner ([Claim]):
+// a prefix holding another host's chain is a [*ForeignError] and nothing
+// is shipped. It compares bytes, not names: a line counts as present only
+// when the one object for its sequence number has the line's hash in its
+// name and the line's bytes (its ETag is their MD5, or it is read back).
+// Anything else under the prefix is a [*TamperError] (an object for a
+// sequence number the journal lacks, two objects for one, an object whose
+// bytes are not the line's), and a line the archive holds with another
+// hash is a [*ConflictError]; each is returned after the rest is shipped.
 func (a *Archive) Sync(ctx context.Context, journal io.Reader) (SyncResult, error) {
 	var res SyncResult
-	held := map[uint64]string{}
-	err := a.List(ctx, func(o Object) error {
-		if _, dup := held[o.Seq]; !dup {
-			held[o.Seq] = o.Hash
+	var errs []error
+	objs := map[uint64][]held{}
+	pages := a.pages()
+	for pages.HasMorePages() {
+		pctx, cancel := context.WithTimeout(ctx, a.timeout)
+		page, err := pages.NextPage(pctx)
+		cancel()
+		if err != nil {
+			return res, a.fail("ListObjectsV2", a.prefix, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return res, err
+		for _, o := range page.Contents {
+			key := aws.ToString(o.Key)
+			seq, hash, ok := a.parseKey(key)
+			switch {
+			case ok:
+				objs[seq] = append(objs[seq], held{key: key, hash: hash, etag: strings.Trim(aws.ToString(o.ETag), `"`)})
+			case key != a.prefix+OwnerName:
+				errs = append(errs, &TamperError{Key: key, Kind: "foreign", Msg: "an object shipping never writes is under the prefix"})
+			}
+		}
 	}
 
 	type job struct {
@@ -127,9 +161,14 @@ func (a *Archive) Sync(ctx context.Context, journal io.Reader) (SyncResult, erro
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
-		errs    []error
 		shipped int
+		present int
 	)
+	report := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for range syncWorkers {
@@ -138,57 +177,140 @@ func (a *Archive) Sync(ctx context.Context, journal io.Reader) (SyncResult, erro
 			defer wg.Done()
 			for j := range jobs {
 				err := a.Put(ctx, j.seq, j.line)
-				mu.Lock()
 				if err != nil {
-					errs = append(errs, err)
-				} else {
-					shipped++
+					report(err)
+					continue
 				}
+				mu.Lock()
+				shipped++
 				mu.Unlock()
 			}
 		}()
 	}
+	// Lines wait here until the prefix is claimed for the journal's
+	// owner, named by its first receipt.
+	var pending []job
+	claimed := false
+	send := func(j job) bool {
+		if !claimed {
+			pending = append(pending, j)
+			return true
+		}
+		mu.Lock()
+		failed := len(errs) >= 10
+		mu.Unlock()
+		if failed {
+			return false // enough to say what is wrong
+		}
+		jobs <- j
+		return true
+	}
+	claim := func(owner Owner, ok bool) error {
+		if claimed {
+			return nil
+		}
+		if ok {
+			if err := a.Claim(ctx, owner); err != nil {
+				return err
+			}
+		}
+		claimed = true
+		for _, j := range pending {
+			if !send(j) {
+				break
+			}
+		}
+		pending = nil
+		return nil
+	}
 	br := bufio.NewReaderSize(journal, 256<<10)
-	var readErr error
+	var fatal error
+lines:
 	for no := uint64(1); ; no++ {
 		line, err := br.ReadBytes('\n')
 		if err == io.EOF {
 			break // a last line without newline is not complete
 		}
 		if err != nil {
-			readErr = fmt.Errorf("reading journal: %w", err)
+			fatal = fmt.Errorf("reading journal: %w", err)
 			break
 		}
 		line = line[:len(line)-1]
 		res.Lines++
 		seq := seqOf(line, no)
+		if !claimed {
+			if owner, ok := OwnerOf(line); ok {
+				if fatal = claim(owner, true); fatal != nil {
+					break
+				}
+			}
+		}
 		hash := receipts.LineHash(line)
-		switch h, ok := held[seq]; {
-		case ok && h == hash:
-			res.Present++
-			continue
-		case ok:
-			mu.Lock()
-			errs = append(errs, &ConflictError{Key: a.key(seq, h), Line: seq,
-				Msg: fmt.Sprintf("the archive holds another line %d (hash %.12s…, the journal's is %.12s…): does another journal ship to this prefix?", seq, h, hash)})
-			mu.Unlock()
-			continue
+		there := objs[seq]
+		delete(objs, seq)
+		switch {
+		case len(there) > 1:
+			keys := make([]string, len(there))
+			for i, h := range there {
+				keys[i] = h.key
+			}
+			report(&TamperError{Key: there[0].key, Kind: "duplicate", Msg: fmt.Sprintf("%d objects hold entry %d (%s): another journal shipped to this prefix, or one was added", len(there), seq, strings.Join(keys, ", "))})
+		case len(there) == 1 && there[0].hash != hash:
+			report(&ConflictError{Key: there[0].key, Line: seq,
+				Msg: fmt.Sprintf("the archive holds another line %d (hash %.12s…, the journal's is %.12s…): does another journal ship to this prefix?", seq, there[0].hash, hash)})
+		case len(there) == 1:
+			if err := a.sameBytes(ctx, there[0], line); err != nil {
+				report(err)
+				continue
+			}
+			present++
+		default:
+			if !send(job{seq, line}) {
+				break lines
+			}
 		}
-		mu.Lock()
-		failed := len(errs) >= 10
-		mu.Unlock()
-		if failed {
-			break // enough to say what is wrong
-		}
-		jobs <- job{seq, line}
+	}
+	if fatal == nil {
+		// A journal with no receipt at all names no owner to claim for.
+		fatal = claim(Owner{}, false)
 	}
 	close(jobs)
 	wg.Wait()
-	res.Shipped = shipped
-	if readErr != nil {
-		errs = append(errs, readErr)
+	res.Shipped, res.Present = shipped, present
+	if fatal != nil {
+		return res, fatal
+	}
+	// What is left is in the archive and not in the journal.
+	seqs := make([]uint64, 0, len(objs))
+	for seq := range objs {
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	for _, seq := range seqs {
+		for _, h := range objs[seq] {
+			errs = append(errs, &TamperError{Key: h.key, Kind: "foreign", Msg: fmt.Sprintf("the journal has no entry %d with these bytes: another journal shipped it, or it was added", seq)})
+		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// sameBytes checks that the object h holds line: by its ETag, the MD5 of
+// its bytes for an object put whole without KMS encryption, or else by
+// reading it back. A name is no proof: an unversioned, unlocked bucket
+// lets anyone with PutObject replace the bytes under it.
+func (a *Archive) sameBytes(ctx context.Context, h held, line []byte) error {
+	sum := md5.Sum(line)
+	if h.etag == hex.EncodeToString(sum[:]) {
+		return nil
+	}
+	got, found, err := a.read(ctx, h.key, int64(len(line))+1)
+	if err != nil {
+		return err
+	}
+	if !found || !bytes.Equal(got, line) {
+		return &TamperError{Key: h.key, Kind: "overwritten", Msg: "its bytes are not the journal line its name names"}
+	}
+	return nil
 }
 
 // seqOf is the sequence number a journal line carries, or its line number

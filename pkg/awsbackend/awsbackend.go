@@ -156,8 +156,12 @@ func (Backend) SyncReceipts(ctx context.Context, c *config.Config, journal *os.F
 		return cli.ArchiveSync{}, err
 	}
 	res, err := a.Sync(ctx, journal)
-	var conflict *archive.ConflictError
-	if errors.As(err, &conflict) {
+	var (
+		conflict *archive.ConflictError
+		tamper   *archive.TamperError
+		foreign  *archive.ForeignError
+	)
+	if errors.As(err, &conflict) || errors.As(err, &tamper) || errors.As(err, &foreign) {
 		err = fmt.Errorf("%w: %w", cli.ErrArchiveConflict, err)
 	}
 	return cli.ArchiveSync{URL: a.URL(), Lines: res.Lines, Shipped: res.Shipped, Present: res.Present}, err
@@ -167,6 +171,24 @@ func (Backend) SyncReceipts(ctx context.Context, c *config.Config, journal *os.F
 // prod-write.toml only when its archive names the same bucket; otherwise
 // from the standard AWS chain (AWS_REGION, AWS_ENDPOINT_URL_S3).
 func (Backend) OpenArchive(ctx context.Context, c *config.Config, url string) (io.ReadCloser, error) {
+	a, err := archiveAt(ctx, c, url)
+	if err != nil {
+		return nil, err
+	}
+	return a.Reader(ctx), nil
+}
+
+// ArchiveChains implements [cli.AWS], with the endpoint and region of
+// [Backend.OpenArchive].
+func (Backend) ArchiveChains(ctx context.Context, c *config.Config, url string) ([]string, error) {
+	a, err := archiveAt(ctx, c, url)
+	if err != nil {
+		return nil, err
+	}
+	return a.Chains(ctx)
+}
+
+func archiveAt(ctx context.Context, c *config.Config, url string) (*archive.Archive, error) {
 	bucket, prefix, ok := archive.ParseURL(url)
 	if !ok {
 		return nil, &config.Error{Msg: fmt.Sprintf("%q is not an S3 archive: want s3://bucket/prefix", url)}
@@ -175,9 +197,5 @@ func (Backend) OpenArchive(ctx context.Context, c *config.Config, url string) (i
 	if c != nil && c.Archive.Bucket == bucket {
 		ac.Region, ac.Endpoint = c.Archive.Region, c.Archive.Endpoint
 	}
-	a, err := openArchive(ctx, nil, ac)
-	if err != nil {
-		return nil, err
-	}
-	return a.Reader(ctx), nil
+	return openArchive(ctx, nil, ac)
 }

@@ -173,7 +173,7 @@ func (f *Factory) Registry(c *config.Config) (*operations.Registry, error) {
 	if f.call != nil {
 		return f.call.svc.current().reg, nil
 	}
-	reg, err := operations.Load(c.Registry, c.SecurePath)
+	reg, err := loadOps(c)
 	if err == nil && f.IO != nil {
 		// Files that look meant as operations but are not read
 		// (k8s.TOML, k8s.toml.bak): named, never silently ignored.
@@ -182,6 +182,15 @@ func (f *Factory) Registry(c *config.Config) (*operations.Registry, error) {
 		}
 	}
 	return reg, err
+}
+
+// loadOps loads c's registry on this host: named by c's host when set,
+// so that an operation unavailable here says which host of the fleet.
+func loadOps(c *config.Config) (*operations.Registry, error) {
+	if c.Host != "" {
+		return operations.LoadOn(c.Registry, c.SecurePath, c.Host)
+	}
+	return operations.Load(c.Registry, c.SecurePath)
 }
 
 // Policy loads the trust policy (in the service: the one it loaded last).

@@ -42,6 +42,11 @@ type AWS interface {
 	// journal. c is nil when there is no configuration; when there is and
 	// its archive names the same bucket, its endpoint and region apply.
 	OpenArchive(ctx context.Context, c *config.Config, url string) (io.ReadCloser, error)
+	// ArchiveChains lists the journals held at url, as s3://bucket/prefix
+	// URLs in key order: one per prefix that directly holds receipts (url
+	// itself, for one host's prefix; each host's, for their parent). An
+	// empty list is not an error. c is as for OpenArchive.
+	ArchiveChains(ctx context.Context, c *config.Config, url string) ([]string, error)
 	// SecretSource reads the runner service's production secrets from SSM
 	// Parameter Store, as c's [service] secrets says.
 	SecretSource(c *config.Config) (func(ctx context.Context, name string) (string, error), error)

@@ -78,9 +78,13 @@ func opsList(f *Factory, reg *operations.Registry) error {
 		}{FormatVersion, nonNil(ops)})
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tMUTATING\tTARGETS\tDESCRIPTION")
+	fmt.Fprintln(tw, "NAME\tMUTATING\tTARGETS\tHERE\tDESCRIPTION")
 	for _, op := range ops {
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", op.Name, op.IsMutating(), strings.Join(op.Targets, ","), op.Description)
+		here := "available"
+		if op.Unavailable != "" {
+			here = "unavailable (no " + op.Program + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\n", op.Name, op.IsMutating(), strings.Join(op.Targets, ","), here, op.Description)
 	}
 	return tw.Flush()
 }
@@ -96,7 +100,11 @@ func opsShow(f *Factory, op *operations.Operation) error {
 	fmt.Fprintf(w, "name:        %s\n", op.Name)
 	fmt.Fprintf(w, "description: %s\n", op.Description)
 	fmt.Fprintf(w, "mutating:    %v\n", op.IsMutating())
-	fmt.Fprintf(w, "program:     %s\n", op.ProgramPath)
+	if op.Unavailable != "" {
+		fmt.Fprintf(w, "program:     %s (unavailable: %s)\n", op.Program, op.Unavailable)
+	} else {
+		fmt.Fprintf(w, "program:     %s\n", op.ProgramPath)
+	}
 	fmt.Fprintf(w, "args:        %s\n", strings.Join(op.Args, " "))
 	fmt.Fprintf(w, "targets:     %s\n", strings.Join(op.Targets, ", "))
 	if op.Timeout != nil {

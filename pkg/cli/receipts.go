@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -312,13 +314,18 @@ hash chain, and intents left without an outcome. In CI, pass --trust with the
 policy of the protected default branch, never the one in the change.
 
 PATH may be s3://BUCKET/PREFIX: the S3 receipt archive, read in key order
-(journal order) one object at a time; the only network replay uses.
+(journal order) one object at a time; the only network replay uses. A
+prefix holding several hosts' prefixes (s3://BUCKET/receipts, or the
+bucket) is replayed as a fleet: each host's chain on its own, and every
+approval's uses counted across all hosts (docs/DISTRIBUTED.md).
 
 Exit 0 when everything verifies, 1 when anything does not, 65 when the input
-is not receipts at all.`,
+is not receipts at all, 74 when it cannot be read or an archive prefix holds
+no receipts.`,
 		Example: `  prod-write replay
   prod-write replay receipts.jsonl --trust /protected/trust.toml --checkpoint head.json --json
-  prod-write replay s3://receipts-bucket/prod/host-a --trust /protected/trust.toml`,
+  prod-write replay s3://receipts-bucket/receipts/host-a --trust /protected/trust.toml
+  prod-write replay s3://receipts-bucket/receipts --trust /protected/trust.toml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -393,79 +400,215 @@ func replayRun(o *ReplayOptions) error {
 		}
 		rp.Checkpoint = env
 	}
-	in, err := openReplayInput(f, path)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-
-	w := bufio.NewWriterSize(f.IO.Out, 64<<10)
-	defer w.Flush()
-	var emit func(receipts.Result)
-	var tw *tabwriter.Writer
-	first := true
-	if f.JSON {
-		fmt.Fprintf(w, "{\"format_version\":%d,\"receipts\":[", FormatVersion)
-		emit = func(r receipts.Result) {
-			if !first {
-				w.WriteByte(',')
-			}
-			first = false
-			b, _ := json.Marshal(r)
-			w.Write(b)
-		}
-	} else {
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "LINE\tSEQ\tKIND\tOPERATION\tRUNNER\tSTATUS")
-		emit = func(r receipts.Result) {
-			status := "ok"
-			if !r.OK {
-				codes := make([]string, len(r.Problems))
-				for i, p := range r.Problems {
-					codes[i] = p.Code
-				}
-				status = "FAIL " + strings.Join(codes, ",")
-			}
-			if r.OK && len(r.Warnings) > 0 {
-				status = "ok, " + receipts.RevokedSince
-			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", r.Line, r.Seq, r.Kind, r.Operation, r.Runner, status)
-			for _, p := range r.Warnings {
-				fmt.Fprintf(tw, "\t\t\t\t\t  %s: %s\n", p.Code, p.Detail)
-			}
-			for _, p := range r.Problems {
-				fmt.Fprintf(tw, "\t\t\t\t\t  %s: %s\n", p.Code, p.Detail)
-			}
-		}
-	}
 	// Replay allocates as it streams; collecting only when memory nears a
 	// fixed bound keeps it well under 100 MB and spends less time in the
 	// collector than the default pacing (docs/PERFORMANCE.md).
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
-	sum, err := rp.Replay(in, emit)
-	var notReceipts *receipts.NotReceiptsError
-	if errors.As(err, &notReceipts) {
-		if f.JSON {
-			io.WriteString(w, "]}\n")
-		}
-		return &dataError{err: fmt.Errorf("%s: %w", path, err)}
+	if isArchiveURL(path) {
+		return replayArchive(f, rp, path)
 	}
+	in, err := os.Open(path)
 	if err != nil {
 		return err
 	}
+	defer in.Close()
+	out := newReplayOutput(f, false)
+	sum, err := out.replay(rp, "", path, in)
+	if err != nil {
+		return err
+	}
+	return out.end(sum, nil, nil)
+}
+
+// replayArchive replays the S3 archive at url: one host's prefix, or the
+// parent of several, replayed as a fleet. Each host's chain is verified on
+// its own, and every approval's uses are counted across all of them
+// (docs/DISTRIBUTED.md, "Replaying the fleet"). A prefix that holds no
+// receipt is an error, as a journal that does not exist is: a mistyped
+// prefix must not pass as an empty, verified archive.
+func replayArchive(f *Factory, rp *receipts.Replayer, url string) error {
+	if f.AWS == nil {
+		return f.handOff("replay reads an S3 archive")
+	}
+	c, err := f.Config()
+	if err != nil {
+		c = nil // replay of an archive needs no configuration
+	}
+	ctx := context.Background()
+	chains, err := f.AWS.ArchiveChains(ctx, c, url)
+	var ce *config.Error
+	switch {
+	case errors.As(err, &ce):
+		return err
+	case err != nil:
+		return &ExitError{Code: ExitIOErr, Msg: "replay: " + oneLine(err)}
+	case len(chains) == 0:
+		return &ExitError{Code: ExitIOErr, Msg: fmt.Sprintf("replay: %s holds no receipts: no object PREFIX/SEQ-HASH.json is under it (is the prefix mistyped?)", url)}
+	case len(chains) > 1 && rp.Checkpoint != nil:
+		return &usageError{msg: fmt.Sprintf("--checkpoint is one host's signed head, and %s holds %d hosts' receipts: replay that host's prefix with it", url, len(chains))}
+	}
+	out := newReplayOutput(f, true)
+	fleet := &receipts.Fleet{}
+	var sums []hostSummary
+	for _, chain := range chains {
+		host := strings.TrimPrefix(chain, "s3://")
+		if _, p, _ := strings.Cut(host, "/"); p != "" {
+			host = p
+		}
+		in, err := f.AWS.OpenArchive(ctx, c, chain)
+		if err != nil {
+			return err
+		}
+		rp.Relied = fleet.Host(host)
+		sum, err := out.replay(rp, host, chain, ioFailure{in})
+		in.Close()
+		if err != nil {
+			return err
+		}
+		sums = append(sums, hostSummary{Host: host, Summary: sum})
+	}
+	return out.end(sums[0].Summary, sums, fleet.Reused())
+}
+
+// replayResult is one line of replay's --json output: a receipt's verdict
+// and, from an archive, the host whose chain holds it; or a record spent
+// across hosts, with every spend.
+type replayResult struct {
+	Host string `json:"host,omitempty"`
+	receipts.Result
+	Spends []receipts.Spend `json:"spends,omitempty"`
+}
+
+// hostSummary is one host's part of a fleet replay.
+type hostSummary struct {
+	Host string `json:"host"`
+	receipts.Summary
+}
+
+// replayOutput prints replay's table or JSON as results stream in.
+type replayOutput struct {
+	f     *Factory
+	w     *bufio.Writer
+	tw    *tabwriter.Writer
+	hosts bool // a HOST column
+	first bool
+}
+
+func newReplayOutput(f *Factory, hosts bool) *replayOutput {
+	o := &replayOutput{f: f, w: bufio.NewWriterSize(f.IO.Out, 64<<10), hosts: hosts, first: true}
 	if f.JSON {
-		b, _ := json.Marshal(sum)
-		fmt.Fprintf(w, "],\"summary\":%s}\n", b)
+		fmt.Fprintf(o.w, "{\"format_version\":%d,\"receipts\":[", FormatVersion)
+		return o
+	}
+	o.tw = tabwriter.NewWriter(o.w, 0, 4, 2, ' ', 0)
+	if hosts {
+		fmt.Fprint(o.tw, "HOST\t")
+	}
+	fmt.Fprintln(o.tw, "LINE\tSEQ\tKIND\tOPERATION\tRUNNER\tSTATUS")
+	return o
+}
+
+func (o *replayOutput) emit(r replayResult) {
+	if o.f.JSON {
+		if !o.first {
+			o.w.WriteByte(',')
+		}
+		o.first = false
+		b, _ := json.Marshal(r)
+		o.w.Write(b)
+		return
+	}
+	status := "ok"
+	if !r.OK {
+		codes := make([]string, len(r.Problems))
+		for i, p := range r.Problems {
+			codes[i] = p.Code
+		}
+		status = "FAIL " + strings.Join(codes, ",")
+	}
+	if r.OK && len(r.Warnings) > 0 {
+		status = "ok, " + receipts.RevokedSince
+	}
+	indent := "\t\t\t\t\t  "
+	if o.hosts {
+		fmt.Fprintf(o.tw, "%s\t", r.Host)
+		indent = "\t" + indent
+	}
+	line, seq := strconv.Itoa(r.Line), strconv.FormatUint(r.Seq, 10)
+	if r.Kind == "fleet" {
+		line, seq = "-", "-"
+	}
+	fmt.Fprintf(o.tw, "%s\t%s\t%s\t%s\t%s\t%s\n", line, seq, r.Kind, r.Operation, r.Runner, status)
+	for _, p := range r.Warnings {
+		fmt.Fprintf(o.tw, "%s%s: %s\n", indent, p.Code, p.Detail)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(o.tw, "%s%s: %s\n", indent, p.Code, p.Detail)
+	}
+}
+
+// replay replays one journal, read from in, naming it name in errors.
+func (o *replayOutput) replay(rp *receipts.Replayer, host, name string, in io.Reader) (receipts.Summary, error) {
+	sum, err := rp.Replay(in, func(r receipts.Result) { o.emit(replayResult{Host: host, Result: r}) })
+	var notReceipts *receipts.NotReceiptsError
+	if errors.As(err, &notReceipts) {
+		if o.f.JSON {
+			io.WriteString(o.w, "]}\n")
+		}
+		o.w.Flush()
+		return sum, &dataError{err: fmt.Errorf("%s: %w", name, err)}
+	}
+	return sum, err
+}
+
+// end prints what is left and the summary: for a fleet (hosts given),
+// every record spent across hosts beyond what it allows, each host's
+// summary and the fleet's.
+func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []receipts.Reuse) error {
+	defer o.w.Flush()
+	if len(hosts) > 1 {
+		sum = receipts.Summary{OK: true}
+		for _, h := range hosts {
+			sum.Entries += h.Entries
+			sum.Runs += h.Runs
+			sum.Failed += h.Failed
+			sum.Incomplete += h.Incomplete
+			sum.RevokedSince += h.RevokedSince
+			sum.OK = sum.OK && h.OK
+		}
+	}
+	for _, r := range reused {
+		res := replayResult{Host: "fleet", Result: receipts.Result{Kind: "fleet", Problems: []receipts.Problem{{Code: receipts.EvidenceReused, Detail: r.Detail()}}}, Spends: r.Spends}
+		o.emit(res)
+		sum.Failed++
+		sum.OK = false
+	}
+	if o.f.JSON {
+		var b []byte
+		if len(hosts) > 1 {
+			b, _ = json.Marshal(struct {
+				receipts.Summary
+				Hosts []hostSummary `json:"hosts"`
+			}{sum, hosts})
+		} else {
+			b, _ = json.Marshal(sum)
+		}
+		fmt.Fprintf(o.w, "],\"summary\":%s}\n", b)
 	} else {
-		tw.Flush()
-		fmt.Fprintf(w, "%d entries, %d runs: %d failed, %d incomplete\n", sum.Entries, sum.Runs, sum.Failed, sum.Incomplete)
+		o.tw.Flush()
+		if len(hosts) > 1 {
+			for _, h := range hosts {
+				fmt.Fprintf(o.w, "%s: %d entries, %d runs: %d failed, %d incomplete\n", h.Host, h.Entries, h.Runs, h.Failed, h.Incomplete)
+			}
+			fmt.Fprintf(o.w, "fleet of %d hosts: ", len(hosts))
+		}
+		fmt.Fprintf(o.w, "%d entries, %d runs: %d failed, %d incomplete\n", sum.Entries, sum.Runs, sum.Failed, sum.Incomplete)
 		if sum.RevokedSince > 0 {
-			fmt.Fprintf(w, "%d runs relied on a principal revoked since (--strict-revocation fails them)\n", sum.RevokedSince)
+			fmt.Fprintf(o.w, "%d runs relied on a principal revoked since (--strict-revocation fails them)\n", sum.RevokedSince)
 		}
 	}
 	if !sum.OK {
-		w.Flush()
 		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("replay: %d entries do not verify and %d runs are incomplete", sum.Failed, sum.Incomplete)}
 	}
 	return nil

@@ -99,7 +99,7 @@ func (s *serviceState) current() *loadedPolicy { return s.loaded.Load() }
 // is unchanged: a broken edit never leaves the service judging by half a
 // policy.
 func (s *serviceState) load() error {
-	reg, err := operations.Load(s.cfg.Registry, s.cfg.SecurePath)
+	reg, err := loadOps(s.cfg)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -209,30 +208,6 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 		return &dataError{err: fmt.Errorf("receipts sync: %s", oneLine(err))}
 	}
 	return &ExitError{Code: ExitIOErr, Msg: "receipts sync: " + oneLine(err)}
-}
-
-// openReplayInput opens what replay reads: a journal file, or the S3
-// archive for an s3://bucket/prefix path.
-//
-// What is read is judged by the trust policy either way: an archive served
-// from elsewhere cannot forge a receipt, and a cut-off one is caught by
-// --checkpoint.
-func openReplayInput(f *Factory, path string) (io.ReadCloser, error) {
-	if !isArchiveURL(path) {
-		return os.Open(path)
-	}
-	if f.AWS == nil {
-		return nil, f.handOff("replay reads an S3 archive")
-	}
-	c, err := f.Config()
-	if err != nil {
-		c = nil // replay of an archive needs no configuration
-	}
-	r, err := f.AWS.OpenArchive(context.Background(), c, path)
-	if err != nil {
-		return nil, err
-	}
-	return ioFailure{r}, nil
 }
 
 // ioFailure makes a failure to read the archive an I/O error (exit 74),

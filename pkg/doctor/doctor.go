@@ -328,15 +328,29 @@ func (d *doctor) add(sev, check, path, msg, fix string) {
 	d.out = append(d.out, Finding{Severity: sev, Check: check, Path: path, Message: msg, Fix: fix})
 }
 
+// loadOps loads c's registry on c's host (operations.LoadOn).
+func loadOps(c *config.Config) (*operations.Registry, error) {
+	if c.Host != "" {
+		return operations.LoadOn(c.Registry, c.SecurePath, c.Host)
+	}
+	return operations.Load(c.Registry, c.SecurePath)
+}
+
 func examine(c *config.Config, a Account, named bool) []Finding {
 	d := &doctor{c: c, a: a}
-	reg, err := operations.Load(c.Registry, c.SecurePath)
+	reg, err := loadOps(c)
 	if err != nil {
 		d.add(Critical, "registry-invalid", c.Registry, err.Error(), "fix the registry: nothing can run while it does not load")
 	} else {
 		d.reg = reg
 		for _, w := range reg.Warnings {
 			d.add(Warning, "registry-file-ignored", c.Registry, w, "rename it to end in .toml to load it, or move it out of the registry directory")
+		}
+		for _, op := range reg.All() {
+			if op.Unavailable != "" {
+				d.add(Info, "operation-unavailable", op.Source, op.Unavailable,
+					"install "+op.Program+" in a directory of secure_path if this host should run it; otherwise nothing to do (docs/DISTRIBUTED.md)")
+			}
 		}
 	}
 	// Read without LoadPolicy's refusal of a weak mode: a policy others
@@ -487,6 +501,9 @@ func (d *doctor) reach() {
 	}
 	if d.reg != nil {
 		for _, op := range d.reg.All() {
+			if op.Unavailable != "" {
+				continue // no program here to change; reported with the registry
+			}
 			if at, ok := a.changeable(op.ProgramPath); ok {
 				d.add(Critical, "program-writable", op.ProgramPath, fmt.Sprintf("operation %s runs %s, which %s can change (through %s)", op.Name, op.ProgramPath, a.Name, at),
 					"install the program in a root-owned directory and list only such directories in secure_path")

@@ -39,6 +39,9 @@ const (
 	// missing, unknown, the caller's or the service's own account, or root
 	// without allow_root (docs/adr/0011-runner-service.md).
 	RunAsRefused Code = "run_as_refused"
+	// OperationUnavailable: the operation is in the shared registry but
+	// its program does not resolve on this host (docs/DISTRIBUTED.md).
+	OperationUnavailable Code = "operation_unavailable"
 )
 
 // Error is a refusal. Callers branch on it with errors.As.

@@ -70,6 +70,7 @@ func TestCodesAreStable(t *testing.T) {
 		refusal.EvidenceExpired: "evidence_expired", refusal.EvidenceConsumed: "evidence_consumed",
 		refusal.SignatureInvalid: "signature_invalid", refusal.PrincipalUnknown: "principal_unknown",
 		refusal.RoleMissing: "role_missing", refusal.InsecurePermissions: "insecure_permissions",
+		refusal.OperationUnavailable: "operation_unavailable",
 	} {
 		if string(code) != want {
 			t.Errorf("code %q, want %q", code, want)

@@ -1,6 +1,7 @@
 package testservers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -91,10 +92,13 @@ func CmdExpand(ts *testscript.TestScript, neg bool, args []string) { cmdExpand(t
 //
 //	s3 ls BUCKET PREFIX
 //	[!] s3 rm-versions BUCKET PREFIX
+//	s3 put BUCKET KEY FILE
 //
 // ls prints the keys under PREFIX/, one a line. rm-versions deletes every
 // version of every object under PREFIX/ by version id, as the bucket's
 // root user; with !, every deletion must fail (each refusal is printed).
+// put writes FILE's bytes to KEY as the root user, with no condition: what
+// a writer other than prod-write can do to an unlocked key.
 func CmdS3(ts *testscript.TestScript, neg bool, args []string) { cmdS3(ts, neg, args) }
 
 var varRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -124,8 +128,16 @@ func cmdExpand(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 func cmdS3(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) == 4 && args[0] == "put" && !neg {
+		body, err := os.ReadFile(ts.MkAbs(args[3]))
+		ts.Check(err)
+		client := s3Client(ts.Getenv("S3_ENDPOINT"), ts.Getenv("AWS_ACCESS_KEY_ID"), ts.Getenv("AWS_SECRET_ACCESS_KEY"))
+		_, err = client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(args[1]), Key: aws.String(args[2]), Body: bytes.NewReader(body)})
+		ts.Check(err)
+		return
+	}
 	if len(args) != 3 {
-		ts.Fatalf("usage: s3 ls|rm-versions BUCKET PREFIX")
+		ts.Fatalf("usage: s3 ls|rm-versions BUCKET PREFIX, or s3 put BUCKET KEY FILE")
 	}
 	client := s3Client(ts.Getenv("S3_ENDPOINT"), ts.Getenv("AWS_ACCESS_KEY_ID"), ts.Getenv("AWS_SECRET_ACCESS_KEY"))
 	ctx := context.Background()
