@@ -227,13 +227,12 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 		}
 	}
 	for _, r := range rows {
-		parent, field, nested := strings.Cut(strings.TrimSuffix(r.name, "[]"), " ")
 		docs := got[r.name]
-		if nested && strings.HasSuffix(r.name, "[]") {
+		if strings.Contains(r.name, " ") && strings.HasSuffix(r.name, "[]") {
 			// "status evidence[]", "ops list operations[]": the elements
 			// of a list of a document.
 			parts := strings.Fields(strings.TrimSuffix(r.name, "[]"))
-			parent, field = strings.Join(parts[:len(parts)-1], " "), parts[len(parts)-1]
+			parent, field := strings.Join(parts[:len(parts)-1], " "), parts[len(parts)-1]
 			docs = nil
 			for _, d := range got[parent] {
 				list, _ := d[field].([]any)

@@ -51,7 +51,6 @@ func TestParseRun(t *testing.T) {
 type recorder struct {
 	mu     sync.Mutex
 	calls  []*service.Call
-	stdout []byte
 	code   int
 	hangUp bool
 }
