@@ -288,8 +288,17 @@ func runRun(o *RunOptions) error {
 	if runErr != nil {
 		return fmt.Errorf("executing %s: %w", pc.op.ProgramPath, runErr)
 	}
-	if f.JSON {
+	switch {
+	case f.JSON:
 		printRan(f.IO.Err, pc.plan.Operation, pc.plan.Fingerprint, res.ExitCode, in.Seq, done.Seq)
+	case res.TimedOut:
+		// Always said: the program's own output may end mid-line.
+		fmt.Fprintf(f.IO.Err, "prod-write: %s timed out after %s and was killed (exit %d); receipts %d and %d\n",
+			pc.plan.Operation, pc.op.Timeout.Duration, res.ExitCode, in.Seq, done.Seq)
+	case f.IO.ErrTTY:
+		// For a person at a terminal; scripts read the exit status.
+		fmt.Fprintf(f.IO.Err, "prod-write: ran %s %.19s… (exit %d); receipts %d and %d\n",
+			pc.plan.Operation, pc.plan.Fingerprint, res.ExitCode, in.Seq, done.Seq)
 	}
 	if res.ExitCode != 0 {
 		return &ExitError{Code: res.ExitCode}

@@ -47,6 +47,8 @@ type runHarness struct {
 	now time.Time
 	// journalSync, when set, is the journal's fsync (Factory.JournalSync).
 	journalSync func(*os.File) error
+	// errTTY makes stderr a terminal, as far as the commands can tell.
+	errTTY bool
 }
 
 func newRunHarness(t *testing.T) *runHarness {
@@ -62,7 +64,7 @@ func newRunHarness(t *testing.T) *runHarness {
 func (h *runHarness) run(args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
 	f := &Factory{
-		IO:        &IOStreams{In: strings.NewReader(""), Out: &stdout, Err: &stderr},
+		IO:        &IOStreams{In: strings.NewReader(""), Out: &stdout, Err: &stderr, ErrTTY: h.errTTY},
 		Now:       func() time.Time { return h.now },
 		LookupEnv: func(k string) (string, bool) { v, ok := h.env[k]; return v, ok },
 		Getwd:     func() (string, error) { return h.dir, nil },
@@ -185,6 +187,32 @@ func TestRunPropagatesExitStatus(t *testing.T) {
 	code, _, stderr := h.run("run", fp, "--json")
 	if code != 1 || !strings.Contains(stderr, `"outcome":"ran"`) || !strings.Contains(stderr, `"exit_code":1`) {
 		t.Errorf("run: exit %d, stderr %s", code, stderr)
+	}
+}
+
+// TestRunSaysWhatRanAtATerminal: at a terminal, run ends with one line on
+// stderr naming what ran, its status and its receipts; not in a script,
+// and not with --json, which says it in JSON.
+func TestRunSaysWhatRanAtATerminal(t *testing.T) {
+	h := newRunHarness(t)
+	if err := os.WriteFile(filepath.Join(h.dir, "operations", "test.toml"), []byte(inProcessOps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp := h.plan("fail")
+	if code, _, stderr := h.run("gera", "go", fp, "--key", h.key("gera"), "--uses", "3"); code != 0 {
+		t.Fatal(stderr)
+	}
+	h.errTTY = true
+	code, _, stderr := h.run("run", fp)
+	if want := "prod-write: ran fail " + fp[:19] + "… (exit 1); receipts 1 and 2\n"; code != 1 || stderr != want {
+		t.Errorf("at a terminal: exit %d, stderr %q, want %q", code, stderr, want)
+	}
+	if _, _, stderr := h.run("run", fp, "--json"); strings.Contains(stderr, "prod-write: ran") {
+		t.Errorf("--json at a terminal: %q", stderr)
+	}
+	h.errTTY = false
+	if _, _, stderr := h.run("run", fp); stderr != "" {
+		t.Errorf("not a terminal: %q", stderr)
 	}
 }
 
