@@ -92,6 +92,23 @@ func TestSnapshotCache(t *testing.T) {
 			f.Close()
 			return v
 		}},
+		{"same size, new bytes, mtime put back (only ctime tells)", func() []byte {
+			fi, err := os.Stat(prog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := []byte("#!/bin/sh\necho 2ow\n")
+			f, err := os.OpenFile(prog, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteAt(v, 0)
+			f.Close()
+			if err := os.Chtimes(prog, fi.ModTime(), fi.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}},
 		{"mode", func() []byte {
 			b, _ := os.ReadFile(prog)
 			os.Chmod(prog, 0o700)
