@@ -263,6 +263,14 @@ func serveRun(o *ServeOptions) error {
 		}()
 		select {
 		case err := <-mcpErr:
+			if err == nil && ctx.Err() != nil {
+				// Asked to stop while starting: a stop, not a failure.
+				st.log.Printf("stopped")
+				return nil
+			}
+			if err == nil {
+				err = errors.New("it stopped without saying why")
+			}
 			return &config.Error{Path: c.Path, Msg: "serving MCP over HTTP", Err: err}
 		case <-time.After(200 * time.Millisecond):
 		}
