@@ -8,18 +8,6 @@ import (
 	"time"
 )
 
-// allowedUses is how many runs may rely on the i-th record an intent
-// relied on: its anchor (the first) allows anchorUses when that is more
-// than one (a Gera go with uses = N), every other record one. It is the
-// rule of state.check, which counts within one journal (kept there as it
-// is while replay.go changes under issue 19; merge them after).
-func allowedUses(i, anchorUses int) int {
-	if i == 0 && anchorUses > 1 {
-		return anchorUses
-	}
-	return 1
-}
-
 // Spend is one run's reliance on an approval record, as one host's replay
 // saw it.
 type Spend struct {

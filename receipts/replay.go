@@ -589,10 +589,7 @@ func (st *state) check(e *entry) {
 		st.open[r.RunID] = &open
 		st.openHash[r.RunID] = e.hash
 		for i, id := range e.relied {
-			allowed := 1
-			if i == 0 && e.slots > 1 {
-				allowed = e.slots
-			}
+			allowed := allowedUses(i, e.slots)
 			st.used[id]++
 			if st.used[id] > allowed {
 				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, st.used[id], allowed)

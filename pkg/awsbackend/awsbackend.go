@@ -136,6 +136,20 @@ func openArchive(ctx context.Context, c *config.Config, ac archive.Config) (*arc
 	return a, nil
 }
 
+// InitArchive implements [cli.AWS].
+func (Backend) InitArchive(ctx context.Context, c *config.Config) (bool, error) {
+	a, err := openArchive(ctx, c, archiveConfig(c))
+	if err != nil {
+		return false, err
+	}
+	created, err := a.Init(ctx)
+	var lce *archive.LockConfigError
+	if errors.As(err, &lce) {
+		return created, &config.Error{Path: c.Path, Msg: "archive init", Err: err}
+	}
+	return created, err
+}
+
 // ShipReceipts implements [cli.AWS].
 func (Backend) ShipReceipts(ctx context.Context, c *config.Config, entries []receipts.Appended) error {
 	list := make([]archive.Entry, len(entries))

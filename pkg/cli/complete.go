@@ -1,30 +1,124 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
 )
 
 // Shell completion of what the registry and the store hold: operation
 // names, an operation's targets, parameter and file names, and the
-// fingerprints of stored plans (local mode; a client of a runner service
-// completes nothing it would have to ask the service for).
+// fingerprints of stored plans. In local mode they are read here; a client
+// of a runner service (whose state it cannot read) asks the service:
+// `ops list --json` for the registry and the plans-complete call for the
+// fingerprints (docs/adr/0015e-completion-through-the-service.md).
+// Completion never hands the service a key, and any failure completes
+// nothing.
 
 // completeRegistry loads the registry for a completion, or nil.
 func completeRegistry(f *Factory) *operations.Registry {
 	c, err := f.loadConfig()
-	if err != nil || c.Service.Socket != "" {
+	if err != nil {
 		return nil
+	}
+	if c.Service.Socket != "" {
+		var out bytes.Buffer
+		if f.completionCall(c, "ops-list", nil, &out) != nil {
+			return nil
+		}
+		reg, err := decodeOpsList(out.Bytes())
+		if err != nil {
+			return nil
+		}
+		return reg
 	}
 	reg, err := f.Registry(c)
 	if err != nil {
 		return nil
 	}
 	return reg
+}
+
+// completionCall makes one read-only call to the runner service for a
+// completion, its stdout to out: with --json, no key and no environment
+// handed over, no stdin, and its stderr dropped (a completion prints
+// nothing but candidates).
+func (f *Factory) completionCall(c *config.Config, op string, args any, out io.Writer) error {
+	g := *f
+	g.IO = &IOStreams{Out: out, Err: io.Discard}
+	g.JSON = true
+	g.KeyPath = ""
+	g.LookupEnv = func(string) (string, bool) { return "", false }
+	return g.callService(c, op, args, nil)
+}
+
+// decodeOpsList decodes the output of `ops list --json` (docs/JSON.md)
+// into a registry; a bare array is what a service from before
+// format_version sends.
+func decodeOpsList(b []byte) (*operations.Registry, error) {
+	list := bytes.TrimSpace(b)
+	if !bytes.HasPrefix(list, []byte("[")) {
+		var doc struct {
+			Operations json.RawMessage `json:"operations"`
+		}
+		if err := json.Unmarshal(list, &doc); err != nil {
+			return nil, fmt.Errorf("the service's ops list: %w", err)
+		}
+		list = doc.Operations
+	}
+	return operations.Decode(list)
+}
+
+// prefixArg is the argument of plans-complete.
+type prefixArg struct {
+	Prefix string `json:"prefix"`
+}
+
+// plansWithPrefix prints, one a line, the fingerprints of the stored plans
+// whose hex digits start with prefix (with or without "sha256:"): the
+// plans-complete call a service's client completes from. It reads nothing
+// but the store's plan names, and needs no key: fingerprints are what
+// `status` and `receipts list` show any caller (docs/DEPLOYMENT.md).
+func plansWithPrefix(f *Factory, prefix string) error {
+	h := strings.TrimPrefix(prefix, "sha256:")
+	if len(h) > 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return &usageError{msg: fmt.Sprintf("%q is not a fingerprint prefix: want lowercase hex digits", prefix)}
+	}
+	// Never handed over to prod-write-net: only the embedded store lists
+	// plans by prefix.
+	c, err := f.loadConfig()
+	if err != nil {
+		return err
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return err
+	}
+	lister, ok := st.(interface {
+		PlansWithPrefix(string) ([]string, error)
+	})
+	if !ok {
+		return nil // a store that looks up whole fingerprints only
+	}
+	fps, err := lister.PlansWithPrefix(h)
+	if err != nil {
+		return err
+	}
+	sort.Strings(fps)
+	for _, fp := range fps {
+		if _, err := fmt.Fprintln(f.IO.Out, fp); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func completeOperations(f *Factory) cobra.CompletionFunc {
@@ -105,20 +199,26 @@ func completeArgs(f *Factory, words ...[]string) cobra.CompletionFunc {
 			return out, cobra.ShellCompDirectiveNoFileComp
 		}
 		c, err := f.loadConfig()
-		if err != nil || c.Service.Socket != "" {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		st, err := f.Store(c)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		lister, ok := st.(interface {
-			PlansWithPrefix(string) ([]string, error)
-		})
-		if !ok {
+		var out bytes.Buffer
+		if c.Service.Socket != "" {
+			err = f.completionCall(c, "plans-complete", prefixArg{toComplete}, &out)
+		} else {
+			g := *f
+			g.IO = &IOStreams{Out: &out, Err: io.Discard}
+			err = plansWithPrefix(&g, toComplete)
+		}
+		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		fps, _ := lister.PlansWithPrefix(strings.TrimPrefix(toComplete, "sha256:"))
+		var fps []cobra.Completion
+		for _, fp := range strings.Fields(out.String()) {
+			if strings.HasPrefix(fp, toComplete) || strings.HasPrefix(strings.TrimPrefix(fp, "sha256:"), toComplete) {
+				fps = append(fps, fp)
+			}
+		}
 		return fps, cobra.ShellCompDirectiveNoFileComp
 	}
 }

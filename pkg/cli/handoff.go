@@ -32,6 +32,10 @@ type AWS interface {
 	// InitStore creates c's DynamoDB table, or finds it, and waits until
 	// it is ACTIVE.
 	InitStore(ctx context.Context, c *config.Config, wait time.Duration) (table string, created bool, err error)
+	// InitArchive creates c's archive bucket with object lock and the
+	// default retention c's lock mode and days give, or finds it so. A
+	// bucket it cannot vouch for is a *config.Error.
+	InitArchive(ctx context.Context, c *config.Config) (created bool, err error)
 	// ShipReceipts copies journal entries to c's archive.
 	ShipReceipts(ctx context.Context, c *config.Config, entries []receipts.Appended) error
 	// SyncReceipts ships every complete journal line c's archive lacks.

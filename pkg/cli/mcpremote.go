@@ -99,19 +99,7 @@ func (b *mcpBackend) remoteRegistry() (*operations.Registry, error) {
 	if _, err := b.call("ops-list", nil, nil, &out, io.Discard); err != nil {
 		return nil, err
 	}
-	list := bytes.TrimSpace(out.Bytes())
-	if !bytes.HasPrefix(list, []byte("[")) {
-		// `ops list --json` (docs/JSON.md); a bare array is what a
-		// service from before format_version sends.
-		var doc struct {
-			Operations json.RawMessage `json:"operations"`
-		}
-		if err := json.Unmarshal(list, &doc); err != nil {
-			return nil, fmt.Errorf("the service's ops list: %w", err)
-		}
-		list = doc.Operations
-	}
-	return operations.Decode(list)
+	return decodeOpsList(out.Bytes())
 }
 
 func (b *mcpBackend) remotePrincipal() (*approval.Principal, error) {

@@ -652,6 +652,15 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		return receiptsCheckpoint(f, "")
 	case "replay":
 		return replayService(f)
+	case "plans-complete":
+		// Shell completion of a client: the fingerprints of the stored
+		// plans with a prefix, as `status` and `receipts list` show them
+		// to any caller (docs/adr/0015e-completion-through-the-service.md).
+		var a prefixArg
+		if err := args(&a); err != nil {
+			return err
+		}
+		return plansWithPrefix(f, a.Prefix)
 	case "whoami":
 		// The principal of the key handed over (the MCP server of a
 		// client learns its scope this way).

@@ -49,7 +49,7 @@ const (
 var Ops = []string{
 	"plan", "status", "file", "decide", "gera", "withdraw", "run",
 	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "replay",
-	"whoami",
+	"whoami", "plans-complete",
 }
 
 // Request opens a call.

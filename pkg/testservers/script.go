@@ -99,6 +99,13 @@ func CmdExpand(ts *testscript.TestScript, neg bool, args []string) { cmdExpand(t
 // root user; with !, every deletion must fail (each refusal is printed).
 // put writes FILE's bytes to KEY as the root user, with no condition: what
 // a writer other than prod-write can do to an unlocked key.
+//
+//	s3 mb BUCKET
+//	s3 lock BUCKET
+//
+// mb creates a bucket without object lock. lock prints the bucket's
+// object-lock configuration, "Enabled MODE DAYS" (or "Enabled" without a
+// default retention), or "none".
 func CmdS3(ts *testscript.TestScript, neg bool, args []string) { cmdS3(ts, neg, args) }
 
 var varRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -136,8 +143,29 @@ func cmdS3(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(err)
 		return
 	}
+	if len(args) == 2 && !neg && (args[0] == "mb" || args[0] == "lock") {
+		client := s3Client(ts.Getenv("S3_ENDPOINT"), ts.Getenv("AWS_ACCESS_KEY_ID"), ts.Getenv("AWS_SECRET_ACCESS_KEY"))
+		ctx := context.Background()
+		if args[0] == "mb" {
+			_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(args[1])})
+			ts.Check(err)
+			return
+		}
+		out, err := client.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: aws.String(args[1])})
+		if err != nil || out.ObjectLockConfiguration == nil {
+			fmt.Fprintln(ts.Stdout(), "none")
+			return
+		}
+		c := out.ObjectLockConfiguration
+		line := string(c.ObjectLockEnabled)
+		if c.Rule != nil && c.Rule.DefaultRetention != nil {
+			line += fmt.Sprintf(" %s %d", c.Rule.DefaultRetention.Mode, aws.ToInt32(c.Rule.DefaultRetention.Days))
+		}
+		fmt.Fprintln(ts.Stdout(), line)
+		return
+	}
 	if len(args) != 3 {
-		ts.Fatalf("usage: s3 ls|rm-versions BUCKET PREFIX, or s3 put BUCKET KEY FILE")
+		ts.Fatalf("usage: s3 ls|rm-versions BUCKET PREFIX, s3 put BUCKET KEY FILE, or s3 mb|lock BUCKET")
 	}
 	client := s3Client(ts.Getenv("S3_ENDPOINT"), ts.Getenv("AWS_ACCESS_KEY_ID"), ts.Getenv("AWS_SECRET_ACCESS_KEY"))
 	ctx := context.Background()

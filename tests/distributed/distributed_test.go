@@ -5,6 +5,7 @@ package distributed
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/prod-write/prod-write/pkg/testservers"
 )
@@ -48,24 +48,22 @@ func stepsBlock(t *testing.T) string {
 	return s[:end+1]
 }
 
-// lockedBucket makes a bucket with object lock and a default retention,
-// as the doc's step 1 does with the aws CLI.
-func lockedBucket(t *testing.T, endpoint, access, secret string) string {
+// lockConfig is the bucket's object-lock configuration, as "Enabled MODE
+// DAYS", read as the administrator.
+func lockConfig(t *testing.T, endpoint, access, secret, bucket string) string {
 	t.Helper()
 	client := s3.New(s3.Options{Region: testservers.Region, BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(access, secret, "")})
-	bucket := testservers.Name("pw")
-	ctx := context.Background()
-	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
-		t.Fatal(err)
-	}
-	_, err := client.PutObjectLockConfiguration(ctx, &s3.PutObjectLockConfigurationInput{Bucket: aws.String(bucket),
-		ObjectLockConfiguration: &types.ObjectLockConfiguration{ObjectLockEnabled: types.ObjectLockEnabledEnabled,
-			Rule: &types.ObjectLockRule{DefaultRetention: &types.DefaultRetention{Mode: types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}})
+	out, err := client.GetObjectLockConfiguration(context.Background(), &s3.GetObjectLockConfigurationInput{Bucket: aws.String(bucket)})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the bucket's object lock: %v", err)
 	}
-	return bucket
+	c := out.ObjectLockConfiguration
+	got := string(c.ObjectLockEnabled)
+	if c.Rule != nil && c.Rule.DefaultRetention != nil {
+		got += fmt.Sprintf(" %s %d", c.Rule.DefaultRetention.Mode, aws.ToInt32(c.Rule.DefaultRetention.Days))
+	}
+	return got
 }
 
 func TestDistributedStepsRun(t *testing.T) {
@@ -73,7 +71,8 @@ func TestDistributedStepsRun(t *testing.T) {
 	dynamo := testservers.Dynalite(t)
 	endpoint, access, secret := testservers.S3(t)
 	bin := filepath.Dir(testservers.Binary(t))
-	bucket := lockedBucket(t, endpoint, access, secret)
+	// Not created here: the block's archive init creates it.
+	bucket := testservers.Name("pw")
 
 	dir := t.TempDir()
 	cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+script)
@@ -88,6 +87,7 @@ func TestDistributedStepsRun(t *testing.T) {
 	}
 	for _, want := range []string{
 		": created (on-demand capacity), ACTIVE",
+		"bucket " + bucket + ": created, object lock with default retention COMPLIANCE for 400 days",
 		"0 shipped, 2 already there, of 2 journal entries",
 		"\n2 entries, 1 runs: 0 failed, 0 incomplete\n",
 		"receipts/host-a: 2 entries, 1 runs: 0 failed, 0 incomplete",
@@ -100,5 +100,8 @@ func TestDistributedStepsRun(t *testing.T) {
 	}
 	if strings.Contains(string(out), "warning") {
 		t.Errorf("the block warned:\n%s", out)
+	}
+	if got := lockConfig(t, endpoint, access, secret, bucket); got != "Enabled COMPLIANCE 400" {
+		t.Errorf("the bucket's object lock is %q, want Enabled COMPLIANCE 400", got)
 	}
 }
