@@ -179,11 +179,20 @@ func receiptsShow(f *Factory, id string) error {
 		if (seqErr == nil && r.Seq == seq) || (r.RunID != "" && strings.HasPrefix(r.RunID, id) && len(id) >= 6) {
 			found++
 			// The receipt as signed (docs/FORMAT.md), with the
-			// document's format_version added.
-			return printJSON(f.IO.Out, struct {
+			// document's format_version added, and for an intent why it
+			// was allowed (issue 20; not signed: derived from what is).
+			why := receipts.Explain(r)
+			if err := printJSON(f.IO.Out, struct {
 				FormatVersion int `json:"format_version"`
 				*receipts.Receipt
-			}{FormatVersion, r})
+				Explanation *approval.Explanation `json:"explanation,omitempty"`
+			}{FormatVersion, r, why}); err != nil {
+				return err
+			}
+			if why != nil && !f.JSON {
+				fmt.Fprintf(f.IO.Out, "why: %s\n", why.Sentence)
+			}
+			return nil
 		}
 		return nil
 	})
