@@ -63,6 +63,9 @@ type Intent struct {
 	// evidence, so a verifier can tell which key was used.
 	Signers map[string]string `json:"signers"`
 	Invoker Invoker           `json:"invoker"`
+	// DecisionID is the gate decision's id in the decision log (issue 20;
+	// absent in intents written before it).
+	DecisionID string `json:"decision_id,omitempty"`
 }
 
 // Invoker is who called run.

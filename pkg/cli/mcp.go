@@ -34,7 +34,7 @@ func NewCmdMCP(f *Factory, runF func(*MCPOptions) error) *cobra.Command {
 		Long: `mcp serves prod-write to an agent over the Model Context Protocol, on stdin and
 stdout. Its tools derive from the registry: list_operations, one plan tool
 per operation (plan_NAME, whose input schema is the operation's targets,
-params and files), status and show_receipt; with --allow-run, run, which
+params and files), status, show_receipt and explain; with --allow-run, run, which
 still passes the gate. It acts for the principal of --key (or
 $PROD_WRITE_KEY): the plan tools need the agent role. Nothing that files,
 approves or records a decision is ever served. See docs/AGENTS.md.`,

@@ -74,6 +74,7 @@ off after it.`,
 	cp.Flags().StringVar(&out, "out", "", "write the checkpoint to `FILE` instead of stdout")
 	cmd.AddCommand(cp)
 	cmd.AddCommand(newCmdReceiptsSync(f, nil))
+	cmd.AddCommand(newCmdReceiptsExport(f, nil))
 	return cmd
 }
 
@@ -179,11 +180,20 @@ func receiptsShow(f *Factory, id string) error {
 		if (seqErr == nil && r.Seq == seq) || (r.RunID != "" && strings.HasPrefix(r.RunID, id) && len(id) >= 6) {
 			found++
 			// The receipt as signed (docs/FORMAT.md), with the
-			// document's format_version added.
-			return printJSON(f.IO.Out, struct {
+			// document's format_version added, and for an intent why it
+			// was allowed (issue 20; not signed: derived from what is).
+			why := receipts.Explain(r)
+			if err := printJSON(f.IO.Out, struct {
 				FormatVersion int `json:"format_version"`
 				*receipts.Receipt
-			}{FormatVersion, r})
+				Explanation *approval.Explanation `json:"explanation,omitempty"`
+			}{FormatVersion, r, why}); err != nil {
+				return err
+			}
+			if why != nil && !f.JSON {
+				fmt.Fprintf(f.IO.Out, "why: %s\n", why.Sentence)
+			}
+			return nil
 		}
 		return nil
 	})
@@ -298,6 +308,10 @@ type ReplayOptions struct {
 	// StrictRevocation fails runs that relied on a principal revoked
 	// since, instead of reporting them.
 	StrictRevocation bool
+	// VSA and VSAKey: write a SLSA verification summary of the verdict,
+	// signed by VSAKey, to VSA (issue 20).
+	VSA    string `json:"-"`
+	VSAKey string `json:"-"`
 }
 
 // NewCmdReplay builds `replay`.
@@ -334,7 +348,10 @@ no receipts.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" {
+			if (opts.VSA == "") != (opts.VSAKey == "") {
+				return &usageError{msg: "--vsa and --vsa-key go together"}
+			}
+			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" {
 				// Files the caller names are verified here, with the
 				// caller's own rights: replay needs no privilege.
 				return replayRun(opts)
@@ -347,6 +364,8 @@ no receipts.`,
 	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
 	cmd.Flags().BoolVar(&opts.StrictRevocation, "strict-revocation", false, "fail runs that relied on a principal revoked since, instead of reporting them")
+	cmd.Flags().StringVar(&opts.VSA, "vsa", "", "also write a SLSA verification summary attestation of the verdict to `FILE`")
+	cmd.Flags().StringVar(&opts.VSAKey, "vsa-key", "", "the key (PKCS#8 PEM, 0600) that signs the --vsa attestation: CI's, not a principal's")
 	cmd.Flags().StringVar(&opts.Host, "host", "", "the host whose journal this is: every receipt and the checkpoint must name it (default: the configured host when replaying the configured journal)")
 	return cmd
 }
@@ -406,6 +425,9 @@ func replayRun(o *ReplayOptions) error {
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
 	if isArchiveURL(path) {
+		if o.VSA != "" {
+			return &usageError{msg: "--vsa attests a journal file's head; replay the archive's journal from a file"}
+		}
 		return replayArchive(f, rp, path)
 	}
 	in, err := os.Open(path)
@@ -417,6 +439,11 @@ func replayRun(o *ReplayOptions) error {
 	sum, err := out.replay(rp, "", path, in)
 	if err != nil {
 		return err
+	}
+	if o.VSA != "" {
+		if err := writeVSA(f, o, sum, policy, trust, path, host); err != nil {
+			return err
+		}
 	}
 	return out.end(sum, nil, nil)
 }

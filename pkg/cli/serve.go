@@ -650,6 +650,15 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		// The client opened --out itself, as the caller, and handed it
 		// over as stdout.
 		return receiptsCheckpoint(f, "")
+	case "receipts-export":
+		// As checkpoint: signed here, with the service's runner key, and
+		// written to the descriptor the client opened for --out.
+		o := &ExportOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return receiptsExport(o)
 	case "replay":
 		return replayService(f)
 	case "plans-complete":

@@ -150,6 +150,15 @@ type statusReport struct {
 	// Refusal says why run would not pass the gate now; nil when it would.
 	Refusal *refusal.Error
 	gateErr error
+	// policyDigest and op are what the gate judged by, for explain.
+	policyDigest string
+	op           *operations.Operation
+	now          time.Time
+}
+
+// explain answers "why would this be allowed?" before a run (issue 20).
+func (s *statusReport) explain() *approval.Explanation {
+	return approval.ExplainDecision(s.Decision, s.op, s.policyDigest, len(s.Problems), s.Refusal, s.now)
 }
 
 // statusCore judges the plan stored under fp as run would now, hashing
@@ -160,12 +169,13 @@ func statusCore(f *Factory, fp string, d operations.Digester) (*statusReport, er
 	if err != nil {
 		return nil, err
 	}
-	dec, problems, gateErr := pc.judge(f, callerFiles{d, f}, f.Now())
+	now := f.Now()
+	dec, problems, gateErr := pc.judge(f, callerFiles{d, f}, now)
 	r, refused := refusal.As(gateErr)
 	if gateErr != nil && !refused {
 		return nil, gateErr
 	}
-	return &statusReport{Plan: pc.plan, Decision: dec, Problems: problems, Refusal: r, gateErr: gateErr}, nil
+	return &statusReport{Plan: pc.plan, Decision: dec, Problems: problems, Refusal: r, gateErr: gateErr, policyDigest: pc.policy.Digest, op: pc.op, now: now}, nil
 }
 
 // fields is the report as `status --json` prints it (and the MCP status
@@ -190,6 +200,7 @@ func (s *statusReport) fields() map[string]any {
 	if s.Refusal != nil {
 		out["refusal"] = s.Refusal
 	}
+	out["explanation"] = s.explain()
 	return out
 }
 
@@ -234,6 +245,7 @@ func statusRun(o *StatusOptions) error {
 	for _, p := range s.Problems {
 		fmt.Fprintf(w, "problem:     %s\n", p)
 	}
+	fmt.Fprintf(w, "why:         %s\n", s.explain().Sentence)
 	if s.Refusal == nil {
 		fmt.Fprintf(w, "gate:        open (path %s): run would proceed\n", operations.PathName(dec.Path))
 		return nil

@@ -63,7 +63,7 @@ func (f *fakeBackend) Plan(req mcpserver.PlanRequest) (any, error) {
 
 func (f *fakeBackend) Status(string) (any, *refusal.Error, error) {
 	f.note("status")
-	return map[string]any{"allowed": true}, nil, nil
+	return map[string]any{"allowed": true, "explanation": map[string]any{"allowed": true, "sentence": "Allowed without approval"}}, nil, nil
 }
 
 func (f *fakeBackend) Receipt(string) ([]json.RawMessage, error) {
@@ -229,6 +229,7 @@ func TestScopeOnEveryTransport(t *testing.T) {
 		"list_operations": nil,
 		"status":          fp,
 		"show_receipt":    map[string]any{"id": "1"},
+		"explain":         map[string]any{"id": fp["fingerprint"]},
 		"plan_deploy":     map[string]any{"target": "staging"},
 		"plan_inspect":    map[string]any{"target": "staging"},
 		"run":             fp,
@@ -247,6 +248,7 @@ func TestScopeOnEveryTransport(t *testing.T) {
 		{"list_operations", true, ""},
 		{"status", true, ""},
 		{"show_receipt", true, ""},
+		{"explain", true, ""},
 		{"file", false, refusal.RoleMissing},
 		{"decide", false, refusal.RoleMissing},
 		{"gera", false, refusal.RoleMissing},
@@ -346,11 +348,11 @@ func TestResolveScopeIsTheToolList(t *testing.T) {
 		scope mcpserver.Scope
 		want  []string
 	}{
-		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, readOnly, []string{"list_operations", "show_receipt", "status"}},
-		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, agent, []string{"list_operations", "plan_deploy", "plan_inspect", "show_receipt", "status"}},
-		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, agentRun, []string{"list_operations", "plan_deploy", "plan_inspect", "run", "show_receipt", "status"}},
-		{&approval.Principal{ID: "smith", Roles: []string{approval.RoleOperator}}, agent, []string{"list_operations", "show_receipt", "status"}},
-		{nil, agentRun, []string{"list_operations", "run", "show_receipt", "status"}},
+		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, readOnly, []string{"explain", "list_operations", "show_receipt", "status"}},
+		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, agent, []string{"explain", "list_operations", "plan_deploy", "plan_inspect", "show_receipt", "status"}},
+		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, agentRun, []string{"explain", "list_operations", "plan_deploy", "plan_inspect", "run", "show_receipt", "status"}},
+		{&approval.Principal{ID: "smith", Roles: []string{approval.RoleOperator}}, agent, []string{"explain", "list_operations", "show_receipt", "status"}},
+		{nil, agentRun, []string{"explain", "list_operations", "run", "show_receipt", "status"}},
 	}
 	for _, tt := range tests {
 		got := mcpserver.ResolveScope(reg, tt.pr, tt.scope)

@@ -19,7 +19,7 @@
 // exist, from that principal's roles and a [Scope]: a plan tool needs the
 // agent role; a read-only scope omits every tool that writes (each plan
 // tool, since planning stores a signed plan, and run) and keeps
-// list_operations, status and show_receipt; run is offered only with
+// list_operations, status, show_receipt and explain; run is offered only with
 // AllowRun (--allow-run on stdio; allow_run and the service's --allow-run
 // over HTTP), never in a read-only scope, and the gate, not the caller,
 // decides whether a plan runs. Filing, deciding and recording a Gera

@@ -74,6 +74,17 @@ func catalogue(reg *operations.Registry, h *handlers) []*tool {
 				Description: "a journal sequence number, or a run id or a prefix of it of at least 6 characters"}}),
 			Annotations: readOnly(),
 		}, handler: h.showReceipt},
+		{def: &mcp.Tool{
+			Name:  "explain",
+			Title: "Why was this allowed?",
+			Description: "Explain, in one sentence a person can check and as fields, why a run was allowed or why a plan would or would not run now: " +
+				"the approval path (Gera go N of M, or a certainty record by its filer + approvals and the channel of each: Slack, GitHub or the CLI), " +
+				"the policy and registry digests it was judged by, and the veto rules checked. Give a fingerprint (before a run, as `prod-write status FP` explains it) " +
+				"or a run id or the sequence number of an intent receipt (after a run, as `prod-write receipts show ID` explains it).",
+			InputSchema: object(prop{"id", &jsonschema.Schema{Type: "string", MinLength: ptr(1),
+				Description: "a plan's fingerprint (sha256: and 64 hex digits), a run id or a prefix of it of at least 6 characters, or an intent receipt's sequence number"}}),
+			Annotations: readOnly(),
+		}, handler: h.explain},
 	}
 	for _, op := range reg.All() {
 		// Planning stores a signed plan: a write, though not to production.
@@ -301,6 +312,49 @@ func (h *handlers) showReceipt(_ context.Context, req *mcp.CallToolRequest) (*mc
 		return h.failure(err), nil
 	}
 	return result(map[string]any{"receipts": entries}, false), nil
+}
+
+// explain answers "why was this allowed?" from what status and receipts
+// show already compute: no path of its own to the gate or the journal.
+func (h *handlers) explain(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in struct {
+		ID string `json:"id"`
+	}
+	if err := decodeArgs(req, &in); err != nil {
+		return h.failure(err), nil
+	}
+	if in.ID == "" {
+		return h.failure(argError(req, "id is required")), nil
+	}
+	var docs []any
+	if strings.HasPrefix(in.ID, "sha256:") {
+		report, _, err := h.b.Status(in.ID)
+		if err != nil {
+			return h.failure(err), nil
+		}
+		docs = append(docs, report)
+	} else {
+		entries, err := h.b.Receipt(in.ID)
+		if err != nil {
+			return h.failure(err), nil
+		}
+		for _, e := range entries {
+			docs = append(docs, e)
+		}
+	}
+	for _, d := range docs {
+		b, err := json.Marshal(d)
+		if err != nil {
+			return h.failure(err), nil
+		}
+		var doc struct {
+			Explanation json.RawMessage `json:"explanation"`
+		}
+		if json.Unmarshal(b, &doc) == nil && len(doc.Explanation) > 0 && string(doc.Explanation) != "null" {
+			return result(map[string]any{"explanation": doc.Explanation}, false), nil
+		}
+	}
+	return h.failure(argError(req, "%s names no plan or intent receipt to explain (an outcome's run id explains its run)", in.ID)), nil
 }
 
 func (h *handlers) run(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -48,7 +48,7 @@ const (
 // Ops are the operations a request may name.
 var Ops = []string{
 	"plan", "status", "file", "decide", "gera", "withdraw", "run",
-	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "replay",
+	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "receipts-export", "replay",
 	"whoami", "plans-complete",
 }
 
