@@ -113,8 +113,8 @@ func cmdFakeSlack(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if len(calls) > 0 {
 		last := calls[len(calls)-1]
-		fmt.Fprintf(ts.Stdout(), "channel: %s\nts: %s\nuser: %s\ntext: %s\nblocks: %s\n", last.Values.Get("channel"), last.TS,
-			last.Values.Get("user"), last.Values.Get("text"), last.Values.Get("blocks"))
+		fmt.Fprintf(ts.Stdout(), "channel: %s\nts: %s\nthread_ts: %s\nuser: %s\ntext: %s\nblocks: %s\n", last.Values.Get("channel"), last.TS,
+			last.Values.Get("thread_ts"), last.Values.Get("user"), last.Values.Get("text"), last.Values.Get("blocks"))
 	}
 }
 

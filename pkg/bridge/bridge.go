@@ -96,6 +96,30 @@ func (v *View) Closed() bool {
 // at now. It returns a refusal (plan_absent, operation_absent, or the
 // plan's own signature problem) when there is no plan to show.
 func Describe(src Source, fp, recordID string, now time.Time) (*View, error) {
+	j, err := Judge(src, fp, now)
+	if err != nil {
+		return nil, err
+	}
+	return j.View(recordID), nil
+}
+
+// Judgement is the gate's verdict on a stored plan, for display: what
+// [Describe] and [BuildRequest] are made of.
+type Judgement struct {
+	Plan     *operations.Plan
+	Op       *operations.Operation
+	Decision *approval.Decision
+	// Refusal is why the gate is closed; nil when it is open.
+	Refusal *refusal.Error
+	Now     time.Time
+}
+
+// Judge evaluates the gate over the plan stored under fp and its evidence,
+// as run would (without recomputing the fingerprint from reality, which
+// only the runner can). It returns a refusal (plan_absent,
+// operation_absent, or the plan's own signature problem) when there is no
+// plan to judge.
+func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 	if err := store.CheckFingerprint(fp); err != nil {
 		return nil, refusal.New(refusal.PlanAbsent, "%v", err).For("", fp)
 	}
@@ -132,16 +156,26 @@ func Describe(src Source, fp, recordID string, now time.Time) (*View, error) {
 		return nil, fmt.Errorf("reading consumption: %w", err)
 	}
 	dec, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Policy: src.Policy, Op: op, Now: now, Used: used})
-	v := &View{Plan: plan, RecordID: recordID, Gate: "open", Approvers: op.Approval.Approvers, Now: now}
+	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now}
 	if r, ok := refusal.As(gateErr); ok {
-		v.Gate, v.GateWhy, v.Missing = string(r.Code), r.Reason, r.Missing
-		v.Withdrawn = r.Code == refusal.Withdrawn
-		v.Vetoed = r.Code == refusal.Vetoed
+		j.Refusal = r
 	} else if gateErr != nil {
 		return nil, gateErr
 	}
+	return j, nil
+}
+
+// View is the judgement shown as the decision on recordID.
+func (j *Judgement) View(recordID string) *View {
+	plan, op, dec, now, fp := j.Plan, j.Op, j.Decision, j.Now, j.Plan.Fingerprint
+	v := &View{Plan: plan, RecordID: recordID, Gate: "open", Approvers: op.Approval.Approvers, Now: now}
+	if r := j.Refusal; r != nil {
+		v.Gate, v.GateWhy, v.Missing = string(r.Code), r.Reason, r.Missing
+		v.Withdrawn = r.Code == refusal.Withdrawn
+		v.Vetoed = r.Code == refusal.Vetoed
+	}
 	if dec == nil {
-		return v, nil
+		return v
 	}
 	for _, a := range dec.Evidence {
 		switch {
@@ -158,5 +192,14 @@ func Describe(src Source, fp, recordID string, now time.Time) (*View, error) {
 				Issued: a.Issued, Channel: a.Channel, Valid: a.Valid, Why: a.Why})
 		}
 	}
-	return v, nil
+	return v
+}
+
+// Request is the judgement as a decision request ([BuildRequest]).
+func (j *Judgement) Request(policy *approval.Policy, posts []Post, events []Event, s Settings) *DecisionRequest {
+	in := RequestInput{Plan: j.Plan, Op: j.Op, Policy: policy, Refusal: j.Refusal, Posts: posts, Events: events, Settings: s, Now: j.Now}
+	if j.Decision != nil {
+		in.Evidence = j.Decision.Evidence
+	}
+	return BuildRequest(in)
 }

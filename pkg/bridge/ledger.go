@@ -35,6 +35,21 @@ type Post struct {
 	// GitHubComment is the decision comment on a pull request: commands
 	// after it answer it.
 	GitHubComment int64 `json:"github_comment_id,omitempty"`
+
+	// Escalation marks a post made when nobody answered in time
+	// ([FollowUps]).
+	Escalation bool `json:"escalation,omitempty"`
+}
+
+// Where names the post's place in one word, for events and logs.
+func (p Post) Where() string {
+	switch p.Kind {
+	case KindSlack:
+		return fmt.Sprintf("slack %s/%s", p.SlackChannel, p.SlackTS)
+	case KindGitHub:
+		return fmt.Sprintf("github %s#%d", p.GitHubRepo, p.GitHubIssue)
+	}
+	return p.Kind
 }
 
 // key identifies the post's place, independent of when it was made.

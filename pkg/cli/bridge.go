@@ -244,6 +244,14 @@ type BridgeService struct {
 	// GitHubWebhookSecret verifies GitHub's webhook deliveries; empty when
 	// github_webhook_secret_file is not set (polling only).
 	GitHubWebhookSecret bridge.Secret
+	// Requests are the reminder and escalation rules of [requests];
+	// CheckEvery how often open requests are looked at; Events where
+	// what was done about them is recorded.
+	Requests   bridge.Settings
+	CheckEvery time.Duration
+	Events     *bridge.Events
+	// Now is the service's clock.
+	Now func() time.Time
 }
 
 func bridgeServeRun(o *BridgeServeOptions) error {
@@ -299,7 +307,10 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 	if err != nil {
 		return nil, err
 	}
-	s := &BridgeService{Bridge: b, Attestor: att, Ledger: ledger(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil))}
+	s := &BridgeService{Bridge: b, Attestor: att, Ledger: ledger(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil)), Events: eventLog(c), Now: f.Now}
+	if s.Requests, s.CheckEvery, err = requestSettings(c); err != nil {
+		return nil, err
+	}
 	if len(att.Principal().Roles) > 1 {
 		s.Log.Warn("the bridge's principal holds roles besides bridge; give the bridge a principal of its own", "principal", att.Principal().ID)
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -148,7 +149,11 @@ func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return planOutput{FormatVersion, plan, stored}, nil
+	dr, err := planRequest(b.f, plan, stored)
+	if err != nil {
+		return nil, err
+	}
+	return planOutput{FormatVersion, plan, stored, dr}, nil
 }
 
 func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
@@ -294,4 +299,46 @@ func (c *capture) text(secrets []string) (string, bool) {
 		s = strings.ReplaceAll(s, v, "[redacted]")
 	}
 	return s, c.truncated
+}
+
+// remoteWaitSlice bounds one wait the MCP server asks of the runner
+// service: each ends with a progress notification, and no call holds a
+// service slot for long.
+const remoteWaitSlice = 10 * time.Second
+
+func (b *mcpBackend) Wait(ctx context.Context, fp string, timeout time.Duration, progress func(string)) (any, *refusal.Error, bool, error) {
+	deadline := time.Now().Add(timeout)
+	if b.remote {
+		return b.remoteWait(ctx, fp, deadline, progress)
+	}
+	s, err := waitDecision(ctx, b.f, fp, deadline, operations.HashDigester{}, func(s *statusReport) {
+		progress(fmt.Sprintf("waiting for a decision on %s: %s; missing: %s", s.Request.ID, s.Request.Sentence(), strings.Join(s.Request.Missing, "; ")))
+	})
+	pending := errors.Is(err, errWaitTimeout) || (s != nil && errors.Is(err, context.Canceled))
+	if err != nil && !pending {
+		return nil, nil, false, err
+	}
+	return s.fields(), s.Refusal, pending, nil
+}
+
+func (b *mcpBackend) remoteWait(ctx context.Context, fp string, deadline time.Time, progress func(string)) (any, *refusal.Error, bool, error) {
+	for {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			report, r, err := b.remoteStatus(fp)
+			return report, r, true, err
+		}
+		var out bytes.Buffer
+		_, err := b.call("status", &StatusOptions{Fingerprint: fp, Wait: true, Timeout: min(left, remoteWaitSlice).String()}, nil, &out, io.Discard)
+		var exit *ExitError
+		if errors.As(err, &exit) && exit.Code == ExitTimeout {
+			progress("waiting for a decision on " + fp)
+			continue
+		}
+		r, refused := refusal.As(err)
+		if err != nil && (!refused || out.Len() == 0) {
+			return nil, nil, false, err
+		}
+		return json.RawMessage(bytes.TrimSpace(out.Bytes())), r, false, nil
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/store"
@@ -95,6 +96,43 @@ type planOutput struct {
 	FormatVersion int `json:"format_version"`
 	*operations.Plan
 	Stored bool `json:"stored"`
+	// Request is the decision request of a stored plan that needs a
+	// human (docs/adr/0015b-decision-requests.md).
+	Request *bridge.DecisionRequest `json:"request,omitempty"`
+}
+
+// planRequest derives the decision request of a plan just stored.
+func planRequest(f *Factory, plan *operations.Plan, stored bool) (*bridge.DecisionRequest, error) {
+	if !stored || !plan.Mutating {
+		return nil, nil
+	}
+	c, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := f.Registry(c)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := f.Policy(c)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := requestSettings(c)
+	if err != nil {
+		return nil, err
+	}
+	j, err := bridge.Judge(bridge.Source{Policy: policy, Registry: reg, Store: st}, plan.Fingerprint, f.Now())
+	if err != nil {
+		return nil, err
+	}
+	posts, _ := ledger(c).Posts(plan.Fingerprint)
+	events, _ := eventLog(c).List(plan.Fingerprint)
+	return j.Request(policy, posts, events, s), nil
 }
 
 func planRun(o *PlanOptions) error {
@@ -107,12 +145,23 @@ func planRun(o *PlanOptions) error {
 	if err != nil {
 		return err
 	}
+	req, err := planRequest(f, plan, stored)
+	if err != nil {
+		return err
+	}
 	if f.JSON {
-		return printJSON(f.IO.Out, planOutput{FormatVersion, plan, stored})
+		return printJSON(f.IO.Out, planOutput{FormatVersion, plan, stored, req})
 	}
 	printPlan(f.IO.Out, plan)
 	if stored {
 		fmt.Fprintf(f.IO.Out, "stored:      signed by %s\n", plan.Planner)
+		if req != nil {
+			fmt.Fprintf(f.IO.Out, "request:     %s: %s\n", req.ID, req.Sentence())
+			for _, a := range req.Asked {
+				fmt.Fprintf(f.IO.Out, "asked:       %s\n", askedWords(a))
+			}
+			fmt.Fprintf(f.IO.Out, "wait:        prod-write status %s --wait\n", plan.Fingerprint)
+		}
 	} else {
 		fmt.Fprintf(f.IO.Out, "stored:      no (--dry-run)\n")
 	}

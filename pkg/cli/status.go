@@ -9,6 +9,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/store"
 )
@@ -17,28 +18,48 @@ import (
 type StatusOptions struct {
 	F           *Factory `json:"-"`
 	Fingerprint string
+	// Wait blocks until the plan's decision request is decided, withdrawn
+	// or expired, or Timeout (a Go duration; "" for none) passes.
+	Wait    bool
+	Timeout string
 }
 
 // NewCmdStatus builds `status`.
 func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	opts := &StatusOptions{F: f}
-	return &cobra.Command{
-		Use:   "status FP",
+	cmd := &cobra.Command{
+		Use:   "status FP [--wait [--timeout D]]",
 		Short: "Show a plan's evidence and what is missing; exit 0 if run would pass the gate",
 		Long: `status recomputes the plan's fingerprint from reality, then shows every piece
 of evidence (who, which path, when, expiry, uses, and why it does or does not
-count), any veto, and what is still missing. It exits 0 when run would pass
-the gate now and 77 when it would not.`,
-		Example: "  prod-write status sha256:9f… --json",
+count), any veto, what is still missing, and the plan's decision request (who
+was asked, where, until when). It exits 0 when run would pass the gate now and
+77 when it would not.
+
+With --wait it blocks until the request is decided: exit 0 when the gate
+opens; 77 when a veto lands, the plan is withdrawn or the request expires
+(a denial's reason is shown verbatim); 124 when --timeout passes first. It
+wakes on changes to the store (inotify on the embedded store, a polling
+backoff on DynamoDB), never in a busy loop (docs/JSON.md, "status --wait").`,
+		Example: "  prod-write status sha256:9f… --json\n  prod-write status sha256:9f… --wait --timeout 30m",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Fingerprint = args[0]
 			if runF != nil {
 				return runF(opts)
 			}
+			if opts.Wait {
+				return statusWaitClient(opts)
+			}
+			if opts.Timeout != "" {
+				return &usageError{msg: "--timeout goes with --wait"}
+			}
 			return f.dispatch("status", opts, nil, func() error { return statusRun(opts) })
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "block until the decision lands (0), is denied, withdrawn or expires (77), or --timeout passes (124)")
+	cmd.Flags().StringVar(&opts.Timeout, "timeout", "", "with --wait: give up after this long (Go duration, e.g. 10m)")
+	return cmd
 }
 
 // judge runs rules 2 to 6 of the gate: the fingerprint recomputed from
@@ -149,6 +170,8 @@ type statusReport struct {
 	Problems []store.Problem
 	// Refusal says why run would not pass the gate now; nil when it would.
 	Refusal *refusal.Error
+	// Request is the plan's decision request; nil when it needs none.
+	Request *bridge.DecisionRequest
 	gateErr error
 	// policyDigest and op are what the gate judged by, for explain.
 	policyDigest string
@@ -175,7 +198,11 @@ func statusCore(f *Factory, fp string, d operations.Digester) (*statusReport, er
 	if gateErr != nil && !refused {
 		return nil, gateErr
 	}
-	return &statusReport{Plan: pc.plan, Decision: dec, Problems: problems, Refusal: r, gateErr: gateErr, policyDigest: pc.policy.Digest, op: pc.op, now: now}, nil
+	req, err := pc.requestOf(dec, r, now)
+	if err != nil {
+		return nil, err
+	}
+	return &statusReport{Plan: pc.plan, Decision: dec, Problems: problems, Refusal: r, Request: req, gateErr: gateErr, policyDigest: pc.policy.Digest, op: pc.op, now: now}, nil
 }
 
 // fields is the report as `status --json` prints it (and the MCP status
@@ -201,6 +228,9 @@ func (s *statusReport) fields() map[string]any {
 		out["refusal"] = s.Refusal
 	}
 	out["explanation"] = s.explain()
+	if s.Request != nil {
+		out["request"] = s.Request
+	}
 	return out
 }
 
@@ -210,10 +240,18 @@ func statusRun(o *StatusOptions) error {
 	if f.IO.ErrTTY && !f.JSON {
 		d.Progress = progressPrinter(f.IO.Err)
 	}
+	if o.Wait {
+		return statusWaitRun(o, d)
+	}
 	s, err := statusCore(f, o.Fingerprint, d)
 	if err != nil {
 		return err
 	}
+	return printStatus(f, s)
+}
+
+// printStatus prints the report; its error is the exit status.
+func printStatus(f *Factory, s *statusReport) error {
 	if f.JSON {
 		if err := printJSON(f.IO.Out, s.fields()); err != nil {
 			return err
@@ -246,6 +284,15 @@ func statusRun(o *StatusOptions) error {
 		fmt.Fprintf(w, "problem:     %s\n", p)
 	}
 	fmt.Fprintf(w, "why:         %s\n", s.explain().Sentence)
+	if rq := s.Request; rq != nil {
+		fmt.Fprintf(w, "request:     %s: %s\n", rq.ID, rq.Sentence())
+		for _, a := range rq.Asked {
+			fmt.Fprintf(w, "asked:       %s\n", askedWords(a))
+		}
+		for _, e := range rq.Events {
+			fmt.Fprintf(w, "event:       %s at %s (%s)\n", e.Kind, e.At.Format(time.RFC3339), e.Where)
+		}
+	}
 	if s.Refusal == nil {
 		fmt.Fprintf(w, "gate:        open (path %s): run would proceed\n", operations.PathName(dec.Path))
 		return nil

@@ -34,6 +34,7 @@ type Config struct {
 	Pin        Pin      `toml:"pin"`
 	Bridge     Bridge   `toml:"bridge"`
 	Service    Service  `toml:"service"`
+	Requests   Requests `toml:"requests"`
 
 	// Path is the file this was read from; Dir its directory.
 	Path string `toml:"-"`
@@ -94,6 +95,24 @@ type Bridge struct {
 	// /github/webhook on Listen, verified with the secret in this file
 	// (only from a file, which only its owner may read).
 	GitHubWebhookSecretFile string `toml:"github_webhook_secret_file"`
+}
+
+// Requests configures the decision requests of plans that need a human
+// (docs/adr/0015b-decision-requests.md): how long one stays open, when the
+// bridges remind the approvers asked and when they escalate. Durations are
+// Go durations; empty means the default, "0" turns reminders or escalation
+// off.
+type Requests struct {
+	TTL           string `toml:"ttl"`
+	RemindAfter   string `toml:"remind_after"`
+	EscalateAfter string `toml:"escalate_after"`
+	// EscalateSlackChannel is where the Slack bridge posts the decision
+	// again when nobody answered; EscalateGitHub is who (an @team or
+	// @login) the GitHub bridge mentions.
+	EscalateSlackChannel string `toml:"escalate_slack_channel"`
+	EscalateGitHub       string `toml:"escalate_github"`
+	// CheckEvery is how often bridge serve looks at open requests.
+	CheckEvery string `toml:"check_every"`
 }
 
 // Service configures the runner service of SPEC §13

@@ -5,7 +5,9 @@
 package mcpapi
 
 import (
+	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
@@ -27,6 +29,13 @@ type Backend interface {
 	// Status is `prod-write status`: it returns the report as `status
 	// --json` prints it and, when run would not pass the gate now, why.
 	Status(fingerprint string) (report any, refused *refusal.Error, err error)
+	// Wait is `prod-write status FP --wait --timeout T`: it returns the
+	// report when the plan's decision request is no longer pending (the
+	// gate opened, a veto landed, the plan was withdrawn, the request
+	// expired), or when timeout passes, with pending true. progress is
+	// called, from the waiting goroutine, while it waits. ctx ends the
+	// wait early (a cancelled call).
+	Wait(ctx context.Context, fingerprint string, timeout time.Duration, progress func(message string)) (report any, refused *refusal.Error, pending bool, err error)
 	// Receipt is `prod-write receipts show`: the journal entries of one
 	// run id or sequence number.
 	Receipt(id string) ([]json.RawMessage, error)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,6 +32,9 @@ func (readBackend) Status(string) (any, *refusal.Error, error) {
 func (readBackend) Receipt(string) ([]json.RawMessage, error) { return nil, nil }
 func (readBackend) Run(string) (*RunResult, error)            { return nil, nil }
 func (readBackend) ErrorCode(error) string                    { return "internal" }
+func (readBackend) Wait(context.Context, string, time.Duration, func(string)) (any, *refusal.Error, bool, error) {
+	return nil, nil, true, nil
+}
 
 type headerTransport struct{ h http.Header }
 

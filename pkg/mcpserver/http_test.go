@@ -144,8 +144,8 @@ func TestHTTPOptionsBoundTokens(t *testing.T) {
 		want      []string
 		run, plan refusal.Code
 	}{
-		{mcpserver.Options{}, []string{"explain", "list_operations", "plan_deploy", "plan_inspect", "show_receipt", "status"}, refusal.RoleMissing, ""},
-		{mcpserver.Options{AllowRun: true, ReadOnly: true}, []string{"explain", "list_operations", "show_receipt", "status"}, mcpserver.OutOfScope, mcpserver.OutOfScope},
+		{mcpserver.Options{}, []string{"explain", "list_operations", "plan_deploy", "plan_inspect", "show_receipt", "status", "wait_for_decision"}, refusal.RoleMissing, ""},
+		{mcpserver.Options{AllowRun: true, ReadOnly: true}, []string{"explain", "list_operations", "show_receipt", "status", "wait_for_decision"}, mcpserver.OutOfScope, mcpserver.OutOfScope},
 	}
 	for _, tt := range tests {
 		tokens := loadTokens(t, tokenEntry("agent-token", "agent", agentRun))

@@ -187,7 +187,7 @@ func TestSchemasCompileInAjv(t *testing.T) {
 			params = s["properties"].(map[string]any)["params"].(map[string]any)["properties"].(map[string]any)
 		}
 	}
-	if len(req.Tools) != 7 || params == nil {
+	if len(req.Tools) != 8 || params == nil {
 		t.Fatalf("tools %v, plan_patterns params %v", req.Tools, params)
 	}
 	op, _ := reg.Get("patterns")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -77,6 +78,12 @@ func (f *fakeBackend) Run(fp string) (*mcpserver.RunResult, error) {
 }
 
 func (f *fakeBackend) ErrorCode(error) string { return "internal" }
+
+func (f *fakeBackend) Wait(_ context.Context, fp string, _ time.Duration, progress func(string)) (any, *refusal.Error, bool, error) {
+	f.note("wait")
+	progress("waiting for a decision")
+	return map[string]any{"allowed": true, "request": map[string]any{"state": "approved"}}, nil, false, nil
+}
 
 // fakeRegistry is a registry of two operations, one mutating and one not,
 // both of whose programs resolve on any Unix.
@@ -348,11 +355,11 @@ func TestResolveScopeIsTheToolList(t *testing.T) {
 		scope mcpserver.Scope
 		want  []string
 	}{
-		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, readOnly, []string{"explain", "list_operations", "show_receipt", "status"}},
-		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, agent, []string{"explain", "list_operations", "plan_deploy", "plan_inspect", "show_receipt", "status"}},
-		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, agentRun, []string{"explain", "list_operations", "plan_deploy", "plan_inspect", "run", "show_receipt", "status"}},
-		{&approval.Principal{ID: "smith", Roles: []string{approval.RoleOperator}}, agent, []string{"explain", "list_operations", "show_receipt", "status"}},
-		{nil, agentRun, []string{"explain", "list_operations", "run", "show_receipt", "status"}},
+		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, readOnly, []string{"explain", "list_operations", "show_receipt", "status", "wait_for_decision"}},
+		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, agent, []string{"explain", "list_operations", "plan_deploy", "plan_inspect", "show_receipt", "status", "wait_for_decision"}},
+		{&approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, agentRun, []string{"explain", "list_operations", "plan_deploy", "plan_inspect", "run", "show_receipt", "status", "wait_for_decision"}},
+		{&approval.Principal{ID: "smith", Roles: []string{approval.RoleOperator}}, agent, []string{"explain", "list_operations", "show_receipt", "status", "wait_for_decision"}},
+		{nil, agentRun, []string{"explain", "list_operations", "run", "show_receipt", "status", "wait_for_decision"}},
 	}
 	for _, tt := range tests {
 		got := mcpserver.ResolveScope(reg, tt.pr, tt.scope)

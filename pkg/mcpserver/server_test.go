@@ -244,7 +244,7 @@ func TestAgentToolsHaveNoMutatingTool(t *testing.T) {
 	d := newDeployment(t)
 	cs, _ := d.connect(t, "agent", mcpserver.Options{})
 	names := toolNames(t, cs)
-	want := []string{"explain", "list_operations", "plan_config-push", "plan_list-configs", "show_receipt", "status"}
+	want := []string{"explain", "list_operations", "plan_config-push", "plan_list-configs", "show_receipt", "status", "wait_for_decision"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools = %v, want %v", names, want)
 	}
@@ -266,10 +266,10 @@ func TestToolsFollowKeyAndOptions(t *testing.T) {
 		o    mcpserver.Options
 		want []string
 	}{
-		{"agent", mcpserver.Options{AllowRun: true}, []string{"explain", "list_operations", "plan_config-push", "plan_list-configs", "run", "show_receipt", "status"}},
-		{"smith", mcpserver.Options{}, []string{"explain", "list_operations", "show_receipt", "status"}},
-		{"gera", mcpserver.Options{}, []string{"explain", "list_operations", "show_receipt", "status"}},
-		{"", mcpserver.Options{}, []string{"explain", "list_operations", "show_receipt", "status"}},
+		{"agent", mcpserver.Options{AllowRun: true}, []string{"explain", "list_operations", "plan_config-push", "plan_list-configs", "run", "show_receipt", "status", "wait_for_decision"}},
+		{"smith", mcpserver.Options{}, []string{"explain", "list_operations", "show_receipt", "status", "wait_for_decision"}},
+		{"gera", mcpserver.Options{}, []string{"explain", "list_operations", "show_receipt", "status", "wait_for_decision"}},
+		{"", mcpserver.Options{}, []string{"explain", "list_operations", "show_receipt", "status", "wait_for_decision"}},
 	}
 	for _, tt := range tests {
 		cs, _ := d.connect(t, tt.who, tt.o)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -37,6 +38,21 @@ type tool struct {
 	// runs marks run, which a scope offers only with AllowRun.
 	runs    bool
 	handler mcp.ToolHandler
+}
+
+// waitTool is the name of the tool that waits for a decision; it waits at
+// most maxWait, by default defaultWait.
+const (
+	waitTool    = "wait_for_decision"
+	maxWait     = 600
+	defaultWait = 300
+)
+
+func waitSchema() *jsonschema.Schema {
+	s := object(fingerprintProp(), prop{"timeout_seconds", &jsonschema.Schema{Type: "integer", Minimum: ptr(1.0), Maximum: ptr(float64(maxWait)),
+		Default: json.RawMessage(strconv.Itoa(defaultWait)), Description: fmt.Sprintf("how long to wait at most, in seconds (default %d, at most %d)", defaultWait, maxWait)}})
+	s.Required = []string{"fingerprint"}
+	return s
 }
 
 // runTool is the name of the tool that runs an approved plan.
@@ -65,6 +81,17 @@ func catalogue(reg *operations.Registry, h *handlers) []*tool {
 			InputSchema: object(fingerprintProp()),
 			Annotations: readOnly(),
 		}, handler: h.status},
+		{def: &mcp.Tool{
+			Name:  waitTool,
+			Title: "Wait for the decision",
+			Description: "Wait until a stored plan's decision request is decided, then return how: \"approved\" (the gate is open: call run), " +
+				"\"denied\" (a veto, with the approver's reason verbatim: change what it names and plan again), \"withdrawn\" or \"expired\" " +
+				"(nobody answered in time: plan and ask again); \"pending\" when timeout_seconds passed first (call it again). " +
+				"Sends progress notifications while it waits when the call carries a progress token. The same as " +
+				"`prod-write status FP --wait --timeout T --json`. isError when denied, withdrawn or expired.",
+			InputSchema: waitSchema(),
+			Annotations: readOnly(),
+		}, handler: h.wait},
 		{def: &mcp.Tool{
 			Name:  "show_receipt",
 			Title: "Show receipt",
@@ -295,6 +322,68 @@ func (h *handlers) status(_ context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		}{refused{"refused", r}, report}, true), nil
 	}
 	return result(report, false), nil
+}
+
+// waitProgressEvery is how often a waiting call sends a progress
+// notification (besides one when it starts waiting).
+var waitProgressEvery = 10 * time.Second
+
+func (h *handlers) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in struct {
+		Fingerprint string `json:"fingerprint"`
+		Timeout     *int   `json:"timeout_seconds"`
+	}
+	if err := decodeArgs(req, &in); err != nil {
+		return h.failure(err), nil
+	}
+	if in.Fingerprint == "" {
+		return h.failure(argError(req, "fingerprint is required").Needs("fingerprint")), nil
+	}
+	if !fpPattern().MatchString(in.Fingerprint) {
+		return h.failure(argError(req, "fingerprint %q is not sha256: and 64 lowercase hex digits", in.Fingerprint)), nil
+	}
+	timeout := defaultWait
+	if in.Timeout != nil {
+		timeout = *in.Timeout
+	}
+	if timeout < 1 || timeout > maxWait {
+		return h.failure(argError(req, "timeout_seconds %d: want 1 to %d", timeout, maxWait)), nil
+	}
+	token := req.Params.GetProgressToken()
+	var sent float64
+	var last time.Time
+	progress := func(msg string) {
+		if token == nil || req.Session == nil || (!last.IsZero() && time.Since(last) < waitProgressEvery) {
+			return
+		}
+		last = time.Now()
+		sent++
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: sent, Message: msg})
+	}
+	report, r, pending, err := h.b.Wait(ctx, in.Fingerprint, time.Duration(timeout)*time.Second, progress)
+	if err != nil {
+		return h.failure(err), nil
+	}
+	outcome := "approved"
+	if pending {
+		outcome = "pending"
+	} else if r != nil {
+		outcome = "refused"
+		var st struct {
+			Request struct {
+				State string `json:"state"`
+			} `json:"request"`
+		}
+		if b, err := json.Marshal(report); err == nil && json.Unmarshal(b, &st) == nil && st.Request.State != "" {
+			outcome = st.Request.State
+		}
+	}
+	out := struct {
+		Outcome string         `json:"outcome"`
+		Refusal *refusal.Error `json:"refusal,omitempty"`
+		Status  any            `json:"status"`
+	}{outcome, r, report}
+	return result(out, r != nil && !pending), nil
 }
 
 func (h *handlers) showReceipt(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -48,6 +48,10 @@ func (b *oneShotBackend) Status(string) (any, *refusal.Error, error) {
 }
 func (b *oneShotBackend) Receipt(string) ([]json.RawMessage, error) { return nil, nil }
 
+func (b *oneShotBackend) Wait(context.Context, string, time.Duration, func(string)) (any, *refusal.Error, bool, error) {
+	return nil, nil, true, nil
+}
+
 func (b *oneShotBackend) Run(fp string) (*mcpapi.RunResult, error) {
 	// Still running when stdin ends.
 	time.Sleep(50 * time.Millisecond)

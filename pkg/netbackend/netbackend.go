@@ -147,6 +147,31 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 	} else {
 		close(done)
 	}
+	var posters []bridge.Poster
+	if b.SlackChannel != "" {
+		posters = append(posters, &slackbridge.Poster{API: slackClient(b, s.SlackToken), Channel: b.SlackChannel})
+	}
+	if poller != nil {
+		p, _ := githubPoster(b, s.GitHubToken)
+		posters = append(posters, p)
+	}
+	follow := &bridge.FollowUps{Source: s.Attestor.Source, Ledger: s.Ledger, Events: s.Events, Posters: posters,
+		Settings: s.Requests, Log: log, Now: s.Now}
+	if follow.Now == nil {
+		follow.Now = time.Now
+	}
+	if follow.Events == nil {
+		follow.Events = &bridge.Events{Dir: filepath.Join(filepath.Dir(s.Ledger.Dir), "events")}
+	}
+	every := s.CheckEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		follow.Run(ctx, every)
+	}()
 	updated := make(chan struct{})
 	if updates != nil {
 		go func() {
@@ -169,6 +194,7 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 	}
 	<-done
 	<-updated
+	<-followed
 	log.Info("bridge stopped")
 	return serveErr
 }

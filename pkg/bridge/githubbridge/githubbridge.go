@@ -230,3 +230,51 @@ func (p *Poster) Withdrawn(ctx context.Context, post bridge.Post, v *bridge.View
 	}
 	return nil
 }
+
+var _ bridge.Follower = (*Poster)(nil)
+
+// FollowUp implements [bridge.Follower]: a comment on the decision issue
+// (or pull request), the text in a code block so that nothing in it (a
+// reason) is read as Markdown or a mention; mentions are the principals'
+// logins from the trust policy. A final notice closes a decision issue
+// (completed when approved, not planned otherwise); a pull request stays
+// open.
+func (p *Poster) FollowUp(ctx context.Context, post bridge.Post, v *bridge.View, n bridge.Notice) error {
+	var b strings.Builder
+	for _, pr := range n.Mention {
+		if pr.GitHub != "" {
+			fmt.Fprintf(&b, "@%s ", pr.GitHub)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n\n")
+	}
+	fence(&b, strings.Split(n.Text, "\n"))
+	fmt.Fprintf(&b, "Fingerprint `%s`\n", v.Plan.Fingerprint)
+	if _, _, err := p.Client.Issues.CreateComment(ctx, p.Owner, p.Repo, post.GitHubIssue, &github.IssueComment{Body: github.String(b.String())}); err != nil {
+		return fmt.Errorf("commenting on #%d: %w", post.GitHubIssue, err)
+	}
+	if !n.Final || post.GitHubPR {
+		return nil
+	}
+	reason := "not_planned"
+	if n.Approved {
+		reason = "completed"
+	}
+	if _, _, err := p.Client.Issues.Edit(ctx, p.Owner, p.Repo, post.GitHubIssue, &github.IssueRequest{State: github.String("closed"), StateReason: github.String(reason)}); err != nil {
+		return fmt.Errorf("closing #%d: %w", post.GitHubIssue, err)
+	}
+	return nil
+}
+
+// Escalate implements [bridge.Follower]: a comment mentioning to (an
+// @team or @login from the configuration) on the same issue.
+func (p *Poster) Escalate(ctx context.Context, post bridge.Post, v *bridge.View, to string, n bridge.Notice) (*bridge.Post, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n", to)
+	fence(&b, []string{n.Text})
+	if _, _, err := p.Client.Issues.CreateComment(ctx, p.Owner, p.Repo, post.GitHubIssue, &github.IssueComment{Body: github.String(b.String())}); err != nil {
+		return nil, fmt.Errorf("commenting on #%d: %w", post.GitHubIssue, err)
+	}
+	return nil, nil
+}

@@ -145,3 +145,54 @@ func update(ctx context.Context, api *slack.Client, channel, ts string, v *bridg
 	}
 	return nil
 }
+
+var _ bridge.Follower = (*Poster)(nil)
+
+// escapeText escapes what Slack reads as markup in message text (its
+// documented three: &, <, >), so that text a person wrote (a reason) shows
+// as itself and can never mention anyone or link anywhere.
+func escapeText(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(bridge.Clean(s))
+}
+
+// noticeText is n as message text: mentions of the principals' Slack
+// member ids (from the trust policy), then the escaped text.
+func noticeText(n bridge.Notice) string {
+	var b strings.Builder
+	for _, pr := range n.Mention {
+		if pr.Slack != "" {
+			fmt.Fprintf(&b, "<@%s> ", pr.Slack)
+		}
+	}
+	b.WriteString(escapeText(n.Text))
+	return b.String()
+}
+
+// FollowUp implements [bridge.Follower]: a reply in the decision's thread
+// (chat.postMessage with thread_ts); a final notice also updates the
+// message to v (which drops the buttons once the decision is closed).
+func (p *Poster) FollowUp(ctx context.Context, post bridge.Post, v *bridge.View, n bridge.Notice) error {
+	if _, _, err := p.API.PostMessageContext(ctx, post.SlackChannel, slack.MsgOptionText(noticeText(n), false), slack.MsgOptionTS(post.SlackTS)); err != nil {
+		return fmt.Errorf("chat.postMessage: %w", err)
+	}
+	if n.Final {
+		return update(ctx, p.API, post.SlackChannel, post.SlackTS, v)
+	}
+	return nil
+}
+
+// Escalate implements [bridge.Follower]: the decision, buttons and all, is
+// posted to channel to, and the original thread says where it went.
+func (p *Poster) Escalate(ctx context.Context, post bridge.Post, v *bridge.View, to string, n bridge.Notice) (*bridge.Post, error) {
+	blocks := append([]slack.Block{section([]string{n.Text})}, Blocks(v)...)
+	ch, ts, err := p.API.PostMessageContext(ctx, to, slack.MsgOptionText(fallback(v), true), slack.MsgOptionBlocks(blocks...))
+	if err != nil {
+		return nil, fmt.Errorf("chat.postMessage to %s: %w", to, err)
+	}
+	note := bridge.Notice{Text: n.Text + " Posted again to " + to + "."}
+	if _, _, err := p.API.PostMessageContext(ctx, post.SlackChannel, slack.MsgOptionText(noticeText(note), false), slack.MsgOptionTS(post.SlackTS)); err != nil {
+		return nil, fmt.Errorf("chat.postMessage: %w", err)
+	}
+	return &bridge.Post{Kind: bridge.KindSlack, Fingerprint: v.Plan.Fingerprint, Record: v.RecordID, Posted: v.Now,
+		SlackChannel: ch, SlackTS: ts}, nil
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// spawned is a command started by spawn and not yet reaped.
+type spawned struct {
+	cmd            *exec.Cmd
+	mu             sync.Mutex
+	stdout, stderr bytes.Buffer
+	done           chan error
+}
+
+var (
+	spawnMu sync.Mutex
+	spawns  = map[string]*spawned{}
+)
+
+// cmdSpawn starts a command in the background and returns only once a line
+// of its stdout or stderr matches READY: the script then knows the command
+// reached that point (a wait that started waiting) before it goes on, so
+// what the command reports afterwards is caused by what the script does
+// next, not by timing.
+//
+//	spawn NAME [-stdin FILE] READY-REGEXP PROGRAM ARGS…
+func cmdSpawn(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 3 {
+		ts.Fatalf("usage: spawn NAME [-stdin FILE] READY-REGEXP PROGRAM ARGS…")
+	}
+	name, args := args[0], args[1:]
+	var stdin io.Reader
+	if args[0] == "-stdin" {
+		f, err := os.Open(ts.MkAbs(args[1]))
+		ts.Check(err)
+		stdin, args = f, args[2:]
+	}
+	ready := regexp.MustCompile(args[0])
+	path, err := exec.LookPath(args[1])
+	ts.Check(err)
+	s := &spawned{cmd: exec.Command(path, args[2:]...), done: make(chan error, 1)}
+	s.cmd.Dir = ts.MkAbs(".")
+	for _, kv := range []string{"PATH", "HOME", "TMPDIR", "PROD_WRITE_CONFIG", "PROD_WRITE_KEY",
+		"PROD_WRITE_SLACK_BOT_TOKEN", "PROD_WRITE_SLACK_SIGNING_SECRET", "PROD_WRITE_GITHUB_TOKEN"} {
+		s.cmd.Env = append(s.cmd.Env, kv+"="+ts.Getenv(kv))
+	}
+	s.cmd.Stdin = stdin
+	outR, err := s.cmd.StdoutPipe()
+	ts.Check(err)
+	errR, err := s.cmd.StderrPipe()
+	ts.Check(err)
+	lines := make(chan string, 64)
+	var wg sync.WaitGroup
+	copyLines := func(r io.Reader, buf *bytes.Buffer) {
+		defer wg.Done()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			s.mu.Lock()
+			buf.WriteString(sc.Text() + "\n")
+			s.mu.Unlock()
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}
+	ts.Check(s.cmd.Start())
+	wg.Add(2)
+	go copyLines(outR, &s.stdout)
+	go copyLines(errR, &s.stderr)
+	go func() {
+		wg.Wait()
+		s.done <- s.cmd.Wait()
+		close(lines)
+	}()
+	spawnMu.Lock()
+	spawns[name] = s
+	spawnMu.Unlock()
+	ts.Defer(func() { _ = s.cmd.Process.Kill() })
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				ts.Fatalf("spawn %s: exited before %q:\n%s%s", name, args[0], s.stdout.String(), s.stderr.String())
+			}
+			if ready.MatchString(l) {
+				go func() {
+					for range lines {
+					}
+				}()
+				return
+			}
+		case <-timeout:
+			ts.Fatalf("spawn %s: no line matched %q in 30 s", name, args[0])
+		}
+	}
+}
+
+// cmdReap waits (at most 60 s) for a spawned command to exit, copies its
+// stdout and stderr to the script's, and checks its exit status:
+//
+//	reap NAME [EXIT-STATUS]
+func cmdReap(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: reap NAME [EXIT-STATUS]")
+	}
+	spawnMu.Lock()
+	s := spawns[args[0]]
+	delete(spawns, args[0])
+	spawnMu.Unlock()
+	if s == nil {
+		ts.Fatalf("reap: nothing spawned as %s", args[0])
+	}
+	var err error
+	select {
+	case err = <-s.done:
+	case <-time.After(60 * time.Second):
+		ts.Fatalf("reap %s: still running after 60 s", args[0])
+	}
+	s.mu.Lock()
+	fmt.Fprint(ts.Stdout(), s.stdout.String())
+	fmt.Fprint(ts.Stderr(), s.stderr.String())
+	s.mu.Unlock()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("reap %s: %v", args[0], err)
+	}
+	want := "0"
+	if len(args) == 2 {
+		want = args[1]
+	}
+	if fmt.Sprint(code) != strings.TrimSpace(want) {
+		ts.Fatalf("reap %s: exit status %d, want %s", args[0], code, want)
+	}
+}

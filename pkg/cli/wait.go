@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/store"
+)
+
+// How waiting for a decision wakes (docs/JSON.md, "status --wait"):
+// with a watcher (inotify on the embedded store) it judges again on each
+// change, and at least every watchFallback in case a change went unseen
+// (a filesystem without inotify, a store written over the network); with
+// none (DynamoDB) it polls, from pollMin doubling to pollMax.
+const (
+	watchFallback = 2 * time.Second
+	pollMin       = 200 * time.Millisecond
+	pollMax       = 5 * time.Second
+	// serviceWaitMax bounds one wait inside the runner service, so that
+	// a waiting client never holds a service slot for long: the client
+	// asks again.
+	serviceWaitMax = 30 * time.Second
+)
+
+// waitable reports whether a human's decision can still change the gate's
+// refusal r: a missing, expired or spent approval. Any other refusal
+// (reality changed, evidence unreadable…) no answer mends, so waiting on
+// it would only hide it.
+func waitable(r *refusal.Error) bool {
+	switch r.Code {
+	case refusal.NoApproval, refusal.EvidenceExpired, refusal.EvidenceConsumed:
+		return true
+	}
+	return false
+}
+
+// errWaitTimeout is a wait that ended with the request still pending.
+var errWaitTimeout = errors.New("still pending")
+
+// waitDecision judges plan fp until its request is no longer pending and
+// returns that report; at deadline (when not zero) it returns the last
+// report and errWaitTimeout. tick is called with each pending report.
+func waitDecision(ctx context.Context, f *Factory, fp string, deadline time.Time, d operations.Digester, tick func(*statusReport)) (*statusReport, error) {
+	c, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return nil, err
+	}
+	var w *store.Watcher
+	if dir, ok := st.(*store.Dir); ok {
+		// Watching starts before the first judgement: a decision landing
+		// in between wakes the first wait at once.
+		if w, err = dir.Watch(fp); err != nil {
+			w = nil // polled instead
+		}
+	}
+	if w != nil {
+		defer w.Close()
+	}
+	poll := pollMin
+	for {
+		s, err := statusCore(f, fp, d)
+		if err != nil {
+			return nil, err
+		}
+		if s.Refusal == nil || s.Request == nil || !waitable(s.Refusal) || s.Request.State != bridge.RequestPending {
+			return s, nil
+		}
+		now := f.Now()
+		if !deadline.IsZero() && !now.Before(deadline) {
+			return s, errWaitTimeout
+		}
+		if tick != nil {
+			tick(s)
+		}
+		until := s.Request.Expires
+		if !deadline.IsZero() && deadline.Before(until) {
+			until = deadline
+		}
+		if w != nil {
+			until = earliest(until, now.Add(watchFallback))
+			err = w.Wait(ctx, until)
+		} else {
+			until = earliest(until, now.Add(poll))
+			poll = min(poll*2, pollMax)
+			err = sleepUntil(ctx, until)
+		}
+		if err != nil {
+			return s, err
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	tm := time.NewTimer(time.Until(t))
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
+
+// waitTimeout parses --timeout; 0 means none.
+func waitTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, &usageError{msg: fmt.Sprintf("--timeout %q: want a positive Go duration such as 10m", s)}
+	}
+	return d, nil
+}
+
+// statusWaitClient is status --wait as the caller runs it. In local mode
+// it waits in-process; as a client of the runner service it asks the
+// service again each time one of its bounded waits ends (exit 124 with
+// time left), so no single call holds a service slot for long.
+func statusWaitClient(o *StatusOptions) error {
+	f := o.F
+	timeout, err := waitTimeout(o.Timeout)
+	if err != nil {
+		return err
+	}
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		call := *o
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				left = time.Millisecond
+			}
+			call.Timeout = left.String()
+		}
+		err := f.dispatch("status", &call, nil, func() error { return statusRun(&call) })
+		var ee *ExitError
+		if errors.As(err, &ee) && ee.Code == ExitTimeout && ee.Msg == "" && f.call == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
+			continue // the service's bounded wait ended; ask again
+		}
+		return err
+	}
+}
+
+// statusWaitRun is status --wait where the store is: in-process, or
+// inside the service, where one wait lasts at most serviceWaitMax.
+func statusWaitRun(o *StatusOptions, d operations.Digester) error {
+	f := o.F
+	timeout, err := waitTimeout(o.Timeout)
+	if err != nil {
+		return err
+	}
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = f.Now().Add(timeout)
+	}
+	capped := false
+	if f.call != nil {
+		if limit := f.Now().Add(serviceWaitMax); deadline.IsZero() || limit.Before(deadline) {
+			deadline, capped = limit, true
+		}
+	}
+	said := false
+	s, err := waitDecision(context.Background(), f, o.Fingerprint, deadline, d, func(s *statusReport) {
+		if !said && !capped {
+			fmt.Fprintf(f.IO.Err, "prod-write: waiting for a decision on %s: %s; missing: %s\n", s.Request.ID, s.Request.Sentence(), strings.Join(s.Request.Missing, "; "))
+		}
+		said = true
+	})
+	if errors.Is(err, errWaitTimeout) {
+		if capped {
+			// Silent: the client asks again (statusWaitClient).
+			return &ExitError{Code: ExitTimeout}
+		}
+		if perr := printStatus(f, s); perr != nil {
+			var ee *ExitError
+			if !errors.As(perr, &ee) && !isRefusal(perr) {
+				return perr
+			}
+		}
+		return &ExitError{Code: ExitTimeout, Msg: "--timeout passed with the decision still pending"}
+	}
+	if err != nil {
+		return err
+	}
+	return printStatus(f, s)
+}
+
+func isRefusal(err error) bool { _, ok := refusal.As(err); return ok }
+
+// askedWords says where a request was put and to whom, for people.
+func askedWords(a bridge.Asked) string {
+	who := strings.Join(a.Who, ", ")
+	if who == "" {
+		who = "nobody holds role " + a.Role
+	}
+	var where string
+	switch a.Channel {
+	case bridge.KindSlack:
+		where = fmt.Sprintf("slack channel %s, thread %s", a.SlackChannel, a.SlackThread)
+	case bridge.KindGitHub:
+		where = fmt.Sprintf("github %s#%d", a.GitHubRepo, a.GitHubIssue)
+	default:
+		where = "cli"
+	}
+	if a.Escalation {
+		where += " (escalation)"
+	}
+	return fmt.Sprintf("%s: %s (%s)", where, a.What, who)
+}
