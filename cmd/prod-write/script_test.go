@@ -63,6 +63,7 @@ func TestScript(t *testing.T) {
 			"corruptevidence": cmdCorruptEvidence,
 			"prefix":          cmdPrefix,
 			"sighup":          cmdSigHUP,
+			"historize":       cmdHistorize,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])
 				ts.Check(err)
