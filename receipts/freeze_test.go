@@ -84,3 +84,42 @@ func TestReplayJudgesFreezes(t *testing.T) {
 		t.Fatal("a run without a grant passes")
 	}
 }
+
+// replay --policy (issue 22): a proposed policy's verdicts are reported
+// per run and fail nothing; they are the gate's own verdicts.
+func TestReplayAuditsAProposedPolicy(t *testing.T) {
+	w, old := chWorld(t)
+	trust, err := os.ReadFile(filepath.Join(w.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proposed, err := approval.ParsePolicy("proposed.toml", append(trust, "\n[[freeze]]\nname = \"all\"\nstart = \"2000-01-01T00:00:00Z\"\nend = \"2999-01-01T00:00:00Z\"\n"...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res []receipts.Result
+	rp := &receipts.Replayer{Policy: old, Audit: &receipts.Audit{Policy: proposed}}
+	sum, err := rp.Replay(strings.NewReader(strings.Join(w.journal, "\n")+"\n"), func(r receipts.Result) { res = append(res, r) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.OK || sum.Failed != 0 || sum.WouldRefuse != 5 {
+		t.Fatalf("summary %+v: want ok, nothing failed, 5 runs the proposal would refuse", sum)
+	}
+	for _, r := range res {
+		if r.Kind != receipts.KindIntent {
+			if len(r.Audit) != 0 {
+				t.Errorf("line %d (%s) audited", r.Line, r.Kind)
+			}
+			continue
+		}
+		if len(r.Audit) != 1 || r.Audit[0].Code != receipts.WouldRefuse || !strings.HasPrefix(r.Audit[0].Detail, `frozen: freeze "all"`) {
+			t.Errorf("line %d: audit %v", r.Line, r.Audit)
+		}
+	}
+	// The same policy as proposal: nothing to report.
+	rp = &receipts.Replayer{Policy: old, Audit: &receipts.Audit{Policy: old}}
+	if sum, _ := rp.Replay(strings.NewReader(strings.Join(w.journal, "\n")+"\n"), func(receipts.Result) {}); sum.WouldRefuse != 0 {
+		t.Fatalf("the current policy as proposal would refuse %d runs", sum.WouldRefuse)
+	}
+}
