@@ -2,6 +2,7 @@ package approval
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -53,10 +54,12 @@ type Assessed struct {
 	Problem *refusal.Code `json:"problem,omitempty"`
 	// Cause is why evidence_unreadable evidence could not be verified
 	// (signature_invalid, principal_unknown), for replay's report.
-	Cause    refusal.Code `json:"cause,omitempty"`
-	Why      string       `json:"why,omitempty"`
-	Channel  *Channel     `json:"channel,omitempty"`
-	Signed   *Signed      `json:"-"`
+	Cause   refusal.Code `json:"cause,omitempty"`
+	Why     string       `json:"why,omitempty"`
+	Channel *Channel     `json:"channel,omitempty"`
+	// Freeze is the freeze a freeze grant lets the plan through.
+	Freeze   string  `json:"freeze,omitempty"`
+	Signed   *Signed `json:"-"`
 	relevant bool
 	// authentic: signature, binding, role and separation of duties hold;
 	// only time (issue, expiry) or use may still make it not count.
@@ -82,6 +85,9 @@ type Decision struct {
 	// Relied lists the evidence the approval rests on, anchor first.
 	Relied   []*Signed   `json:"-"`
 	Evidence []*Assessed `json:"evidence"`
+	// Granted are the freeze grants that let the plan through the
+	// freezes in force (not consumed; kept in the intent for replay).
+	Granted []*Signed `json:"-"`
 }
 
 // Evaluate is the gate of SPEC §3. It returns the decision and, when the
@@ -188,6 +194,24 @@ func Evaluate(in Input) (*Decision, error) {
 		}
 	}
 
+	// A freeze wins over any approval: only a grant of this plan through
+	// each freeze in force opens it (issue 22, docs/adr/0015c-freezes.md).
+	if frozen := in.Policy.Frozen(plan.Operation, plan.Target, in.Now); len(frozen) > 0 {
+		var held []*Freeze
+		for _, fr := range frozen {
+			g := grantFor(d.Evidence, fr.Name)
+			if g == nil {
+				held = append(held, fr)
+			} else if !slices.Contains(d.Granted, g.Signed) {
+				d.Granted = append(d.Granted, g.Signed)
+			}
+		}
+		if len(held) > 0 {
+			d.Granted = nil
+			return d, refuse(refusal.Frozen, "%s", frozenReason(held[0], len(held)-1)).Needs("a freeze grant for " + joinNames(held) + " (prod-write freeze grant, role freeze)")
+		}
+	}
+
 	var missing []string
 	if in.Op.Accepts(operations.PathSmithTrinity) {
 		best, bestCount := "", -1
@@ -244,6 +268,16 @@ func Evaluate(in Input) (*Decision, error) {
 		}
 	}
 	return d, refuse(code, "%s", why).Needs(missing...)
+}
+
+// grantFor returns a valid freeze grant of the plan through freeze name.
+func grantFor(ev []*Assessed, name string) *Assessed {
+	for _, a := range ev {
+		if a.Valid && a.Kind == KindFreezeGrant && a.Freeze == name {
+			return a
+		}
+	}
+	return nil
 }
 
 func firstProblem(ev []*Assessed, c refusal.Code) *Assessed {
@@ -354,6 +388,13 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 			}
 			actor = pr
 		}
+	case TypeFreezeGrant:
+		var g FreezeGrant
+		if err := s.Decode(&g); err != nil {
+			return fail(refusal.EvidenceUnreadable, "%v", err)
+		}
+		fingerprint, issued, expires, role = g.Fingerprint, g.Issued, g.Expires, RoleFreeze
+		a.By, a.Verdict, a.Freeze = g.Granter, "grant", g.Freeze
 	case TypeWithdraw:
 		var w Withdrawal
 		if err := s.Decode(&w); err != nil {
@@ -426,6 +467,8 @@ func kindOf(payloadType string) string {
 		return KindWithdrawal
 	case TypePlan:
 		return "plan"
+	case TypeFreezeGrant:
+		return KindFreezeGrant
 	}
 	return "unknown"
 }

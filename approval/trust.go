@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -32,7 +33,7 @@ const (
 	RoleRunner   = "runner"
 )
 
-var knownRoles = []string{RoleAgent, RoleOperator, RoleApprover, RoleGera, RoleBridge, RoleRunner}
+var knownRoles = []string{RoleAgent, RoleOperator, RoleApprover, RoleGera, RoleBridge, RoleRunner, RoleFreeze}
 
 // Principal is an identity of the trust policy.
 type Principal struct {
@@ -72,6 +73,10 @@ func (p *Principal) Public() keys.Public { return p.pub }
 // Policy is the trust policy: who may act, in which roles, with which keys.
 type Policy struct {
 	Principals []*Principal `toml:"principal"`
+	// Freezes are the policy's freeze windows, inline and from its
+	// calendars, sorted by start (issue 22, docs/adr/0015c-freezes.md).
+	Freezes   []*Freeze         `toml:"freeze"`
+	Calendars []*FreezeCalendar `toml:"freeze_calendar"`
 	// Digest is the sha256 of the policy file's bytes; receipts record it.
 	Digest string `toml:"-"`
 
@@ -118,8 +123,15 @@ func LoadPolicy(path string) (*Policy, error) {
 }
 
 // ParsePolicy decodes a trust policy strictly: unknown keys, unknown roles,
-// bad keys and duplicate ids, keys or channel identities are errors.
+// bad keys and duplicate ids, keys or channel identities are errors. Freeze
+// calendars are read relative to name's directory.
 func ParsePolicy(name string, data []byte) (*Policy, error) {
+	return ParsePolicyWith(name, data, DirCalendars(filepath.Dir(name)))
+}
+
+// ParsePolicyWith is [ParsePolicy] reading freeze calendars with read
+// (replay's history reads them by digest).
+func ParsePolicyWith(name string, data []byte, read CalendarReader) (*Policy, error) {
 	p := &Policy{}
 	if err := tomlpos.Decode(data, p); err != nil {
 		var te *tomlpos.Error
@@ -171,6 +183,9 @@ func ParsePolicy(name string, data []byte) (*Policy, error) {
 		if err := p.mapGitHubID(name, data, i, pr); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.loadFreezes(name, read); err != nil {
+		return nil, err
 	}
 	return p, nil
 }

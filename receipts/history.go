@@ -35,6 +35,7 @@ type History struct {
 //
 //	DIR/trust/sha256-HEX.toml        a past trust.toml, byte for byte
 //	DIR/operations/sha256-HEX.json   a past operation definition (JSON)
+//	DIR/calendars/sha256-HEX.ics     a freeze calendar a past policy binds
 //
 // Each file's name is its own digest, checked here: a file that does not
 // hash to its name is an error, so the history holds by mechanism what
@@ -77,7 +78,12 @@ func LoadHistory(dir string, current *approval.Policy, defs []*operations.Operat
 		if "sha256:"+hex.EncodeToString(sum[:]) != digest {
 			return fmt.Errorf("history: %s does not hash to its name", path)
 		}
-		p, err := approval.ParsePolicy(path, data)
+		// A past policy's freeze calendars are in the history by digest
+		// (DIR/calendars/sha256-HEX.ics), checked against the digest the
+		// policy binds them by.
+		p, err := approval.ParsePolicyWith(path, data, func(_, digest string) ([]byte, error) {
+			return os.ReadFile(filepath.Join(dir, "calendars", strings.Replace(digest, ":", "-", 1)+".ics"))
+		})
 		if err != nil {
 			return err
 		}

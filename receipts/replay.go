@@ -71,6 +71,9 @@ type Result struct {
 	Problems    []Problem `json:"problems"`
 	// Warnings do not fail the entry: "revoked_since".
 	Warnings []Problem `json:"warnings,omitempty"`
+	// Audit holds what a proposed policy or registry would have refused
+	// (Replayer.Audit): "would_refuse", never a failure.
+	Audit []Problem `json:"audit,omitempty"`
 }
 
 func (r *Result) add(code, format string, args ...any) {
@@ -87,6 +90,9 @@ type Summary struct {
 	OK         bool   `json:"ok"`
 	// RevokedSince counts runs that relied on a principal revoked since.
 	RevokedSince int `json:"revoked_since,omitempty"`
+	// WouldRefuse counts runs the proposed policy or registry
+	// (Replayer.Audit) would have refused.
+	WouldRefuse int `json:"would_refuse,omitempty"`
 }
 
 // Replayer verifies a journal offline against a trust policy.
@@ -109,6 +115,10 @@ type Replayer struct {
 	// StrictRevocation fails, instead of warning about, a run that relied
 	// on a principal revoked since.
 	StrictRevocation bool
+	// Audit, when set, is a proposed policy or registry each run is also
+	// judged by, audit-only: what it would refuse is reported in
+	// Result.Audit and Summary.WouldRefuse and fails nothing.
+	Audit *Audit
 	// Relied, when set, is called in journal order for every intent the
 	// gate let through, with the records it relied on (its anchor first)
 	// and the uses the anchor allows: [Fleet] counts them across hosts.
@@ -208,6 +218,9 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 			}
 			if len(e.res.Warnings) > 0 {
 				sum.RevokedSince++
+			}
+			if len(e.res.Audit) > 0 {
+				sum.WouldRefuse++
 			}
 			emit(e.res)
 		}
@@ -432,6 +445,9 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 			e.relied = append(e.relied, s.ID)
 		}
 		e.slots = dec.AnchorUses
+		if rp.Audit != nil {
+			rp.Audit.judge(res, in, dec.Plan, policy, e.receipt.Time)
+		}
 		return
 	}
 	// Refused: look at the plan without trusting it, so that a bad

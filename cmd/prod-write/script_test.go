@@ -65,6 +65,7 @@ func TestScript(t *testing.T) {
 			"sighup":          cmdSigHUP,
 			"spawn":           cmdSpawn,
 			"reap":            cmdReap,
+			"historize":       cmdHistorize,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])
 				ts.Check(err)

@@ -167,8 +167,19 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "app.toml"), []byte("[server]\nport = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _ = run("keygen", "stdout", "keygen", "--out", filepath.Join(dir, "extra.key"))
+	code, docs := run("keygen", "stdout", "keygen", "--out", filepath.Join(dir, "extra.key"))
 	mustExit(0, code, "keygen")
+	// The extra key grants through freezes (issue 22).
+	tf, err := os.OpenFile(filepath.Join(dir, "trust.toml"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(tf, "\n[[principal]]\nid = \"cab\"\nroles = [\"freeze\"]\nkey = %q\n\n[[freeze]]\nname = \"past\"\nstart = \"2001-01-01\"\nend = \"2001-01-02\"\ntime_zone = \"UTC\"\n", docs[0]["public_key"])
+	if err := tf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, _ = run("freeze list", "stdout", "freeze", "list")
+	mustExit(0, code, "freeze list")
 	code, _ = run("--version", "stdout", "--version")
 	mustExit(0, code, "--version")
 	code, _ = run("ops list", "stdout", "ops", "list")
@@ -180,7 +191,7 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	planArgs := func(target, service string) []string {
 		return []string{"plan", "config-push", "--target", target, "--param", "service=" + service, "--file", "config=" + filepath.Join(dir, "app.toml"), "--key", key("agent")}
 	}
-	code, docs := run("plan", "stdout", planArgs("staging", "api")...)
+	code, docs = run("plan", "stdout", planArgs("staging", "api")...)
 	mustExit(0, code, "plan")
 	fp := fpOf(docs)
 	code, _ = run("status", "stdout", "status", fp)
@@ -199,6 +210,8 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	_, docs = run("plan", "stdout", planArgs("production", "api")...)
 	code, _ = run("gera", "stdout", "gera", "go", fpOf(docs), "--key", key("gera"))
 	mustExit(0, code, "gera go")
+	code, _ = run("freeze grant", "stdout", "freeze", "grant", fpOf(docs), "--freeze", "past", "--reason", "r", "--key", filepath.Join(dir, "extra.key"))
+	mustExit(0, code, "freeze grant")
 	_, docs = run("plan", "stdout", planArgs("staging", "web")...)
 	code, _ = run("withdraw", "stdout", "withdraw", fpOf(docs), "--key", key("agent"))
 	mustExit(0, code, "withdraw")

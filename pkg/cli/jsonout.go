@@ -33,7 +33,9 @@ type written struct {
 	// Record is the certainty record an answer answers.
 	Record string `json:"record,omitempty"`
 	// Uses is how many runs a gera go allows (0 for a no-go).
-	Uses    *int      `json:"uses,omitempty"`
+	Uses *int `json:"uses,omitempty"`
+	// Freeze is the freeze a freeze grant lets the plan through.
+	Freeze  string    `json:"freeze,omitempty"`
 	Issued  time.Time `json:"issued"`
 	Expires time.Time `json:"expires,omitzero"`
 }

@@ -312,6 +312,10 @@ type ReplayOptions struct {
 	// signed by VSAKey, to VSA (issue 20).
 	VSA    string `json:"-"`
 	VSAKey string `json:"-"`
+	// Policy and PolicyRegistry are a proposed trust policy and registry
+	// to audit the journal against, reporting without failing (issue 22).
+	Policy         string
+	PolicyRegistry string
 }
 
 // NewCmdReplay builds `replay`.
@@ -351,7 +355,7 @@ no receipts.`,
 			if (opts.VSA == "") != (opts.VSAKey == "") {
 				return &usageError{msg: "--vsa and --vsa-key go together"}
 			}
-			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" {
+			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" || opts.Policy != "" || opts.PolicyRegistry != "" {
 				// Files the caller names are verified here, with the
 				// caller's own rights: replay needs no privilege.
 				return replayRun(opts)
@@ -363,6 +367,8 @@ no receipts.`,
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a signed head from `receipts checkpoint` the journal must still reach")
 	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
+	cmd.Flags().StringVar(&opts.Policy, "policy", "", "audit only: a proposed trust policy; report the runs it would have refused, without failing")
+	cmd.Flags().StringVar(&opts.PolicyRegistry, "policy-registry", "", "audit only: a proposed registry directory; report the runs it would have refused, without failing")
 	cmd.Flags().BoolVar(&opts.StrictRevocation, "strict-revocation", false, "fail runs that relied on a principal revoked since, instead of reporting them")
 	cmd.Flags().StringVar(&opts.VSA, "vsa", "", "also write a SLSA verification summary attestation of the verdict to `FILE`")
 	cmd.Flags().StringVar(&opts.VSAKey, "vsa-key", "", "the key (PKCS#8 PEM, 0600) that signs the --vsa attestation: CI's, not a principal's")
@@ -408,6 +414,11 @@ func replayRun(o *ReplayOptions) error {
 		return err
 	}
 	rp := &receipts.Replayer{Policy: policy, Host: host, History: hist, StrictRevocation: o.StrictRevocation}
+	if o.Policy != "" || o.PolicyRegistry != "" {
+		if rp.Audit, err = loadAudit(o.Policy, o.PolicyRegistry); err != nil {
+			return err
+		}
+	}
 	if o.Checkpoint != "" {
 		b, err := os.ReadFile(o.Checkpoint)
 		if err != nil {
@@ -436,6 +447,7 @@ func replayRun(o *ReplayOptions) error {
 	}
 	defer in.Close()
 	out := newReplayOutput(f, false)
+	out.audit = rp.Audit != nil
 	sum, err := out.replay(rp, "", path, in)
 	if err != nil {
 		return err
@@ -476,6 +488,7 @@ func replayArchive(f *Factory, rp *receipts.Replayer, url string) error {
 		return &usageError{msg: fmt.Sprintf("--checkpoint is one host's signed head, and %s holds %d hosts' receipts: replay that host's prefix with it", url, len(chains))}
 	}
 	out := newReplayOutput(f, true)
+	out.audit = rp.Audit != nil
 	fleet := &receipts.Fleet{}
 	var sums []hostSummary
 	for _, chain := range chains {
@@ -520,6 +533,7 @@ type replayOutput struct {
 	tw    *tabwriter.Writer
 	hosts bool // a HOST column
 	first bool
+	audit bool // replay --policy: say what the proposal would refuse
 }
 
 func newReplayOutput(f *Factory, hosts bool) *replayOutput {
@@ -557,6 +571,9 @@ func (o *replayOutput) emit(r replayResult) {
 	if r.OK && len(r.Warnings) > 0 {
 		status = "ok, " + receipts.RevokedSince
 	}
+	if len(r.Audit) > 0 {
+		status += ", " + receipts.WouldRefuse
+	}
 	indent := "\t\t\t\t\t  "
 	if o.hosts {
 		fmt.Fprintf(o.tw, "%s\t", r.Host)
@@ -568,6 +585,9 @@ func (o *replayOutput) emit(r replayResult) {
 	}
 	fmt.Fprintf(o.tw, "%s\t%s\t%s\t%s\t%s\t%s\n", line, seq, r.Kind, r.Operation, r.Runner, status)
 	for _, p := range r.Warnings {
+		fmt.Fprintf(o.tw, "%s%s: %s\n", indent, p.Code, p.Detail)
+	}
+	for _, p := range r.Audit {
 		fmt.Fprintf(o.tw, "%s%s: %s\n", indent, p.Code, p.Detail)
 	}
 	for _, p := range r.Problems {
@@ -602,6 +622,7 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 			sum.Failed += h.Failed
 			sum.Incomplete += h.Incomplete
 			sum.RevokedSince += h.RevokedSince
+			sum.WouldRefuse += h.WouldRefuse
 			sum.OK = sum.OK && h.OK
 		}
 	}
@@ -633,6 +654,9 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 		fmt.Fprintf(o.w, "%d entries, %d runs: %d failed, %d incomplete\n", sum.Entries, sum.Runs, sum.Failed, sum.Incomplete)
 		if sum.RevokedSince > 0 {
 			fmt.Fprintf(o.w, "%d runs relied on a principal revoked since (--strict-revocation fails them)\n", sum.RevokedSince)
+		}
+		if o.audit {
+			fmt.Fprintf(o.w, "audit: the proposed policy would have refused %d of %d runs (reported, not failed)\n", sum.WouldRefuse, sum.Runs)
 		}
 	}
 	if !sum.OK {
@@ -677,4 +701,28 @@ func readDefinitions(dir string) ([]*operations.Operation, error) {
 		out = append(out, ops...)
 	}
 	return out, nil
+}
+
+// loadAudit reads a proposed trust policy and registry for replay --policy
+// (either may be empty: then each run's own is kept).
+func loadAudit(policy, registry string) (*receipts.Audit, error) {
+	a := &receipts.Audit{}
+	if policy != "" {
+		p, err := approval.LoadPolicy(policy)
+		if err != nil {
+			return nil, fmt.Errorf("the proposed policy: %w", err)
+		}
+		a.Policy = p
+	}
+	if registry != "" {
+		defs, err := readDefinitions(registry)
+		if err != nil {
+			return nil, fmt.Errorf("the proposed registry: %w", err)
+		}
+		a.Ops = map[string]*operations.Operation{}
+		for _, op := range defs {
+			a.Ops[op.Name] = op
+		}
+	}
+	return a, nil
 }

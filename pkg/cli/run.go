@@ -361,13 +361,19 @@ func (pc *planContext) intent(f *Factory, dec *approval.Decision, evidence []*ap
 		in.Relied = append(in.Relied, s.ID)
 		relied[s.ID] = true
 	}
+	// The freeze grants that let it through a freeze are kept too; they
+	// are not consumed, so they are not among the relied-on records.
+	keep := map[string]bool{}
+	for _, s := range dec.Granted {
+		keep[s.ID] = true
+	}
 	// Keep what the gate relied on, and every veto or withdrawal it saw, so
 	// replay judges the run by the same evidence.
 	for _, a := range dec.Evidence {
 		if a.Signed == nil {
 			continue
 		}
-		if relied[a.ID] || a.Verdict == approval.NoGo || a.Verdict == approval.Deny || a.Kind == "withdraw" {
+		if relied[a.ID] || keep[a.ID] || a.Verdict == approval.NoGo || a.Verdict == approval.Deny || a.Kind == "withdraw" {
 			in.Evidence = append(in.Evidence, a.Signed.Env)
 			in.Signers[a.Signer] = a.Signed.Signer.Public().String()
 		}

@@ -612,6 +612,13 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		}
 		o.F = f
 		return geraRun(o)
+	case "freeze-grant":
+		o := &FreezeGrantOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return freezeGrantRun(o)
 	case "withdraw":
 		o := &WithdrawOptions{}
 		if err := args(o); err != nil {

@@ -23,6 +23,8 @@ func TestConfigDocumentsEveryKey(t *testing.T) {
 		{"## prod-write.toml", reflect.TypeFor[config.Config]()},
 		{"## operations/*.toml", reflect.TypeFor[operations.Operation]()},
 		{"## trust.toml", reflect.TypeFor[approval.Principal]()},
+		{"## trust.toml", reflect.TypeFor[approval.Freeze]()},
+		{"## trust.toml", reflect.TypeFor[approval.FreezeCalendar]()},
 	} {
 		for _, key := range undocumented(t, "../../docs/CONFIG.md", tc.section, tc.t) {
 			t.Errorf("docs/CONFIG.md, %s: no row for key %q", strings.TrimPrefix(tc.section, "## "), key)

@@ -42,6 +42,10 @@ const (
 	// OperationUnavailable: the operation is in the shared registry but
 	// its program does not resolve on this host (docs/DISTRIBUTED.md).
 	OperationUnavailable Code = "operation_unavailable"
+	// Frozen: a freeze of the trust policy covers the operation now and
+	// no principal with the freeze role granted the plan through it
+	// (issue 22, docs/adr/0015c-freezes.md).
+	Frozen Code = "frozen"
 )
 
 // Error is a refusal. Callers branch on it with errors.As.
