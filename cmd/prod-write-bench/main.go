@@ -215,17 +215,7 @@ func runAs() string {
 // startService turns dir's deployment into a runner service on a socket
 // in dir, and returns the environment of its clients and a stop function.
 func startService(dir string) ([]string, func()) {
-	sock := filepath.Join(dir, "pw.sock")
-	cfg, err := os.OpenFile(filepath.Join(dir, "prod-write.toml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		fail(err)
-	}
-	fmt.Fprintf(cfg, "\n[service]\nsocket = %q\nallow_shared_account = %v\n", sock, os.Geteuid() != 0)
-	cfg.Close()
-	client := filepath.Join(dir, "client.toml")
-	if err := os.WriteFile(client, fmt.Appendf(nil, "[service]\nsocket = %q\n", sock), 0o644); err != nil {
-		fail(err)
-	}
+	sock, client := configureService(dir)
 	if os.Geteuid() == 0 {
 		os.Chmod(dir, 0o755) // nobody enters it through the descriptor
 	}
@@ -259,18 +249,26 @@ func setupService(dir string) {
 		fail(err)
 	}
 	fps := approvedTrue(dir, 32, 100000)
-	sock := filepath.Join(dir, "pw.sock")
+	configureService(dir)
+	os.WriteFile(filepath.Join(dir, "fps.txt"), []byte(strings.Join(fps, "\n")+"\n"), 0o644)
+	fmt.Printf("serve:  %s serve --config %s/prod-write.toml\nclient: PROD_WRITE_CONFIG=%s/client.toml %s run FP   (FPs in %s/fps.txt)\n", *bin, dir, dir, *bin, dir)
+}
+
+// configureService adds a service socket in dir to dir's configuration and
+// writes a client's configuration naming it, returning both paths.
+func configureService(dir string) (sock, client string) {
+	sock = filepath.Join(dir, "pw.sock")
 	cfg, err := os.OpenFile(filepath.Join(dir, "prod-write.toml"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		fail(err)
 	}
 	fmt.Fprintf(cfg, "\n[service]\nsocket = %q\nallow_shared_account = %v\n", sock, os.Geteuid() != 0)
 	cfg.Close()
-	if err := os.WriteFile(filepath.Join(dir, "client.toml"), fmt.Appendf(nil, "[service]\nsocket = %q\n", sock), 0o644); err != nil {
+	client = filepath.Join(dir, "client.toml")
+	if err := os.WriteFile(client, fmt.Appendf(nil, "[service]\nsocket = %q\n", sock), 0o644); err != nil {
 		fail(err)
 	}
-	os.WriteFile(filepath.Join(dir, "fps.txt"), []byte(strings.Join(fps, "\n")+"\n"), 0o644)
-	fmt.Printf("serve:  %s serve --config %s/prod-write.toml\nclient: PROD_WRITE_CONFIG=%s/client.toml %s run FP   (FPs in %s/fps.txt)\n", *bin, dir, dir, *bin, dir)
+	return sock, client
 }
 
 // servicePID is the running service's process (prod-write serve execs

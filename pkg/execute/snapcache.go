@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -61,14 +60,7 @@ const maxCachedSize = 256 << 20
 // Take is [TakeSnapshot], answered from the cache when the file is
 // unchanged. The caller owns the snapshot returned and closes it.
 func (c *SnapshotCache) Take(path string, max int64, exec bool) (*Snapshot, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, notRegular(path, fi.Mode())
-	}
-	src, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	src, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}

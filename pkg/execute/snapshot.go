@@ -55,6 +55,16 @@ const (
 // called with (done, total) at most every 64 MiB and once at the end, total
 // being the size the file had when it was opened.
 func TakeSnapshot(path string, max int64, exec bool, progress func(done, total int64)) (*Snapshot, error) {
+	src, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	return SnapshotFile(src, path, max, exec, progress)
+}
+
+// openRegular opens path for reading if it names a regular file.
+func openRegular(path string) (*os.File, error) {
 	// Refuse before opening: opening a FIFO blocks, and opening a device can
 	// have side effects.
 	fi, err := os.Stat(path)
@@ -66,12 +76,7 @@ func TakeSnapshot(path string, max int64, exec bool, progress func(done, total i
 	}
 	// O_NONBLOCK so that a FIFO swapped in after the Stat cannot hang us; the
 	// fstat of what was actually opened is the check that counts.
-	src, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
-	return SnapshotFile(src, path, max, exec, progress)
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 }
 
 // SnapshotFile is TakeSnapshot of a file already open, named path in
