@@ -61,23 +61,12 @@ nothing more is exported. Formats and test vectors: docs/FORMAT.md.`,
 // handed over as stdout, or in this process.
 func receiptsExport(o *ExportOptions) error {
 	f := o.F
-	c, err := f.Config()
+	sj, err := openSigningJournal(f)
 	if err != nil {
 		return err
 	}
-	p, err := f.Policy(c)
-	if err != nil {
-		return err
-	}
-	k, _, err := f.runnerIdentity(c, p)
-	if err != nil {
-		return err
-	}
-	fl, err := openJournal(f)
-	if err != nil {
-		return err
-	}
-	defer fl.Close()
+	defer sj.journal.Close()
+	p, k, fl := sj.policy, sj.key, sj.journal
 	var w io.Writer = f.IO.Out
 	var buf bytes.Buffer
 	if o.Out != "" {

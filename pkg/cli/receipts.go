@@ -21,6 +21,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -206,24 +207,44 @@ func receiptsShow(f *Factory, id string) error {
 	return nil
 }
 
-func receiptsCheckpoint(f *Factory, out string) error {
+// signingJournal is what a command the runner key signs reads (checkpoint,
+// export): the configuration and policy, the runner's key and principal,
+// and the journal, which the caller closes.
+type signingJournal struct {
+	cfg     *config.Config
+	policy  *approval.Policy
+	key     *keys.Private
+	runner  *approval.Principal
+	journal *os.File
+}
+
+func openSigningJournal(f *Factory) (*signingJournal, error) {
 	c, err := f.Config()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p, err := f.Policy(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	k, pr, err := f.runnerIdentity(c, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fl, err := openJournal(f)
 	if err != nil {
+		return nil, err
+	}
+	return &signingJournal{cfg: c, policy: p, key: k, runner: pr, journal: fl}, nil
+}
+
+func receiptsCheckpoint(f *Factory, out string) error {
+	sj, err := openSigningJournal(f)
+	if err != nil {
 		return err
 	}
-	defer fl.Close()
+	defer sj.journal.Close()
+	c, k, pr, fl := sj.cfg, sj.key, sj.runner, sj.journal
 	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID, Host: journalHost(c.Host)}
 	err = receipts.Scan(fl, func(l receipts.Line) error {
 		cp.Count++
