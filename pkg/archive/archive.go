@@ -336,6 +336,19 @@ type Object struct {
 // List calls fn with each receipt object in key (journal) order. Objects
 // under the prefix that the archive did not write are skipped.
 func (a *Archive) List(ctx context.Context, fn func(Object) error) error {
+	return a.each(ctx, func(o types.Object) error {
+		key := aws.ToString(o.Key)
+		seq, hash, ok := a.parseKey(key)
+		if !ok {
+			return nil
+		}
+		return fn(Object{Key: key, Seq: seq, Hash: hash})
+	})
+}
+
+// each calls fn with every object under the prefix, in key order, listing
+// page by page, each page within the archive's timeout.
+func (a *Archive) each(ctx context.Context, fn func(types.Object) error) error {
 	pages := a.pages()
 	for pages.HasMorePages() {
 		pctx, cancel := context.WithTimeout(ctx, a.timeout)
@@ -345,12 +358,7 @@ func (a *Archive) List(ctx context.Context, fn func(Object) error) error {
 			return a.fail("ListObjectsV2", a.prefix, err)
 		}
 		for _, o := range page.Contents {
-			key := aws.ToString(o.Key)
-			seq, hash, ok := a.parseKey(key)
-			if !ok {
-				continue
-			}
-			if err := fn(Object{Key: key, Seq: seq, Hash: hash}); err != nil {
+			if err := fn(o); err != nil {
 				return err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // Chains lists the journals the archive holds: every key prefix under
@@ -17,21 +18,15 @@ import (
 // "Replaying the fleet").
 func (a *Archive) Chains(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
-	pages := a.pages()
-	for pages.HasMorePages() {
-		pctx, cancel := context.WithTimeout(ctx, a.timeout)
-		page, err := pages.NextPage(pctx)
-		cancel()
-		if err != nil {
-			return nil, a.fail("ListObjectsV2", a.prefix, err)
+	err := a.each(ctx, func(o types.Object) error {
+		dir, name := path.Split(aws.ToString(o.Key))
+		if nameRE().MatchString(name) {
+			seen[dir] = true
 		}
-		for _, o := range page.Contents {
-			key := aws.ToString(o.Key)
-			dir, name := path.Split(key)
-			if nameRE().MatchString(name) {
-				seen[dir] = true
-			}
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]string, 0, len(seen))
 	for dir := range seen {

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/prod-write/prod-write/receipts"
@@ -133,24 +134,19 @@ func (a *Archive) Sync(ctx context.Context, journal io.Reader) (SyncResult, erro
 	var res SyncResult
 	var errs []error
 	objs := map[uint64][]held{}
-	pages := a.pages()
-	for pages.HasMorePages() {
-		pctx, cancel := context.WithTimeout(ctx, a.timeout)
-		page, err := pages.NextPage(pctx)
-		cancel()
-		if err != nil {
-			return res, a.fail("ListObjectsV2", a.prefix, err)
+	err := a.each(ctx, func(o types.Object) error {
+		key := aws.ToString(o.Key)
+		seq, hash, ok := a.parseKey(key)
+		switch {
+		case ok:
+			objs[seq] = append(objs[seq], held{key: key, hash: hash, etag: strings.Trim(aws.ToString(o.ETag), `"`)})
+		case key != a.prefix+OwnerName:
+			errs = append(errs, &TamperError{Key: key, Kind: "foreign", Msg: "an object shipping never writes is under the prefix"})
 		}
-		for _, o := range page.Contents {
-			key := aws.ToString(o.Key)
-			seq, hash, ok := a.parseKey(key)
-			switch {
-			case ok:
-				objs[seq] = append(objs[seq], held{key: key, hash: hash, etag: strings.Trim(aws.ToString(o.ETag), `"`)})
-			case key != a.prefix+OwnerName:
-				errs = append(errs, &TamperError{Key: key, Kind: "foreign", Msg: "an object shipping never writes is under the prefix"})
-			}
-		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 
 	type job struct {
