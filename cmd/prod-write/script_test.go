@@ -140,8 +140,10 @@ func cmdSigHUP(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
 		// Only processes of this script: their working directory is under $WORK.
+		// (WORK itself or below it: another script's WORK may share a
+		// prefix, as script-service_mcp and script-service_mcp_http do.)
 		cwd, _ := os.Readlink("/proc/" + d.Name() + "/cwd")
-		if !strings.HasPrefix(cwd, ts.Getenv("WORK")) {
+		if work := ts.Getenv("WORK"); cwd != work && !strings.HasPrefix(cwd, work+"/") {
 			continue
 		}
 		all := true

@@ -25,8 +25,15 @@ type spawned struct {
 
 var (
 	spawnMu sync.Mutex
-	spawns  = map[string]*spawned{}
+	// spawns is keyed by spawnKey: scripts run in parallel, in one
+	// process, and each has its own names.
+	spawns = map[string]*spawned{}
 )
+
+// spawnKey names a spawned command within its own script.
+func spawnKey(ts *testscript.TestScript, name string) string {
+	return ts.Getenv("WORK") + "\x00" + name
+}
 
 // cmdSpawn starts a command in the background and returns only once a line
 // of its stdout or stderr matches READY: the script then knows the command
@@ -86,7 +93,7 @@ func cmdSpawn(ts *testscript.TestScript, neg bool, args []string) {
 		close(lines)
 	}()
 	spawnMu.Lock()
-	spawns[name] = s
+	spawns[spawnKey(ts, name)] = s
 	spawnMu.Unlock()
 	ts.Defer(func() { _ = s.cmd.Process.Kill() })
 	timeout := time.After(30 * time.Second)
@@ -118,8 +125,8 @@ func cmdReap(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: reap NAME [EXIT-STATUS]")
 	}
 	spawnMu.Lock()
-	s := spawns[args[0]]
-	delete(spawns, args[0])
+	s := spawns[spawnKey(ts, args[0])]
+	delete(spawns, spawnKey(ts, args[0]))
 	spawnMu.Unlock()
 	if s == nil {
 		ts.Fatalf("reap: nothing spawned as %s", args[0])
