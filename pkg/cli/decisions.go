@@ -49,6 +49,9 @@ func (d *decisionRecord) stamp(in *receipts.Intent) *receipts.Intent {
 
 // allowed logs the decision of a run whose intent receipt is durable.
 func (d *decisionRecord) allowed(dec *approval.Decision, runID string, seq uint64) {
+	if d.off() {
+		return
+	}
 	e := d.entry(decisionlog.Allowed)
 	e.Path = operations.PathName(dec.Path)
 	for _, s := range dec.Relied {
@@ -67,7 +70,7 @@ func (d *decisionRecord) allowed(dec *approval.Decision, runID string, seq uint6
 // finish logs the decision of a run that returned err without an allowed
 // line: a refusal, or a failure before the program started.
 func (d *decisionRecord) finish(err error) {
-	if d.done || err == nil {
+	if d.done || err == nil || d.off() {
 		return
 	}
 	e := d.entry(decisionlog.Failed)
@@ -127,6 +130,17 @@ func (d *decisionRecord) entry(decision string) decisionlog.Entry {
 		e.Invoker = decisionlog.Invoker{UID: i.UID, Principal: i.Principal}
 	}
 	return e
+}
+
+// off reports that no decision log is configured, marking the record
+// done: nothing is built for a log nobody keeps.
+func (d *decisionRecord) off() bool {
+	sink, err := d.f.decisionSink()
+	if err == nil && sink == nil {
+		d.done = true
+		return true
+	}
+	return false
 }
 
 // write hands the line to the log. A log that cannot be written never
