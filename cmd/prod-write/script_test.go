@@ -66,6 +66,7 @@ func TestScript(t *testing.T) {
 			"spawn":           cmdSpawn,
 			"reap":            cmdReap,
 			"historize":       cmdHistorize,
+			"setmatch":        cmdSetMatch,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])
 				ts.Check(err)
@@ -158,6 +159,23 @@ func cmdSigHUP(ts *testscript.TestScript, neg bool, args []string) {
 	if n == 0 {
 		ts.Fatalf("sighup: no process matches %q", args)
 	}
+}
+
+// cmdSetMatch sets VAR to the first submatch of REGEXP in FILE, and fails
+// when there is none:
+//
+//	setmatch ID '"decision_id":"([0-9a-f-]+)"' state/decisions.jsonl
+func cmdSetMatch(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: setmatch VAR REGEXP FILE")
+	}
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	m := re.FindStringSubmatch(ts.ReadFile(args[2]))
+	if len(m) < 2 {
+		ts.Fatalf("setmatch: no match of %s in %s", args[1], args[2])
+	}
+	ts.Setenv(args[0], m[1])
 }
 
 // cmdExits runs a command and checks its exit status, keeping its stdout

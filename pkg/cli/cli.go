@@ -120,6 +120,9 @@ type Factory struct {
 	call *serviceCall
 	// cfg is the configuration as found and parsed, before any hand-over.
 	cfg *config.Config
+	// viaMCP says a run was asked for over MCP (the decision log's
+	// surface).
+	viaMCP bool
 }
 
 // NewFactory returns a factory for the real process.

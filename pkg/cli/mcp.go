@@ -101,6 +101,7 @@ func newMCPBackend(f *Factory) *mcpBackend {
 	g := *f
 	g.IO = &IOStreams{Out: io.Discard, Err: io.Discard}
 	g.JSON = true
+	g.viaMCP = true
 	b := &mcpBackend{f: &g}
 	if c, err := g.loadConfig(); err == nil && c.Service.Socket != "" && g.call == nil {
 		b.remote = true

@@ -138,8 +138,15 @@ func runnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *appro
 	return k, pr, nil
 }
 
-func runRun(o *RunOptions) error {
+func runRun(o *RunOptions) (err error) {
 	f := o.F
+	// Every attempt, allowed or refused, is a line of the decision log
+	// (docs/DECISIONS.md); its id is the intent receipt's decision_id.
+	dl, err := f.startDecision(o.Fingerprint)
+	if err != nil {
+		return err
+	}
+	defer func() { dl.finish(err) }()
 	if f.call == nil {
 		go keys.Warm()
 		// run is short and allocates little: collecting garbage would only
@@ -154,6 +161,7 @@ func runRun(o *RunOptions) error {
 	if err != nil {
 		return err
 	}
+	dl.pc = pc
 	rk, rp, err := f.runnerIdentity(pc.cfg, pc.policy)
 	if err != nil {
 		return err
@@ -226,11 +234,12 @@ func runRun(o *RunOptions) error {
 
 	// 5. The intent receipt, durable before anything executes.
 	j := &receipts.Journal{Path: pc.cfg.JournalPath(), Key: rk, Runner: rp.ID, Host: journalHost(pc.cfg.Host), Now: f.Now, Sync: f.JournalSync}
-	intent := pc.intent(f, dec, evidence, slot)
+	intent := dl.stamp(pc.intent(f, dec, evidence, slot))
 	in, err := j.Append(&receipts.Receipt{Kind: receipts.KindIntent, RunID: runID, Intent: intent})
 	if err != nil {
 		return fmt.Errorf("writing intent receipt (nothing ran): %w", err)
 	}
+	dl.allowed(dec, runID, in.Seq)
 	failpoint.Hit("after-intent")
 
 	// 6. Execute: the snapshots, the planned argv, no shell.

@@ -26,6 +26,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/decisionlog"
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
@@ -82,6 +83,9 @@ type serviceState struct {
 	// snapshots keeps programs' sealed snapshots between runs.
 	snapshots execute.SnapshotCache
 	log       *log.Logger
+	// decisions is the service's decision log (nil when off): callers
+	// never name it.
+	decisions decisionlog.Sink
 }
 
 // loadedPolicy is one consistent load of the policy the service judges by.
@@ -197,6 +201,16 @@ func serveRun(o *ServeOptions) error {
 	st := &serviceState{cfg: c, uid: uint32(os.Getuid()), log: log.New(f.IO.Err, "prod-write serve: ", log.LstdFlags|log.Lmsgprefix)}
 	if err := st.load(); err != nil {
 		return err
+	}
+	if st.decisions, err = decisionSinkFor(c, &decisionlog.Stream{W: f.IO.Out}); err != nil {
+		return err
+	}
+	if fl, ok := st.decisions.(*decisionlog.File); ok {
+		// A log that cannot be opened stops the service here, not at
+		// its first refusal.
+		if err := fl.Check(); err != nil {
+			return &config.Error{Path: c.Path, Msg: "log.decisions", Err: err}
+		}
 	}
 	if c.Service.Secrets != "" {
 		if f.AWS == nil {

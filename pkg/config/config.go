@@ -35,6 +35,7 @@ type Config struct {
 	Bridge     Bridge   `toml:"bridge"`
 	Service    Service  `toml:"service"`
 	Requests   Requests `toml:"requests"`
+	Log        Log      `toml:"log"`
 
 	// Path is the file this was read from; Dir its directory.
 	Path string `toml:"-"`
@@ -114,6 +115,30 @@ type Requests struct {
 	// CheckEvery is how often bridge serve looks at open requests.
 	CheckEvery string `toml:"check_every"`
 }
+
+// Log configures the decision log (docs/DECISIONS.md,
+// docs/adr/0015g-decision-log.md).
+type Log struct {
+	// Decisions is where every run attempt's decision is logged: a file
+	// path, or "-" for the standard output of `prod-write serve`. Off when
+	// empty.
+	Decisions string `toml:"decisions"`
+	// DecisionsMaxSize is the size at which the file is rotated;
+	// DecisionsKeep how many rotated files are kept.
+	DecisionsMaxSize operations.Size `toml:"decisions_max_size"`
+	DecisionsKeep    *int            `toml:"decisions_keep"`
+}
+
+// Defaults of [log].
+const (
+	DefaultDecisionsMaxSize = 10 << 20
+	DefaultDecisionsKeep    = 5
+	// MaxDecisionsKeep bounds decisions_keep, so the cap stays a cap.
+	MaxDecisionsKeep = 100
+	// MinDecisionsMaxSize is the smallest decisions_max_size: a few of
+	// the longest lines (pkg/decisionlog.MinSize).
+	MinDecisionsMaxSize = 16 << 10
+)
 
 // Service configures the runner service of SPEC §13
 // (docs/adr/0011-runner-service.md). On a caller's host only Socket is
@@ -264,10 +289,40 @@ func Parse(path string, data []byte) (*Config, error) {
 	default:
 		return nil, &Error{Path: path, Msg: fmt.Sprintf("archive.lock_mode %q: want GOVERNANCE or COMPLIANCE", c.Archive.LockMode)}
 	}
+	if err := c.Log.check(path); err != nil {
+		return nil, err
+	}
 	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens, &c.Service.MCPKeys} {
 		*p = c.Abs(*p)
 	}
 	return c, nil
+}
+
+func (l *Log) check(path string) error {
+	if l.DecisionsMaxSize == 0 {
+		l.DecisionsMaxSize = DefaultDecisionsMaxSize
+	}
+	if l.DecisionsMaxSize < MinDecisionsMaxSize {
+		return &Error{Path: path, Msg: fmt.Sprintf("log.decisions_max_size %d: want at least %d bytes (16KiB)", l.DecisionsMaxSize, MinDecisionsMaxSize)}
+	}
+	if l.DecisionsKeep == nil {
+		k := DefaultDecisionsKeep
+		l.DecisionsKeep = &k
+	}
+	if *l.DecisionsKeep < 0 || *l.DecisionsKeep > MaxDecisionsKeep {
+		return &Error{Path: path, Msg: fmt.Sprintf("log.decisions_keep %d: want 0 to %d", *l.DecisionsKeep, MaxDecisionsKeep)}
+	}
+	return nil
+}
+
+// DecisionsPath is the decision log file, resolved against the
+// configuration's directory; "-" (standard output) and "" (off) are
+// returned as they are.
+func (c *Config) DecisionsPath() string {
+	if c.Log.Decisions == "-" {
+		return "-"
+	}
+	return c.Abs(c.Log.Decisions)
 }
 
 // Abs resolves p against the configuration's directory.

@@ -1,0 +1,221 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/decisionlog"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// decisionRecord is one run attempt's line in the decision log (issue 20,
+// docs/DECISIONS.md): written once, when the intent receipt of an allowed
+// run is durable, or when run returns without one. It carries ids,
+// principals and digests, never a parameter, an argv, an environment
+// value or a file's content.
+type decisionRecord struct {
+	f      *Factory
+	id     string
+	asked  string
+	pc     *planContext
+	intent *receipts.Intent
+	done   bool
+}
+
+// startDecision begins the record of a run of the plan asked for. It
+// refuses a configuration whose decision log this process cannot write
+// (standard output in local mode is the program's).
+func (f *Factory) startDecision(asked string) (*decisionRecord, error) {
+	d := &decisionRecord{f: f, id: decisionlog.NewID(), asked: asked}
+	if f.call == nil {
+		if c, err := f.loadConfig(); err == nil && c.DecisionsPath() == "-" {
+			return nil, &config.Error{Path: c.Path, Msg: `log.decisions = "-" is the standard output of prod-write serve; a local run's standard output is its program's: name a file`}
+		}
+	}
+	return d, nil
+}
+
+// stamp gives the intent its decision id, and keeps it for the line.
+func (d *decisionRecord) stamp(in *receipts.Intent) *receipts.Intent {
+	in.DecisionID = d.id
+	d.intent = in
+	return in
+}
+
+// allowed logs the decision of a run whose intent receipt is durable.
+func (d *decisionRecord) allowed(dec *approval.Decision, runID string, seq uint64) {
+	if d.off() {
+		return
+	}
+	e := d.entry(decisionlog.Allowed)
+	e.Path = operations.PathName(dec.Path)
+	for _, s := range dec.Relied {
+		e.Evidence = append(e.Evidence, s.ID)
+		if s.Signer != nil {
+			e.Signers = append(e.Signers, s.Signer.ID)
+		}
+	}
+	if dec.Anchor != "" {
+		e.Use, e.Uses = d.intent.Slot+1, dec.AnchorUses
+	}
+	e.RunID, e.Receipt = runID, seq
+	d.write(e)
+}
+
+// finish logs the decision of a run that returned err without an allowed
+// line: a refusal, or a failure before the program started.
+func (d *decisionRecord) finish(err error) {
+	if d.done || err == nil || d.off() {
+		return
+	}
+	e := d.entry(decisionlog.Failed)
+	if r, ok := refusal.As(err); ok {
+		e.Decision, e.Code, e.Reason, e.Missing = decisionlog.Refused, string(r.Code), r.Reason, r.Missing
+		if e.Operation == "" {
+			e.Operation = r.Operation
+		}
+		if e.Fingerprint == "" {
+			e.Fingerprint = r.Fingerprint
+		}
+	} else {
+		e.Reason = err.Error()
+	}
+	d.write(e)
+}
+
+// askedFingerprint is what a caller typed, kept only when it has the
+// shape of a fingerprint or a prefix of one.
+var askedFingerprint = regexp.MustCompile(`^(sha256:)?[0-9a-f]{1,64}$`)
+
+func (d *decisionRecord) entry(decision string) decisionlog.Entry {
+	f := d.f
+	e := decisionlog.Entry{
+		Time:       f.Now().UTC().Format(decisionlog.TimeFormat),
+		DecisionID: d.id,
+		Decision:   decision,
+		Surface:    f.surface(),
+		Invoker:    decisionlog.Invoker{UID: -1},
+	}
+	if askedFingerprint.MatchString(d.asked) {
+		e.Fingerprint = d.asked
+	}
+	c, err := f.loadConfig()
+	if err == nil {
+		e.Host = journalHost(c.Host)
+	}
+	pc := d.pc
+	if pc == nil {
+		// The plan could not be loaded: who asked is still worth
+		// knowing (an agent probing fingerprints).
+		e.Invoker.UID = callerUID(f)
+		if err == nil {
+			if p, err := f.Policy(c); err == nil {
+				e.Invoker.Principal = invoker(f, p).Principal
+			}
+		}
+		return e
+	}
+	e.Operation, e.Target, e.Fingerprint, e.Planner = pc.plan.Operation, pc.plan.Target, pc.plan.Fingerprint, pc.plan.Planner
+	e.PolicyDigest, e.RegistryDigest = pc.policy.Digest, pc.reg.Digest
+	inv := d.intent
+	if inv != nil {
+		e.Invoker = decisionlog.Invoker{UID: inv.Invoker.UID, Principal: inv.Invoker.Principal}
+	} else {
+		i := invoker(f, pc.policy)
+		e.Invoker = decisionlog.Invoker{UID: i.UID, Principal: i.Principal}
+	}
+	return e
+}
+
+// off reports that no decision log is configured, marking the record
+// done: nothing is built for a log nobody keeps.
+func (d *decisionRecord) off() bool {
+	sink, err := d.f.decisionSink()
+	if err == nil && sink == nil {
+		d.done = true
+		return true
+	}
+	return false
+}
+
+// write hands the line to the log. A log that cannot be written never
+// turns a refusal into something else, nor stops a run already allowed
+// (its intent receipt carries the decision id): it is said, on the
+// caller's stderr and, in the service, in the service's log
+// (docs/adr/0015g-decision-log.md).
+func (d *decisionRecord) write(e decisionlog.Entry) {
+	d.done = true
+	sink, err := d.f.decisionSink()
+	if err == nil && sink != nil {
+		err = sink.Write(e.Line())
+	}
+	if err == nil {
+		return
+	}
+	if d.f.call != nil {
+		d.f.call.svc.log.Printf("warning: decision %s (%s) not logged: %v", e.DecisionID, e.Decision, err)
+		fmt.Fprintf(d.f.IO.Err, "prod-write: warning: the service could not write decision %s to its decision log (its log says why)\n", e.DecisionID)
+		return
+	}
+	fmt.Fprintf(d.f.IO.Err, "prod-write: warning: decision %s not logged: %v\n", e.DecisionID, err)
+}
+
+// decisionSink is where this process logs decisions: in the service, the
+// service's own (a caller never names it); else the file the
+// configuration names. Nil when off.
+func (f *Factory) decisionSink() (decisionlog.Sink, error) {
+	if f.call != nil {
+		return f.call.svc.decisions, nil
+	}
+	c, err := f.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	return decisionSinkFor(c, nil)
+}
+
+// decisionSinkFor is the sink c names; "-" is stdout, nil when this
+// process has none.
+func decisionSinkFor(c *config.Config, stdout *decisionlog.Stream) (decisionlog.Sink, error) {
+	switch p := c.DecisionsPath(); p {
+	case "":
+		return nil, nil
+	case "-":
+		if stdout == nil {
+			return nil, &config.Error{Path: c.Path, Msg: `log.decisions = "-" is the standard output of prod-write serve`}
+		}
+		return stdout, nil
+	default:
+		return &decisionlog.File{Path: p, MaxSize: int64(c.Log.DecisionsMaxSize), Keep: *c.Log.DecisionsKeep}, nil
+	}
+}
+
+// callerUID is the calling account: this process's in local mode, the
+// kernel's SO_PEERCRED in the service, -1 for MCP over HTTP.
+func callerUID(f *Factory) int {
+	switch {
+	case f.call == nil:
+		return os.Getuid()
+	case f.call.c != nil:
+		return int(f.call.c.Peer.UID)
+	}
+	return -1
+}
+
+// surface names where a run was asked for, for the decision log.
+func (f *Factory) surface() string {
+	switch {
+	case f.call != nil && f.call.c == nil:
+		return "mcp_http"
+	case f.call != nil:
+		return "service"
+	case f.viaMCP:
+		return "mcp"
+	}
+	return "cli"
+}
