@@ -232,6 +232,11 @@ func (s *statusReport) fields() map[string]any {
 		out["evidence"] = nonNil(s.Decision.Evidence)
 		out["path"] = operations.PathName(s.Decision.Path)
 	}
+	if s.Plan.Precondition != nil {
+		// What the approver approves the world as (issue 22); status
+		// does not run the check, run does.
+		out["precondition"] = s.Plan.Precondition
+	}
 	if s.Refusal != nil {
 		out["refusal"] = s.Refusal
 	}
