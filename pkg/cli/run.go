@@ -207,7 +207,7 @@ func runRun(o *RunOptions) error {
 	var dec *approval.Decision
 	slot, lost := 0, false
 	for {
-		dec, err = approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used, Precondition: pre})
+		dec, err = approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Precondition: pre, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used})
 		if r, ok := refusal.As(err); ok && lost && r.Code == refusal.EvidenceConsumed {
 			r.Reason = "the approval this run relies on was consumed by another run: " + r.Reason
 			return r
