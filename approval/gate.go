@@ -29,6 +29,15 @@ type Input struct {
 	Now        time.Time
 	// Used counts how often each record (by ID) was already consumed.
 	Used map[string]int
+	// Precondition is what the caller saw when it ran the plan's
+	// precondition check just now (run), or what an intent recorded that
+	// run saw (replay). Issue 22, docs/adr/0015f-preconditions.md.
+	Precondition *operations.PreconditionSeen
+	// PreconditionUnchecked says the caller did not run the check (status,
+	// the bridges): the gate judges everything else and marks the
+	// decision. Run and replay never set it; without it, a plan that
+	// binds a precondition and comes with no observation is refused.
+	PreconditionUnchecked bool
 }
 
 // Assessed is one piece of evidence as the gate saw it.
@@ -88,6 +97,9 @@ type Decision struct {
 	// Granted are the freeze grants that let the plan through the
 	// freezes in force (not consumed; kept in the intent for replay).
 	Granted []*Signed `json:"-"`
+	// PreconditionUnchecked: the plan binds a precondition that this
+	// evaluation did not re-check (Input.PreconditionUnchecked); run will.
+	PreconditionUnchecked bool `json:"precondition_unchecked,omitempty"`
 }
 
 // Evaluate is the gate of SPEC §3. It returns the decision and, when the
@@ -163,6 +175,9 @@ func Evaluate(in Input) (*Decision, error) {
 		if a.Valid && a.Kind == KindWithdrawal {
 			return d, refuse(refusal.Withdrawn, "%s withdrew this plan; a withdrawn plan never runs", a.By)
 		}
+	}
+	if err := judgePrecondition(in, plan, d); err != nil {
+		return d, err.For(plan.Operation, fp)
 	}
 	if !plan.Mutating {
 		d.Path = "none"
@@ -268,6 +283,41 @@ func Evaluate(in Input) (*Decision, error) {
 		}
 	}
 	return d, refuse(code, "%s", why).Needs(missing...)
+}
+
+// judgePrecondition is the rule of issue 22: a plan of an operation with a
+// precondition binds the check and its output, and opens the gate only when
+// the check, run again now, ran the same check plan and printed the same
+// bytes with exit status 0. It comes before vetoes, freezes and approvals,
+// since a stale plan should be re-planned whatever its approvals (a changed
+// world is not made right by approving it again).
+func judgePrecondition(in Input, plan *operations.Plan, d *Decision) *refusal.Error {
+	want := plan.Precondition
+	if in.Op.Precondition == nil {
+		if want != nil {
+			return refusal.New(refusal.FingerprintMismatch, "the plan binds a precondition that operation %s does not declare", plan.Operation)
+		}
+		return nil
+	}
+	if want == nil || want.Check != in.Op.Precondition.Check {
+		return refusal.New(refusal.PreconditionChanged, "operation %s needs precondition %s, which the plan does not bind", plan.Operation, in.Op.Precondition.Check).Needs("a new plan")
+	}
+	if in.PreconditionUnchecked {
+		d.PreconditionUnchecked = true
+		return nil
+	}
+	seen := in.Precondition
+	switch {
+	case seen == nil:
+		return refusal.New(refusal.PreconditionChanged, "precondition %s was not run again before this run", want.Check).Needs("the precondition re-checked by run")
+	case seen.CheckFingerprint != want.CheckFingerprint:
+		return refusal.New(refusal.PreconditionChanged, "the check that ran (%s) is not the precondition the plan binds (%s)", short(seen.CheckFingerprint), short(want.CheckFingerprint)).Needs("a new plan")
+	case seen.ExitCode != 0:
+		return refusal.New(refusal.PreconditionChanged, "precondition %s exited %d now; it succeeded when planned", want.Check, seen.ExitCode).Needs("a new plan of what is there now")
+	case seen.OutputSHA256 != want.OutputSHA256:
+		return refusal.New(refusal.PreconditionChanged, "precondition %s prints something else now (%s, planned %s): the world changed since the plan was approved", want.Check, short(seen.OutputSHA256), short(want.OutputSHA256)).Needs("a new plan of what is there now")
+	}
+	return nil
 }
 
 // grantFor returns a valid freeze grant of the plan through freeze name.

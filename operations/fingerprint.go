@@ -65,6 +65,14 @@ func Fingerprint(p *Bound) string {
 		e.str(strconv.FormatInt(f.Size, 10))
 		e.str(f.SHA256)
 	}
+	// Only when there is one, so every fingerprint made before
+	// preconditions is unchanged (docs/FORMAT.md).
+	if pc := p.Precondition; pc != nil {
+		e.str("precondition")
+		e.str(pc.Check)
+		e.str(pc.CheckFingerprint)
+		e.str(pc.OutputSHA256)
+	}
 	return "sha256:" + hex.EncodeToString(e.h.Sum(nil))
 }
 

@@ -32,6 +32,31 @@ type Bound struct {
 	Cwd           string   `json:"cwd"`
 	Env           []EnvVar `json:"env"`
 	Files         []File   `json:"files"`
+	// Precondition is the operation's precondition check as planned
+	// (issue 22). Absent for an operation without one, and then the
+	// fingerprint is what it always was.
+	Precondition *PreconditionBound `json:"precondition,omitempty"`
+}
+
+// PreconditionBound is what a plan binds of its precondition: the check
+// operation, the fingerprint of the check's own plan (its program, argv,
+// environment, cwd, target and params), and the sha256 of the check's
+// stdout when it was planned.
+type PreconditionBound struct {
+	Check            string `json:"check"`
+	CheckFingerprint string `json:"check_fingerprint"`
+	OutputSHA256     string `json:"output_sha256"`
+}
+
+// PreconditionSeen is what run saw when it ran a plan's precondition check
+// again: the check's fingerprint, the run that did it (its receipts), its
+// exit status and the sha256 of its stdout. The intent keeps it, so replay
+// asks the gate the same question run did.
+type PreconditionSeen struct {
+	CheckFingerprint string `json:"check_fingerprint"`
+	RunID            string `json:"run_id"`
+	ExitCode         int    `json:"exit_code"`
+	OutputSHA256     string `json:"output_sha256"`
 }
 
 // EnvVar is one variable of the program's environment as bound.
@@ -62,6 +87,10 @@ type Plan struct {
 	Mutating bool      `json:"mutating"`
 	Planner  string    `json:"planner,omitempty"`
 	Created  time.Time `json:"created,omitzero"`
+	// PreconditionOutput is the check's stdout when planned, kept only
+	// when the operation says show_output and it is small enough
+	// (docs/adr/0015f-preconditions.md). Its digest is bound.
+	PreconditionOutput *string `json:"precondition_output,omitempty"`
 }
 
 // Check reports whether the plan's fingerprint is the one its bound inputs
@@ -77,6 +106,12 @@ func (p *Plan) Check() error {
 				return refusal.New(refusal.FingerprintMismatch, "the plan binds %s %q twice, so its fingerprint is ambiguous", what, n).For(p.Operation, p.Fingerprint)
 			}
 			seen[n] = true
+		}
+	}
+	if p.PreconditionOutput != nil {
+		sum := sha256.Sum256([]byte(*p.PreconditionOutput))
+		if p.Precondition == nil || p.Precondition.OutputSHA256 != "sha256:"+hex.EncodeToString(sum[:]) {
+			return refusal.New(refusal.FingerprintMismatch, "the plan shows a precondition output that is not the one it binds").For(p.Operation, p.Fingerprint)
 		}
 	}
 	if got := Fingerprint(&p.Bound); got != p.Fingerprint {

@@ -87,6 +87,10 @@ type Operation struct {
 	Files    map[string]FileIn `toml:"files" json:"files,omitempty"`
 	Env      Env               `toml:"env" json:"env"`
 	Approval Approval          `toml:"approval" json:"approval"`
+	// Precondition, when set, is a read-only check whose output the plan
+	// binds and run re-checks (issue 22, docs/adr/0015f-preconditions.md).
+	// Absent, it leaves the definition's digest as it was.
+	Precondition *Precondition `toml:"precondition" json:"precondition,omitempty"`
 
 	// Set by Load, not by the TOML file.
 	ProgramPath string `toml:"-" json:"program_path"`
@@ -133,6 +137,31 @@ type Approval struct {
 	Paths     []string  `toml:"paths" json:"paths"`
 	Approvers int       `toml:"approvers" json:"approvers"`
 	TTL       *Duration `toml:"ttl" json:"ttl,omitempty"`
+}
+
+// Precondition names an operation's read-only check: another operation of
+// the registry with mutating = false, run with the same target and the
+// params given here (templates of {target} and {param.NAME} of this
+// operation). Its stdout's digest is bound by every plan of the operation,
+// and run runs it again before consuming anything: a different output
+// refuses (precondition_changed). ShowOutput lets refusals and the
+// approver's view show the output itself, not only its digest: off by
+// default, since a check may print what should not be shown.
+type Precondition struct {
+	Check      string            `toml:"check" json:"check"`
+	Params     map[string]string `toml:"params" json:"params,omitempty"`
+	ShowOutput bool              `toml:"show_output" json:"show_output,omitempty"`
+}
+
+// PreconditionRequest is the check's invocation for a plan of op with
+// target and params: the check operation's name, the same target, and the
+// precondition's params expanded.
+func (op *Operation) PreconditionRequest(target string, params map[string]string) (string, map[string]string) {
+	out := map[string]string{}
+	for k, v := range op.Precondition.Params {
+		out[k] = expand(v, target, params, nil)
+	}
+	return op.Precondition.Check, out
 }
 
 // IsMutating reports whether the operation writes. The flag decides, never
@@ -270,8 +299,62 @@ func LoadOn(dir string, securePath []string, host string) (*Registry, error) {
 			reg.names = append(reg.names, op.Name)
 		}
 	}
+	if err := reg.checkPreconditions(); err != nil {
+		return nil, err
+	}
 	reg.seal()
 	return reg, nil
+}
+
+// checkPreconditions checks what a precondition needs of the operation it
+// names: present, not mutating (a check that writes would be a write no one
+// approved), no files and no precondition of its own, every target of the
+// operation allowed, and its params exactly the ones given.
+func (reg *Registry) checkPreconditions() error {
+	for _, n := range reg.names {
+		op := reg.ops[n]
+		if op.Precondition == nil {
+			continue
+		}
+		fail := func(format string, args ...any) error {
+			return &DefinitionError{File: fileOf(op.Source), Line: lineOf(op.Source),
+				Msg: fmt.Sprintf("operation %q: precondition: %s", op.Name, fmt.Sprintf(format, args...))}
+		}
+		c, ok := reg.ops[op.Precondition.Check]
+		switch {
+		case !ok:
+			return fail("check %q is not an operation of the registry", op.Precondition.Check)
+		case c.IsMutating():
+			return fail("check %q is mutating: a precondition must be mutating = false", c.Name)
+		case len(c.Files) > 0:
+			return fail("check %q takes files: a precondition check cannot", c.Name)
+		case c.Precondition != nil:
+			return fail("check %q has a precondition of its own", c.Name)
+		}
+		for _, t := range op.Targets {
+			if !slices.Contains(c.Targets, t) {
+				return fail("check %q does not allow target %q of %s", c.Name, t, op.Name)
+			}
+		}
+		for k := range op.Precondition.Params {
+			if _, ok := c.Params[k]; !ok {
+				return fail("check %q declares no param %q", c.Name, k)
+			}
+		}
+		for k := range c.Params {
+			if _, ok := op.Precondition.Params[k]; !ok {
+				return fail("param %q of check %q is not given", k, c.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func fileOf(source string) string {
+	if i := strings.LastIndexByte(source, ':'); i >= 0 {
+		return source[:i]
+	}
+	return source
 }
 
 // nearMiss reports whether a file Load does not read has a name that
@@ -315,6 +398,9 @@ func Decode(data []byte) (*Registry, error) {
 		op.ProgramPath = path
 		reg.ops[op.Name] = op
 		reg.names = append(reg.names, op.Name)
+	}
+	if err := reg.checkPreconditions(); err != nil {
+		return nil, err
 	}
 	reg.seal()
 	return reg, nil
@@ -468,6 +554,22 @@ func (op *Operation) check() error {
 	for n, v := range op.Env.Set {
 		if err := op.checkTemplate(v, false); err != nil {
 			return fmt.Errorf("env set %s: %v", n, err)
+		}
+	}
+	if pre := op.Precondition; pre != nil {
+		if !validName(pre.Check) {
+			return fmt.Errorf("precondition.check %q must match %s", pre.Check, nameRule)
+		}
+		if pre.Check == op.Name {
+			return errors.New("precondition.check names the operation itself")
+		}
+		for k, v := range pre.Params {
+			if !envNameRE().MatchString(k) {
+				return fmt.Errorf("precondition.params: %q is not a param name", k)
+			}
+			if err := op.checkTemplate(v, false); err != nil {
+				return fmt.Errorf("precondition.params.%s: %v", k, err)
+			}
 		}
 	}
 	if op.Cwd != "" && !filepath.IsAbs(op.Cwd) {

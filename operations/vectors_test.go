@@ -162,6 +162,11 @@ func referenceEncoding(t *testing.T, bound json.RawMessage) []byte {
 		Cwd             string            `json:"cwd"`
 		Env             []map[string]string
 		Files           []map[string]any
+		Precondition    *struct {
+			Check            string `json:"check"`
+			CheckFingerprint string `json:"check_fingerprint"`
+			OutputSHA256     string `json:"output_sha256"`
+		} `json:"precondition"`
 	}
 	if err := json.Unmarshal(bound, &in); err != nil {
 		t.Fatal(err)
@@ -221,7 +226,43 @@ func referenceEncoding(t *testing.T, bound json.RawMessage) []byte {
 		str(strconv.FormatInt(size, 10))
 		str(f["sha256"].(string))
 	}
+	// Field 11, only when present (issue 22).
+	if pc := in.Precondition; pc != nil {
+		str("precondition")
+		str(pc.Check)
+		str(pc.CheckFingerprint)
+		str(pc.OutputSHA256)
+	}
 	return out
+}
+
+// TestPreconditionVectorExtendsItsBase checks that binding a precondition
+// only appends field 11: the precondition vector's encoding starts with its
+// base's whole encoding, and the base's fingerprint is unchanged by the
+// field's existence (it is absent there).
+func TestPreconditionVectorExtendsItsBase(t *testing.T) {
+	byName := map[string]vector{}
+	for _, v := range loadVectors(t) {
+		byName[v.Name] = v
+	}
+	pre, base := byName["precondition"], byName["config-push"]
+	if pre.Name == "" || base.Name == "" {
+		t.Fatal("no precondition or config-push vector")
+	}
+	if !strings.HasPrefix(pre.Encoding, base.Encoding) || len(pre.Encoding) == len(base.Encoding) {
+		t.Errorf("the precondition vector's encoding does not extend config-push's")
+	}
+	var b operations.Bound
+	if err := json.Unmarshal(pre.Bound, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Precondition == nil {
+		t.Fatal("the precondition vector binds no precondition")
+	}
+	b.Precondition = nil
+	if got := operations.Fingerprint(&b); got != base.Fingerprint {
+		t.Errorf("without its precondition the vector gives %s, not config-push's %s", got, base.Fingerprint)
+	}
 }
 
 func jsonNumber(t *testing.T, v any) string {

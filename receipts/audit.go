@@ -45,7 +45,7 @@ func (a *Audit) judge(res *Result, in *Intent, plan *operations.Plan, policy *ap
 	if a.Policy != nil {
 		policy = a.Policy
 	}
-	_, err := approval.Evaluate(approval.Input{Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: op, Now: at})
+	_, err := approval.Evaluate(approval.Input{Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: op, Now: at, Precondition: in.Precondition})
 	if err == nil {
 		return
 	}

@@ -66,6 +66,10 @@ type Intent struct {
 	// DecisionID is the gate decision's id in the decision log (issue 20;
 	// absent in intents written before it).
 	DecisionID string `json:"decision_id,omitempty"`
+	// Precondition is what run saw when it ran the plan's precondition
+	// check again before consuming (issue 22): the gate judged it, and
+	// replay gives it to the gate again. Absent for a plan without one.
+	Precondition *operations.PreconditionSeen `json:"precondition,omitempty"`
 }
 
 // Invoker is who called run.

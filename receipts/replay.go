@@ -429,6 +429,7 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	// inputs.
 	dec, gateErr := approval.Evaluate(approval.Input{
 		Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: in.Operation, Now: e.receipt.Time,
+		Precondition: in.Precondition,
 	})
 	if gateErr == nil && rp.History != nil {
 		rp.judgeRevocation(res, dec, e.receipt.Time)

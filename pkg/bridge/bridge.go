@@ -155,7 +155,7 @@ func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading consumption: %w", err)
 	}
-	dec, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Policy: src.Policy, Op: op, Now: now, Used: used})
+	dec, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Policy: src.Policy, Op: op, Now: now, Used: used, PreconditionUnchecked: true})
 	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now}
 	if r, ok := refusal.As(gateErr); ok {
 		j.Refusal = r

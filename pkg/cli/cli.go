@@ -25,6 +25,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/store"
+	"github.com/prod-write/prod-write/receipts"
 )
 
 // Version is what `--version`, the man pages and MCP's serverInfo report:
@@ -123,6 +124,9 @@ type Factory struct {
 	// viaMCP says a run was asked for over MCP (the decision log's
 	// surface).
 	viaMCP bool
+	// ranCheck, when set, hears the outcome of the run: a precondition
+	// check's (precondition.go).
+	ranCheck func(runID string, o *receipts.Outcome)
 }
 
 // NewFactory returns a factory for the real process.

@@ -204,26 +204,39 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 		}
 		actor, signer = pr, k
 	}
-	plan, err := reg.Resolve(operations.Request{
+	req := operations.Request{
 		Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files,
 		Cwd: cwd, Getenv: f.passEnv, ResolveDir: f.resolveDir,
-	}, callerFiles{d, f})
+	}
+	plan, err := reg.Resolve(req, callerFiles{d, f})
 	if err != nil {
 		return nil, false, err
 	}
+	op, _ := reg.Get(o.Operation)
 	if o.DryRun {
+		if op.Precondition != nil {
+			// Its fingerprint binds the check's output, which only a
+			// stored plan's check can give (it runs, with receipts).
+			return nil, false, &usageError{msg: fmt.Sprintf("operation %s has precondition %s, whose output its fingerprint binds: --dry-run runs nothing, so it cannot tell the fingerprint; plan with a key", o.Operation, op.Precondition.Check)}
+		}
 		return plan, false, nil
 	}
 	if actor == nil {
 		return nil, false, &usageError{msg: fmt.Sprintf("plan stores a plan signed with the agent's key, and none was given (--key or PROD_WRITE_KEY); nothing was stored. Fingerprint only: prod-write plan %s … --dry-run", o.Operation)}
 	}
-	plan.Planner = actor.ID
-	plan.Created = f.Now().UTC()
-	env, err := approval.Sign(signer, approval.TypePlan, plan)
+	st, err := f.Store(c)
 	if err != nil {
 		return nil, false, err
 	}
-	st, err := f.Store(c)
+	if op.Precondition != nil {
+		// The check runs now and its output is bound (issue 22).
+		if err := bindPrecondition(f, reg, op, plan, req, signer, actor.ID, st); err != nil {
+			return nil, false, err
+		}
+	}
+	plan.Planner = actor.ID
+	plan.Created = f.Now().UTC()
+	env, err := approval.Sign(signer, approval.TypePlan, plan)
 	if err != nil {
 		return nil, false, err
 	}
@@ -266,6 +279,12 @@ func printPlan(w io.Writer, p *operations.Plan) {
 	fmt.Fprintf(w, "cwd:         %s\n", p.Cwd)
 	for _, fl := range p.Files {
 		fmt.Fprintf(w, "file:        %s = %s (%d bytes, %s)\n", fl.Name, fl.Path, fl.Size, fl.SHA256)
+	}
+	if pc := p.Precondition; pc != nil {
+		fmt.Fprintf(w, "precondition: %s (check %s) printed %s\n", pc.Check, pc.CheckFingerprint, pc.OutputSHA256)
+		if p.PreconditionOutput != nil {
+			fmt.Fprint(w, indent(*p.PreconditionOutput))
+		}
 	}
 	for _, e := range p.Env {
 		switch e.Kind {

@@ -198,6 +198,12 @@ func runRun(o *RunOptions) (err error) {
 	// so and the gate asked again, so the run relies on the next unspent
 	// approval if there is one, and is otherwise refused as the gate
 	// refuses any spent approval (docs/adr/0014b-idempotent-consumption.md).
+	// The precondition check runs again before anything is consumed; the
+	// gate judges what it saw (issue 22, precondition.go).
+	pre, err := pc.precondition(f)
+	if err != nil {
+		return err
+	}
 	evidence, problems, err := pc.store.Evidence(pc.plan.Fingerprint)
 	if err != nil {
 		return fmt.Errorf("reading evidence: %w", err)
@@ -209,7 +215,7 @@ func runRun(o *RunOptions) (err error) {
 	var dec *approval.Decision
 	slot, lost := 0, false
 	for {
-		dec, err = approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used})
+		dec, err = approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Precondition: pre, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used})
 		if r, ok := refusal.As(err); ok && lost && r.Code == refusal.EvidenceConsumed {
 			r.Reason = "the approval this run relies on was consumed by another run: " + r.Reason
 			return r
@@ -234,7 +240,9 @@ func runRun(o *RunOptions) (err error) {
 
 	// 5. The intent receipt, durable before anything executes.
 	j := &receipts.Journal{Path: pc.cfg.JournalPath(), Key: rk, Runner: rp.ID, Host: journalHost(pc.cfg.Host), Now: f.Now, Sync: f.JournalSync}
-	intent := dl.stamp(pc.intent(f, dec, evidence, slot))
+	intent := pc.intent(f, dec, evidence, slot)
+	intent.Precondition = pre
+	intent = dl.stamp(intent)
 	in, err := j.Append(&receipts.Receipt{Kind: receipts.KindIntent, RunID: runID, Intent: intent})
 	if err != nil {
 		return fmt.Errorf("writing intent receipt (nothing ran): %w", err)
@@ -290,6 +298,9 @@ func runRun(o *RunOptions) (err error) {
 	done, err := j.Append(&receipts.Receipt{Kind: receipts.KindOutcome, RunID: runID, Outcome: out})
 	if err != nil {
 		return fmt.Errorf("writing outcome receipt (the program ran; its intent is receipt %d): %w", in.Seq, err)
+	}
+	if f.ranCheck != nil {
+		f.ranCheck(runID, out)
 	}
 	// Best effort: the journal holds both receipts durably already; an
 	// archive that cannot be reached only costs a warning (receipts sync).

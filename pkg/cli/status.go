@@ -82,6 +82,8 @@ func (pc *planContext) judge(f *Factory, d operations.Digester, now time.Time) (
 	}
 	dec, gateErr := approval.Evaluate(approval.Input{
 		Plan: pc.env, Evidence: evidence, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: now, Used: used,
+		// status does not run the precondition check; run does (issue 22).
+		PreconditionUnchecked: true,
 	})
 	if err := pc.reality(f, d); err != nil {
 		return dec, problems, err
@@ -116,6 +118,12 @@ func (pc *planContext) reality(f *Factory, d operations.Digester) error {
 			return r
 		}
 		return fmt.Errorf("recomputing the fingerprint: %w", err)
+	}
+	if pre := pc.plan.Precondition; pre != nil {
+		// The precondition is not read from the file system: run runs
+		// the check again and the gate judges its output (issue 22).
+		now.Precondition = pre
+		now.Fingerprint = operations.Fingerprint(&now.Bound)
 	}
 	if now.Fingerprint == pc.plan.Fingerprint {
 		return nil
@@ -224,6 +232,11 @@ func (s *statusReport) fields() map[string]any {
 		out["evidence"] = nonNil(s.Decision.Evidence)
 		out["path"] = operations.PathName(s.Decision.Path)
 	}
+	if s.Plan.Precondition != nil {
+		// What the approver approves the world as (issue 22); status
+		// does not run the check, run does.
+		out["precondition"] = s.Plan.Precondition
+	}
 	if s.Refusal != nil {
 		out["refusal"] = s.Refusal
 	}
@@ -279,6 +292,9 @@ func printStatus(f *Factory, s *statusReport) error {
 			}
 			fmt.Fprintf(w, "%s (%.12s…) — %s\n", line, a.ID, state)
 		}
+	}
+	if dec != nil && dec.PreconditionUnchecked {
+		fmt.Fprintf(w, "precondition: not run by status; run runs the check again before consuming anything\n")
 	}
 	for _, p := range s.Problems {
 		fmt.Fprintf(w, "problem:     %s\n", p)

@@ -46,6 +46,10 @@ const (
 	// no principal with the freeze role granted the plan through it
 	// (issue 22, docs/adr/0015c-freezes.md).
 	Frozen Code = "frozen"
+	// PreconditionChanged: the operation's precondition check, run again
+	// before anything is consumed, does not give the output the plan
+	// binds, or could not run (issue 22, docs/adr/0015f-preconditions.md).
+	PreconditionChanged Code = "precondition_changed"
 )
 
 // Error is a refusal. Callers branch on it with errors.As.
