@@ -119,6 +119,13 @@ type Param struct {
 type FileIn struct {
 	Description string `toml:"description" json:"description,omitempty"`
 	MaxSize     Size   `toml:"max_size" json:"max_size"`
+	// DiffAgainst names the file this one replaces in place, an absolute
+	// path in which {target} and {param.NAME} are replaced: the bridges
+	// show approvers a diff against it (docs/BRIDGES.md, "What approvers
+	// see"). The path is the operation's; a caller only picks the target
+	// and params it is expanded with, and a path outside bridge.diff_roots
+	// is never read.
+	DiffAgainst string `toml:"diff_against" json:"diff_against,omitempty"`
 }
 
 // Env declares the program's whole environment; nothing else is inherited.
@@ -444,6 +451,14 @@ func (op *Operation) check() error {
 		if _, clash := op.Params[name]; clash {
 			return fmt.Errorf("%q is both a param and a file", name)
 		}
+		if f.DiffAgainst != "" {
+			if err := op.checkTemplate(f.DiffAgainst, false); err != nil {
+				return fmt.Errorf("file %q: diff_against: %v", name, err)
+			}
+			if !filepath.IsAbs(f.DiffAgainst) || filepath.Clean(f.DiffAgainst) != f.DiffAgainst {
+				return fmt.Errorf("file %q: diff_against %q must be an absolute, clean path", name, f.DiffAgainst)
+			}
+		}
 	}
 	for _, a := range op.Args {
 		if err := op.checkTemplate(a, true); err != nil {
@@ -646,6 +661,23 @@ func expand(t, target string, params map[string]string, fileArg func(string) str
 			return fileArg(name)
 		}
 	})
+}
+
+// DiffPath is the path file's diff_against names for target and params,
+// or "" when it names none. It refuses an expansion that is not an
+// absolute, clean path (a param value with "..", a slash where the
+// template had none, a NUL byte): the caller picks values, never the path.
+func (op *Operation) DiffPath(file, target string, params map[string]string) (string, error) {
+	f, ok := op.Files[file]
+	if !ok || f.DiffAgainst == "" {
+		return "", nil
+	}
+	p := expand(f.DiffAgainst, target, params, func(string) string { return "" })
+	if strings.IndexByte(p, 0) >= 0 || !filepath.IsAbs(p) || filepath.Clean(p) != p ||
+		strings.Count(p, "/") != strings.Count(f.DiffAgainst, "/") {
+		return "", fmt.Errorf("diff_against of file %s expands to %q, not a path the operation names", file, p)
+	}
+	return p, nil
 }
 
 // Argv expands the operation's args for target and params, with fileArg

@@ -1,0 +1,60 @@
+package operations_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prod-write/prod-write/operations"
+)
+
+// DiffPath expands the operation's diff_against; a caller's value can
+// choose among the files it names, never leave the directory it names.
+func TestDiffPath(t *testing.T) {
+	src := `[[operation]]
+name = "op"
+program = "true"
+targets = ["staging"]
+[operation.params.site]
+pattern = ".*"
+[operation.files.conf]
+max_size = "1KiB"
+diff_against = "/etc/nginx/{target}/{param.site}.conf"
+[operation.files.whole]
+max_size = "1KiB"
+diff_against = "/srv/{param.site}"
+[operation.files.other]
+max_size = "1KiB"
+`
+	ops, err := operations.Parse("x.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := ops[0]
+	for _, tc := range []struct {
+		file, site string
+		want, err  string
+	}{
+		{file: "conf", site: "api", want: "/etc/nginx/staging/api.conf"},
+		{file: "other", site: "api", want: ""},
+		{file: "conf", site: "../../shadow", err: "not a path the operation names"},
+		{file: "conf", site: "a/b", err: "not a path the operation names"},
+		{file: "conf", site: "..", want: "/etc/nginx/staging/...conf"},
+		{file: "whole", site: "..", err: "not a path the operation names"},
+		{file: "whole", site: ".", err: "not a path the operation names"},
+		{file: "whole", site: "", err: "not a path the operation names"},
+		{file: "whole", site: "app.conf", want: "/srv/app.conf"},
+		{file: "conf", site: "x\x00", err: "not a path the operation names"},
+		{file: "conf", site: "", want: "/etc/nginx/staging/.conf"},
+	} {
+		got, err := op.DiffPath(tc.file, "staging", map[string]string{"site": tc.site})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("site %q: %q, %v; want %q", tc.site, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("site %q: %q, %v; want %q", tc.site, got, err, tc.want)
+		}
+	}
+}
