@@ -58,3 +58,39 @@ max_size = "1KiB"
 		}
 	}
 }
+
+// [operation.requests] decides nothing the gate judges: it is not in the
+// definition's digest, so changing it changes no fingerprint. diff_against
+// is (it says what approvers were shown).
+func TestRequestRulesAreNotInTheDigest(t *testing.T) {
+	head := "[[operation]]\nname = \"op\"\nprogram = \"true\"\ntargets = [\"t\"]\n[operation.files.f]\nmax_size = \"1KiB\"\n"
+	digest := func(src string) string {
+		t.Helper()
+		ops, err := operations.Parse("x.toml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ops[0].Digest
+	}
+	bare := digest(head)
+	if got := digest(head + "[operation.requests]\nremind_after = \"5m\"\nescalate_github = \"@acme/dba\"\n"); got != bare {
+		t.Errorf("request rules changed the digest")
+	}
+	if got := digest(strings.Replace(head, "max_size = \"1KiB\"\n", "max_size = \"1KiB\"\ndiff_against = \"/etc/x\"\n", 1)); got == bare {
+		t.Errorf("diff_against did not change the digest")
+	}
+	for _, tc := range []struct{ rules, want string }{
+		{"ttl = \"0s\"", "requests.ttl"},
+		{"remind_after = \"-1m\"", "requests.remind_after"},
+		{"escalate_after = \"soon\"", "requests.escalate_after"},
+		{"escalate_github = \"@acme/dba **now**\"", "requests.escalate_github"},
+		{"escalate_github = \"acme\"", "requests.escalate_github"},
+		{"escalate_slack_channel = \"<!here>\"", "requests.escalate_slack_channel"},
+		{"remind = \"5m\"", "unknown key"},
+	} {
+		_, err := operations.Parse("x.toml", []byte(head+"[operation.requests]\n"+tc.rules+"\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.rules, err, tc.want)
+		}
+	}
+}

@@ -87,6 +87,12 @@ type Operation struct {
 	Files    map[string]FileIn `toml:"files" json:"files,omitempty"`
 	Env      Env               `toml:"env" json:"env"`
 	Approval Approval          `toml:"approval" json:"approval"`
+	// Requests override the deployment's [requests] for this operation's
+	// decision requests: when to remind, when and where to escalate. They
+	// decide nothing the gate judges, so they are not part of the
+	// definition's digest: changing them leaves every plan's fingerprint
+	// as it was (docs/adr/0015h-what-approvers-see.md).
+	Requests *RequestRules `toml:"requests" json:"requests,omitempty"`
 
 	// Set by Load, not by the TOML file.
 	ProgramPath string `toml:"-" json:"program_path"`
@@ -141,6 +147,62 @@ type Approval struct {
 	Approvers int       `toml:"approvers" json:"approvers"`
 	TTL       *Duration `toml:"ttl" json:"ttl,omitempty"`
 }
+
+// RequestRules are an operation's overrides of [requests]
+// (docs/CONFIG.md). Durations are Go durations; "0s" turns a reminder or
+// an escalation off; empty keeps the deployment's.
+type RequestRules struct {
+	TTL                  string `toml:"ttl" json:"ttl,omitempty"`
+	RemindAfter          string `toml:"remind_after" json:"remind_after,omitempty"`
+	EscalateAfter        string `toml:"escalate_after" json:"escalate_after,omitempty"`
+	EscalateSlackChannel string `toml:"escalate_slack_channel" json:"escalate_slack_channel,omitempty"`
+	EscalateGitHub       string `toml:"escalate_github" json:"escalate_github,omitempty"`
+}
+
+// Durations returns the rules' durations, nil where a rule is not set.
+// They were checked when the operation was loaded.
+func (r *RequestRules) Durations() (ttl, remindAfter, escalateAfter *time.Duration) {
+	parse := func(s string) *time.Duration {
+		if s == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return nil
+		}
+		return &d
+	}
+	return parse(r.TTL), parse(r.RemindAfter), parse(r.EscalateAfter)
+}
+
+func (r *RequestRules) check() error {
+	for _, d := range []struct {
+		key, v string
+		min    time.Duration
+	}{{"ttl", r.TTL, time.Second}, {"remind_after", r.RemindAfter, 0}, {"escalate_after", r.EscalateAfter, 0}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v < d.min {
+			return fmt.Errorf("requests.%s %q: want a Go duration of at least %s", d.key, d.v, d.min)
+		}
+	}
+	if r.EscalateGitHub != "" && !ValidGitHubMention(r.EscalateGitHub) {
+		return fmt.Errorf("requests.escalate_github %q: want @login or @org/team", r.EscalateGitHub)
+	}
+	if strings.ContainsAny(r.EscalateSlackChannel, " \t\n<>&") {
+		return fmt.Errorf("requests.escalate_slack_channel %q: want a channel name or id", r.EscalateSlackChannel)
+	}
+	return nil
+}
+
+// githubMentionRE is what an escalation on GitHub may mention: one @login
+// or @org/team, nothing that Markdown could make more of.
+var githubMentionRE = lazyRegexp(`^@[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9_.-]{1,100})?$`)
+
+// ValidGitHubMention reports whether s is one @login or @org/team.
+func ValidGitHubMention(s string) bool { return githubMentionRE().MatchString(s) }
 
 // IsMutating reports whether the operation writes. The flag decides, never
 // the name; an operation that does not say is mutating.
@@ -516,6 +578,11 @@ func (op *Operation) check() error {
 		t := true
 		op.Mutating = &t
 	}
+	if op.Requests != nil {
+		if err := op.Requests.check(); err != nil {
+			return err
+		}
+	}
 	d, err := op.DefinitionDigest()
 	op.Digest = d
 	return err
@@ -528,6 +595,7 @@ func (op *Operation) check() error {
 func (op *Operation) DefinitionDigest() (string, error) {
 	bare := *op
 	bare.Source, bare.ProgramPath, bare.Digest, bare.Unavailable = "", "", "", ""
+	bare.Requests = nil // they decide nothing the gate judges
 	def, err := json.Marshal(&bare)
 	if err != nil {
 		return "", err

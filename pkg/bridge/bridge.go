@@ -213,7 +213,7 @@ func (j *Judgement) View(recordID string) *View {
 
 // Request is the judgement as a decision request ([BuildRequest]).
 func (j *Judgement) Request(policy *approval.Policy, posts []Post, events []Event, s Settings) *DecisionRequest {
-	in := RequestInput{Plan: j.Plan, Op: j.Op, Policy: policy, Refusal: j.Refusal, Posts: posts, Events: events, Settings: s, Now: j.Now}
+	in := RequestInput{Plan: j.Plan, Op: j.Op, Policy: policy, Refusal: j.Refusal, Posts: posts, Events: events, Settings: s.For(j.Op), Now: j.Now}
 	if j.Decision != nil {
 		in.Evidence = j.Decision.Evidence
 	}
