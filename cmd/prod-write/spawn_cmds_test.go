@@ -52,7 +52,12 @@ func cmdSpawn(ts *testscript.TestScript, neg bool, args []string) {
 	s := &spawned{cmd: exec.Command(path, args[2:]...), done: make(chan error, 1)}
 	s.cmd.Dir = ts.MkAbs(".")
 	for _, kv := range []string{"PATH", "HOME", "TMPDIR", "PROD_WRITE_CONFIG", "PROD_WRITE_KEY",
-		"PROD_WRITE_SLACK_BOT_TOKEN", "PROD_WRITE_SLACK_SIGNING_SECRET", "PROD_WRITE_GITHUB_TOKEN"} {
+		"PROD_WRITE_SLACK_BOT_TOKEN", "PROD_WRITE_SLACK_SIGNING_SECRET", "PROD_WRITE_GITHUB_TOKEN",
+		// dynamo_* scripts: the local servers' credentials (testservers.Env).
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_EC2_METADATA_DISABLED", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
+		if strings.HasPrefix(kv, "AWS_") && ts.Getenv(kv) == "" {
+			continue // not a dynamo_* script: leave the SDK's defaults alone
+		}
 		s.cmd.Env = append(s.cmd.Env, kv+"="+ts.Getenv(kv))
 	}
 	s.cmd.Stdin = stdin
@@ -86,7 +91,7 @@ func cmdSpawn(ts *testscript.TestScript, neg bool, args []string) {
 		close(lines)
 	}()
 	spawnMu.Lock()
-	spawns[name] = s
+	spawns[spawnKey(ts, name)] = s // per script: scripts run in parallel
 	spawnMu.Unlock()
 	ts.Defer(func() { _ = s.cmd.Process.Kill() })
 	timeout := time.After(30 * time.Second)
@@ -109,6 +114,12 @@ func cmdSpawn(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// spawnKey names a spawned command within its script: scripts run in
+// parallel, and two may each spawn a "w".
+func spawnKey(ts *testscript.TestScript, name string) string {
+	return ts.Getenv("WORK") + "\x00" + name
+}
+
 // cmdReap waits (at most 60 s) for a spawned command to exit, copies its
 // stdout and stderr to the script's, and checks its exit status:
 //
@@ -118,8 +129,8 @@ func cmdReap(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: reap NAME [EXIT-STATUS]")
 	}
 	spawnMu.Lock()
-	s := spawns[args[0]]
-	delete(spawns, args[0])
+	s := spawns[spawnKey(ts, args[0])]
+	delete(spawns, spawnKey(ts, args[0]))
 	spawnMu.Unlock()
 	if s == nil {
 		ts.Fatalf("reap: nothing spawned as %s", args[0])
