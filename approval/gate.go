@@ -75,6 +75,11 @@ type Assessed struct {
 	authentic bool
 }
 
+// Authentic reports whether a's signature, binding, role and separation
+// of duties hold, whatever its times: a veto that is authentic and not
+// expired refuses even when it is not valid (issued in the future).
+func (a *Assessed) Authentic() bool { return a.authentic }
+
 // veto reports whether a is a veto: a Gera no-go or a Trinity deny.
 func (a *Assessed) veto() bool { return a.Verdict == NoGo || a.Verdict == Deny }
 

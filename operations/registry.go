@@ -91,6 +91,12 @@ type Operation struct {
 	// binds and run re-checks (issue 22, docs/adr/0015f-preconditions.md).
 	// Absent, it leaves the definition's digest as it was.
 	Precondition *Precondition `toml:"precondition" json:"precondition,omitempty"`
+	// Requests override the deployment's [requests] for this operation's
+	// decision requests: when to remind, when and where to escalate. They
+	// decide nothing the gate judges, so they are not part of the
+	// definition's digest: changing them leaves every plan's fingerprint
+	// as it was (docs/adr/0015h-what-approvers-see.md).
+	Requests *RequestRules `toml:"requests" json:"requests,omitempty"`
 
 	// Set by Load, not by the TOML file.
 	ProgramPath string `toml:"-" json:"program_path"`
@@ -123,6 +129,13 @@ type Param struct {
 type FileIn struct {
 	Description string `toml:"description" json:"description,omitempty"`
 	MaxSize     Size   `toml:"max_size" json:"max_size"`
+	// DiffAgainst names the file this one replaces in place, an absolute
+	// path in which {target} and {param.NAME} are replaced: the bridges
+	// show approvers a diff against it (docs/BRIDGES.md, "What approvers
+	// see"). The path is the operation's; a caller only picks the target
+	// and params it is expanded with, and a path outside bridge.diff_roots
+	// is never read.
+	DiffAgainst string `toml:"diff_against" json:"diff_against,omitempty"`
 }
 
 // Env declares the program's whole environment; nothing else is inherited.
@@ -163,6 +176,62 @@ func (op *Operation) PreconditionRequest(target string, params map[string]string
 	}
 	return op.Precondition.Check, out
 }
+
+// RequestRules are an operation's overrides of [requests]
+// (docs/CONFIG.md). Durations are Go durations; "0s" turns a reminder or
+// an escalation off; empty keeps the deployment's.
+type RequestRules struct {
+	TTL                  string `toml:"ttl" json:"ttl,omitempty"`
+	RemindAfter          string `toml:"remind_after" json:"remind_after,omitempty"`
+	EscalateAfter        string `toml:"escalate_after" json:"escalate_after,omitempty"`
+	EscalateSlackChannel string `toml:"escalate_slack_channel" json:"escalate_slack_channel,omitempty"`
+	EscalateGitHub       string `toml:"escalate_github" json:"escalate_github,omitempty"`
+}
+
+// Durations returns the rules' durations, nil where a rule is not set.
+// They were checked when the operation was loaded.
+func (r *RequestRules) Durations() (ttl, remindAfter, escalateAfter *time.Duration) {
+	parse := func(s string) *time.Duration {
+		if s == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return nil
+		}
+		return &d
+	}
+	return parse(r.TTL), parse(r.RemindAfter), parse(r.EscalateAfter)
+}
+
+func (r *RequestRules) check() error {
+	for _, d := range []struct {
+		key, v string
+		min    time.Duration
+	}{{"ttl", r.TTL, time.Second}, {"remind_after", r.RemindAfter, 0}, {"escalate_after", r.EscalateAfter, 0}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v < d.min {
+			return fmt.Errorf("requests.%s %q: want a Go duration of at least %s", d.key, d.v, d.min)
+		}
+	}
+	if r.EscalateGitHub != "" && !ValidGitHubMention(r.EscalateGitHub) {
+		return fmt.Errorf("requests.escalate_github %q: want @login or @org/team", r.EscalateGitHub)
+	}
+	if strings.ContainsAny(r.EscalateSlackChannel, " \t\n<>&") {
+		return fmt.Errorf("requests.escalate_slack_channel %q: want a channel name or id", r.EscalateSlackChannel)
+	}
+	return nil
+}
+
+// githubMentionRE is what an escalation on GitHub may mention: one @login
+// or @org/team, nothing that Markdown could make more of.
+var githubMentionRE = lazyRegexp(`^@[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9_.-]{1,100})?$`)
+
+// ValidGitHubMention reports whether s is one @login or @org/team.
+func ValidGitHubMention(s string) bool { return githubMentionRE().MatchString(s) }
 
 // IsMutating reports whether the operation writes. The flag decides, never
 // the name; an operation that does not say is mutating.
@@ -530,6 +599,14 @@ func (op *Operation) check() error {
 		if _, clash := op.Params[name]; clash {
 			return fmt.Errorf("%q is both a param and a file", name)
 		}
+		if f.DiffAgainst != "" {
+			if err := op.checkTemplate(f.DiffAgainst, false); err != nil {
+				return fmt.Errorf("file %q: diff_against: %v", name, err)
+			}
+			if !filepath.IsAbs(f.DiffAgainst) || filepath.Clean(f.DiffAgainst) != f.DiffAgainst {
+				return fmt.Errorf("file %q: diff_against %q must be an absolute, clean path", name, f.DiffAgainst)
+			}
+		}
 	}
 	for _, a := range op.Args {
 		if err := op.checkTemplate(a, true); err != nil {
@@ -603,6 +680,11 @@ func (op *Operation) check() error {
 		t := true
 		op.Mutating = &t
 	}
+	if op.Requests != nil {
+		if err := op.Requests.check(); err != nil {
+			return err
+		}
+	}
 	d, err := op.DefinitionDigest()
 	op.Digest = d
 	return err
@@ -615,6 +697,7 @@ func (op *Operation) check() error {
 func (op *Operation) DefinitionDigest() (string, error) {
 	bare := *op
 	bare.Source, bare.ProgramPath, bare.Digest, bare.Unavailable = "", "", "", ""
+	bare.Requests = nil // they decide nothing the gate judges
 	def, err := json.Marshal(&bare)
 	if err != nil {
 		return "", err
@@ -748,6 +831,23 @@ func expand(t, target string, params map[string]string, fileArg func(string) str
 			return fileArg(name)
 		}
 	})
+}
+
+// DiffPath is the path file's diff_against names for target and params,
+// or "" when it names none. It refuses an expansion that is not an
+// absolute, clean path (a param value with "..", a slash where the
+// template had none, a NUL byte): the caller picks values, never the path.
+func (op *Operation) DiffPath(file, target string, params map[string]string) (string, error) {
+	f, ok := op.Files[file]
+	if !ok || f.DiffAgainst == "" {
+		return "", nil
+	}
+	p := expand(f.DiffAgainst, target, params, func(string) string { return "" })
+	if strings.IndexByte(p, 0) >= 0 || !filepath.IsAbs(p) || filepath.Clean(p) != p ||
+		strings.Count(p, "/") != strings.Count(f.DiffAgainst, "/") {
+		return "", fmt.Errorf("diff_against of file %s expands to %q, not a path the operation names", file, p)
+	}
+	return p, nil
 }
 
 // Argv expands the operation's args for target and params, with fileArg

@@ -453,6 +453,10 @@ func TestParseErrors(t *testing.T) {
 		{"too many approvers", head + "[operation.approval]\napprovers = 17\n", 1, "approvers 17"},
 		{"param and file share a name", head + "[operation.params.x]\n[operation.files.x]\nmax_size = \"1B\"\n", 1, "both a param and a file"},
 		{"no operation", "# nothing here\n", 0, "declares no [[operation]]"},
+		{"relative diff_against", head + "[operation.files.f]\nmax_size = \"1KiB\"\ndiff_against = \"etc/x.conf\"\n", 1, "must be an absolute, clean path"},
+		{"unclean diff_against", head + "[operation.files.f]\nmax_size = \"1KiB\"\ndiff_against = \"/etc/../x.conf\"\n", 1, "must be an absolute, clean path"},
+		{"diff_against naming a file", head + "[operation.files.f]\nmax_size = \"1KiB\"\ndiff_against = \"/etc/{file.f}\"\n", 1, "files cannot appear here"},
+		{"diff_against naming no param", head + "[operation.files.f]\nmax_size = \"1KiB\"\ndiff_against = \"/etc/{param.site}\"\n", 1, "names no declared param"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ops, err := operations.Parse("ops/x.toml", []byte(tc.src))

@@ -59,7 +59,12 @@ func cmdSpawn(ts *testscript.TestScript, neg bool, args []string) {
 	s := &spawned{cmd: exec.Command(path, args[2:]...), done: make(chan error, 1)}
 	s.cmd.Dir = ts.MkAbs(".")
 	for _, kv := range []string{"PATH", "HOME", "TMPDIR", "PROD_WRITE_CONFIG", "PROD_WRITE_KEY",
-		"PROD_WRITE_SLACK_BOT_TOKEN", "PROD_WRITE_SLACK_SIGNING_SECRET", "PROD_WRITE_GITHUB_TOKEN"} {
+		"PROD_WRITE_SLACK_BOT_TOKEN", "PROD_WRITE_SLACK_SIGNING_SECRET", "PROD_WRITE_GITHUB_TOKEN",
+		// dynamo_* scripts: the local servers' credentials (testservers.Env).
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_EC2_METADATA_DISABLED", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
+		if strings.HasPrefix(kv, "AWS_") && ts.Getenv(kv) == "" {
+			continue // not a dynamo_* script: leave the SDK's defaults alone
+		}
 		s.cmd.Env = append(s.cmd.Env, kv+"="+ts.Getenv(kv))
 	}
 	s.cmd.Stdin = stdin

@@ -49,6 +49,9 @@ type Source struct {
 	Policy   *approval.Policy
 	Registry *operations.Registry
 	Store    store.Store
+	// Diffs, when set, has views show approvers what a file parameter
+	// changes (see [DiffRules]); nil shows none.
+	Diffs *DiffRules
 }
 
 // View is a decision as a bridge shows it: the plan, the certainty record
@@ -71,7 +74,10 @@ type View struct {
 	Vetoed    bool
 	// Approvers is how many approvals the operation needs.
 	Approvers int
-	Now       time.Time
+	// Diffs are what the plan's file parameters change, shown while the
+	// decision is open (see [DiffRules]).
+	Diffs []FileDiff
+	Now   time.Time
 }
 
 // AnswerView is one Trinity answer as the gate assessed it.
@@ -112,6 +118,8 @@ type Judgement struct {
 	// Refusal is why the gate is closed; nil when it is open.
 	Refusal *refusal.Error
 	Now     time.Time
+	// Diffs are the rules the view's diffs are read by; nil reads none.
+	Diffs *DiffRules
 }
 
 // Judge evaluates the gate over the plan stored under fp and its evidence,
@@ -156,7 +164,7 @@ func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 		return nil, fmt.Errorf("reading consumption: %w", err)
 	}
 	dec, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Policy: src.Policy, Op: op, Now: now, Used: used, PreconditionUnchecked: true})
-	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now}
+	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now, Diffs: src.Diffs}
 	if r, ok := refusal.As(gateErr); ok {
 		j.Refusal = r
 	} else if gateErr != nil {
@@ -177,6 +185,14 @@ func (j *Judgement) View(recordID string) *View {
 	if dec == nil {
 		return v
 	}
+	defer func() {
+		// Only while an answer can still matter: once the decision is
+		// closed (or the gate open, and the file perhaps replaced) a
+		// diff would show something other than what was decided.
+		if j.Diffs != nil && !v.Closed() && v.Gate != "open" {
+			v.Diffs = j.Diffs.Diffs(plan, op)
+		}
+	}()
 	for _, a := range dec.Evidence {
 		switch {
 		case a.Kind == approval.KindRecord && a.ID == recordID && a.Signed != nil:
@@ -197,7 +213,7 @@ func (j *Judgement) View(recordID string) *View {
 
 // Request is the judgement as a decision request ([BuildRequest]).
 func (j *Judgement) Request(policy *approval.Policy, posts []Post, events []Event, s Settings) *DecisionRequest {
-	in := RequestInput{Plan: j.Plan, Op: j.Op, Policy: policy, Refusal: j.Refusal, Posts: posts, Events: events, Settings: s, Now: j.Now}
+	in := RequestInput{Plan: j.Plan, Op: j.Op, Policy: policy, Refusal: j.Refusal, Posts: posts, Events: events, Settings: s.For(j.Op), Now: j.Now}
 	if j.Decision != nil {
 		in.Evidence = j.Decision.Evidence
 	}

@@ -118,6 +118,7 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 		return err
 	}
 	req := j.Request(f.Source.Policy, posts, events, f.Settings)
+	settings := f.Settings.For(j.Op) // the operation's own rules win
 	if req == nil || req.State == RequestWithdrawn {
 		return nil // withdraw closed the posts itself
 	}
@@ -149,7 +150,7 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 			err = f.do(ctx, fl, p, v, Notice{Kind: EventExpired, Final: true,
 				Text: fmt.Sprintf("Expired at %s with no decision: the request fails closed and nothing may run. The requester (%s) must plan and ask again.", stamp(req.Expires), j.Plan.Planner)})
 		case RequestPending:
-			err = f.pending(ctx, fl, p, v, req, now)
+			err = f.pending(ctx, fl, p, v, req, settings, now)
 		}
 		if err != nil {
 			f.Log.Warn("follow-ups", "where", p.Where(), "err", err)
@@ -158,12 +159,11 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 	return nil
 }
 
-func (f *FollowUps) pending(ctx context.Context, fl Follower, p Post, v *View, req *DecisionRequest, now time.Time) error {
+func (f *FollowUps) pending(ctx context.Context, fl Follower, p Post, v *View, req *DecisionRequest, s Settings, now time.Time) error {
 	if p.Escalation {
 		return nil // reminders go to the first post; an escalation is one already
 	}
 	age := now.Sub(p.Posted)
-	s := f.Settings
 	asked := f.asked(req)
 	if s.RemindAfter > 0 && age >= s.RemindAfter && !f.Events.Has(p.Fingerprint, EventReminded, p.Record, p.Where()) {
 		text := fmt.Sprintf("Reminder: this decision has waited %s for an answer (%s). It expires at %s.", age.Round(time.Second), strings.Join(req.Missing, "; "), stamp(req.Expires))

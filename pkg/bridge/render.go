@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 )
 
@@ -114,6 +115,47 @@ func RecordLines(v *View) []string {
 	return lines
 }
 
+// UseLines say what an approval given on the decision allows: how many
+// runs and for how long (the record+approvals path, the only one the
+// bridges ask for).
+func UseLines(v *View) []string {
+	need := "1 approval lets"
+	if v.Approvers > 1 {
+		need = fmt.Sprintf("%d approvals from different approvers let", v.Approvers)
+	}
+	lines := []string{
+		"Single use: " + need + " exactly one run of this invocation (this fingerprint) happen; that run spends the certainty record, and nothing runs again on it.",
+		"Lifetime: an approval given here counts for " + Duration(approval.DefaultAnswerTTL) + " from when it is given",
+	}
+	if v.Record != nil {
+		lines[1] += ", and never after the certainty record expires at " + stamp(v.Record.Expires)
+	}
+	lines[1] += "."
+	return lines
+}
+
+// DiffLines show what a file parameter changes: a unified diff against
+// the file it replaces, or why none is shown (see [DiffRules]).
+func DiffLines(d FileDiff) []string {
+	cur := quoteWord(d.Against)
+	if d.Created {
+		cur += " (does not exist yet)"
+	}
+	lines := []string{fmt.Sprintf("File %s replaces %s", Clean(d.File), cur)}
+	switch {
+	case d.NotShown != "":
+		return append(lines, "No diff shown: "+Clean(d.NotShown))
+	case len(d.Hunks) == 0:
+		return append(lines, "No change: the new file is the same as the current one.")
+	}
+	lines = append(lines, "--- "+cur+" (current)", "+++ "+Clean(d.File)+" (planned, as the fingerprint binds it)")
+	lines = append(lines, d.Hunks...)
+	if d.Cut {
+		lines = append(lines, fmt.Sprintf("… (diff cut at %d lines or %d bytes: see the file itself)", DiffMaxLines, DiffMaxBytes))
+	}
+	return lines
+}
+
 // StatusLines describe the answers so far and what the gate says now.
 func StatusLines(v *View) []string {
 	var lines []string
@@ -154,6 +196,18 @@ func StatusLines(v *View) []string {
 		lines = append(lines, l)
 	}
 	return lines
+}
+
+// Duration is d for people: "1h", "1h30m", "45s".
+func Duration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") }

@@ -42,6 +42,42 @@ type Settings struct {
 	EscalateSlack, EscalateGitHub string
 }
 
+// For is s with op's overrides ([operations.RequestRules]) applied: the
+// operation's registry entry wins over the deployment's [requests]. An
+// operation that sets an escalation target without escalate_after
+// escalates after the deployment's escalate_after, or DefaultEscalateAfter
+// when that is off.
+func (s Settings) For(op *operations.Operation) Settings {
+	if op == nil || op.Requests == nil {
+		return s
+	}
+	r := op.Requests
+	ttl, remind, escalate := r.Durations()
+	if ttl != nil {
+		s.TTL = *ttl
+	}
+	if remind != nil {
+		s.RemindAfter = *remind
+	}
+	if r.EscalateSlackChannel != "" {
+		s.EscalateSlack = r.EscalateSlackChannel
+	}
+	if r.EscalateGitHub != "" {
+		s.EscalateGitHub = r.EscalateGitHub
+	}
+	if (r.EscalateSlackChannel != "" || r.EscalateGitHub != "") && s.EscalateAfter == 0 {
+		s.EscalateAfter = DefaultEscalateAfter
+	}
+	if escalate != nil {
+		s.EscalateAfter = *escalate
+	}
+	return s
+}
+
+// DefaultEscalateAfter is requests.escalate_after when an escalation
+// target is set and no time is.
+const DefaultEscalateAfter = 45 * time.Minute
+
 // DecisionRequest is a plan's decision request: the thing an agent waits on. It is
 // derived, never stored: from the signed plan and evidence as the gate
 // judges them, where the decision was posted (the ledger) and what the
@@ -165,12 +201,12 @@ func BuildRequest(in RequestInput) *DecisionRequest {
 	switch {
 	case in.Refusal == nil:
 		r.State = RequestApproved
-		r.Decision = outcome(in.Evidence, false)
+		r.Decision = outcome(in.Evidence, false, in.Now)
 	case in.Refusal.Code == refusal.Withdrawn:
 		r.State = RequestWithdrawn
 	case in.Refusal.Code == refusal.Vetoed:
 		r.State = RequestDenied
-		r.Decision = outcome(in.Evidence, true)
+		r.Decision = outcome(in.Evidence, true, in.Now)
 	case !in.Now.Before(r.Expires):
 		r.State = RequestExpired
 	default:
@@ -214,19 +250,32 @@ func holders(p *approval.Policy, role, planner, filer string) []string {
 	return out
 }
 
-// outcome names the decision that closed the request: the newest valid
-// veto when vetoed, else the newest valid approval or go.
-func outcome(ev []*approval.Assessed, veto bool) *Outcome {
+// outcome names the decision that closed the request: when vetoed, the
+// newest veto as the gate counts one (authentic and in force, even if
+// issued ahead of the clock; else the lapsed veto that still refuses
+// everything issued before it expired); else the newest valid approval
+// or go.
+func outcome(ev []*approval.Assessed, veto bool, now time.Time) *Outcome {
 	var best *approval.Assessed
-	for _, a := range ev {
-		isVeto := a.Verdict == approval.Deny || a.Verdict == approval.NoGo
-		yes := a.Verdict == approval.Approve || a.Verdict == approval.Go
-		if !a.Valid || (veto && !isVeto) || (!veto && !yes) {
-			continue
+	pick := func(ok func(a *approval.Assessed) bool) {
+		for _, a := range ev {
+			if ok(a) && (best == nil || a.Issued.After(best.Issued)) {
+				best = a
+			}
 		}
-		if best == nil || a.Issued.After(best.Issued) {
-			best = a
+	}
+	isVeto := func(a *approval.Assessed) bool {
+		return a.Authentic() && (a.Verdict == approval.Deny || a.Verdict == approval.NoGo)
+	}
+	if veto {
+		pick(func(a *approval.Assessed) bool { return isVeto(a) && now.Before(a.Expires) })
+		if best == nil {
+			pick(isVeto)
 		}
+	} else {
+		pick(func(a *approval.Assessed) bool {
+			return a.Valid && (a.Verdict == approval.Approve || a.Verdict == approval.Go)
+		})
 	}
 	if best == nil {
 		return nil

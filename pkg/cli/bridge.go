@@ -139,6 +139,13 @@ func githubPoster(f *Factory, c *config.Config) (bridge.Poster, bridge.Secret, e
 	return p, token, nil
 }
 
+// diffRules are the rules by which the bridges read diffs: read by this
+// process (the filer's in local mode, the runner service's or bridge
+// serve's otherwise), under bridge.diff_roots only.
+func diffRules(c *config.Config) *bridge.DiffRules {
+	return &bridge.DiffRules{Roots: c.Bridge.DiffRoots}
+}
+
 func ledger(c *config.Config) *bridge.Ledger {
 	return &bridge.Ledger{Dir: filepath.Join(c.State, "bridge", "posts")}
 }
@@ -161,7 +168,7 @@ func notifyFiled(f *Factory, pc *planContext, record string) {
 	if len(ps) == 0 {
 		return
 	}
-	src := bridge.Source{Policy: pc.policy, Registry: pc.reg, Store: pc.store}
+	src := bridge.Source{Policy: pc.policy, Registry: pc.reg, Store: pc.store, Diffs: diffRules(pc.cfg)}
 	v, err := bridge.Describe(src, pc.plan.Fingerprint, record, f.Now().UTC())
 	if err != nil {
 		warnf(f, "the decision was not posted: %v", err)
@@ -303,7 +310,7 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 	if err != nil {
 		return nil, err
 	}
-	att, err := bridge.NewAttestor(bridge.Source{Policy: policy, Registry: reg, Store: st}, key, f.Now)
+	att, err := bridge.NewAttestor(bridge.Source{Policy: policy, Registry: reg, Store: st, Diffs: diffRules(c)}, key, f.Now)
 	if err != nil {
 		return nil, err
 	}

@@ -3,10 +3,10 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -15,13 +15,9 @@ import (
 // Defaults of [requests] (docs/CONFIG.md).
 const (
 	defaultRemindAfter = 30 * time.Minute
-	defaultEscalate    = 45 * time.Minute
+	defaultEscalate    = bridge.DefaultEscalateAfter
 	defaultCheckEvery  = 10 * time.Second
 )
-
-// githubMention is what requests.escalate_github may be: one @login or
-// @org/team, nothing that Markdown could make more of.
-var githubMention = regexp.MustCompile(`^@[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9_.-]{1,100})?$`)
 
 // requestSettings reads [requests].
 func requestSettings(c *config.Config) (bridge.Settings, time.Duration, error) {
@@ -45,7 +41,7 @@ func requestSettings(c *config.Config) (bridge.Settings, time.Duration, error) {
 		}
 		*d.to = v
 	}
-	if r.EscalateGitHub != "" && !githubMention.MatchString(r.EscalateGitHub) {
+	if r.EscalateGitHub != "" && !operations.ValidGitHubMention(r.EscalateGitHub) {
 		return s, 0, &config.Error{Path: c.Path, Msg: fmt.Sprintf("requests.escalate_github %q: want @login or @org/team", r.EscalateGitHub)}
 	}
 	return s, every, nil

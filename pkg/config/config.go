@@ -96,6 +96,11 @@ type Bridge struct {
 	// /github/webhook on Listen, verified with the secret in this file
 	// (only from a file, which only its owner may read).
 	GitHubWebhookSecretFile string `toml:"github_webhook_secret_file"`
+	// DiffRoots are the directories under which the bridges may read a
+	// file an operation's diff_against names, to show approvers a diff
+	// (docs/BRIDGES.md, "What approvers see"). Absolute; none means no
+	// diff is ever shown.
+	DiffRoots []string `toml:"diff_roots"`
 }
 
 // Requests configures the decision requests of plans that need a human
@@ -266,6 +271,11 @@ func Parse(path string, data []byte) (*Config, error) {
 	}
 	if c.SecurePath == nil {
 		c.SecurePath = operations.DefaultSecurePath
+	}
+	for _, d := range c.Bridge.DiffRoots {
+		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" {
+			return nil, &Error{Path: path, Msg: fmt.Sprintf("bridge.diff_roots entry %q must be an absolute, clean path other than /", d)}
+		}
 	}
 	for _, d := range c.SecurePath {
 		if !filepath.IsAbs(d) {

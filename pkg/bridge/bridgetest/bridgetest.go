@@ -87,10 +87,35 @@ type World struct {
 	FP       string
 	Record   string
 	Now      func() time.Time
+	// With [NewWithFile]: the file the operation replaces (its
+	// diff_against), the plan's new file, and the directories diffs may
+	// be read under; Source shows diffs by them.
+	Current, NewFile string
+	DiffRoots        []string
 }
+
+// Current and new contents of the file of [NewWithFile].
+const (
+	CurrentConfig = "listen = 80\nworkers = 4\nlog = \"info\"\n"
+	NewConfig     = "listen = 8080\nworkers = 4\nlog = \"info\"\n"
+)
 
 // New makes a world whose operation needs approvers approvals.
 func New(t testing.TB, approvers int) *World {
+	t.Helper()
+	return newWorld(t, approvers, false)
+}
+
+// NewWithFile is [New] whose operation, push-config, installs a file that
+// replaces DIR/etc/staging.conf in place (diff_against), with DIR/etc as
+// the one diff root; the plan binds DIR/new.conf. Both files are mode
+// 0644, CurrentConfig and NewConfig.
+func NewWithFile(t testing.TB, approvers int) *World {
+	t.Helper()
+	return newWorld(t, approvers, true)
+}
+
+func newWorld(t testing.TB, approvers int, withFile bool) *World {
 	t.Helper()
 	dir := t.TempDir()
 	w := &World{Dir: dir, Now: time.Now}
@@ -117,6 +142,35 @@ pattern = "^[a-z]+$"
 paths = ["smith+trinity"]
 approvers = %d
 `, dir, approvers)
+	req := operations.Request{Operation: "touch-flag", Target: "staging", Params: map[string]string{"name": "ready"}, Cwd: dir}
+	if withFile {
+		ops = fmt.Sprintf(`
+[[operation]]
+name = "push-config"
+description = "install a config file"
+program = "install"
+args = ["-m", "0644", "{file.config}", "%[1]s/etc/{target}.conf"]
+targets = ["staging"]
+
+[operation.files.config]
+max_size = "64KiB"
+diff_against = "%[1]s/etc/{target}.conf"
+
+[operation.approval]
+paths = ["smith+trinity"]
+approvers = %[2]d
+`, dir, approvers)
+		w.Current, w.NewFile, w.DiffRoots = filepath.Join(dir, "etc", "staging.conf"), filepath.Join(dir, "new.conf"), []string{filepath.Join(dir, "etc")}
+		if err := os.Mkdir(filepath.Join(dir, "etc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for path, data := range map[string]string{w.Current: CurrentConfig, w.NewFile: NewConfig} {
+			if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		req = operations.Request{Operation: "push-config", Target: "staging", Files: map[string]string{"config": w.NewFile}, Cwd: dir}
+	}
 	if err := os.WriteFile(filepath.Join(opsDir, "ops.toml"), []byte(ops), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +181,7 @@ approvers = %d
 		t.Fatal(err)
 	}
 	w.Ledger = &bridge.Ledger{Dir: filepath.Join(dir, "state", "bridge", "posts")}
-	plan, err := w.Registry.Resolve(operations.Request{Operation: "touch-flag", Target: "staging",
-		Params: map[string]string{"name": "ready"}, Cwd: dir}, operations.HashDigester{})
+	plan, err := w.Registry.Resolve(req, operations.HashDigester{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +196,11 @@ approvers = %d
 
 // Source is the world as a bridge reads it.
 func (w *World) Source() bridge.Source {
-	return bridge.Source{Policy: w.Policy, Registry: w.Registry, Store: w.Store}
+	src := bridge.Source{Policy: w.Policy, Registry: w.Registry, Store: w.Store}
+	if w.DiffRoots != nil {
+		src.Diffs = &bridge.DiffRules{Roots: w.DiffRoots}
+	}
+	return src
 }
 
 // Attestor is the bridge's attestor, signing with the bridge's key.

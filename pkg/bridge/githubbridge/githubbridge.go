@@ -30,6 +30,7 @@ import (
 
 	"github.com/google/go-github/v66/github"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/bridge"
 )
 
@@ -152,6 +153,11 @@ func fence(b *strings.Builder, lines []string) {
 	fmt.Fprintf(b, "%stext\n%s\n%s\n\n", f, text, f)
 }
 
+// inline is a file parameter's name in a heading: names match
+// ^[A-Za-z_][A-Za-z0-9_]*$ (the registry checks), so only _ could be
+// Markdown; it is escaped anyway.
+func inline(name string) string { return strings.ReplaceAll(bridge.Clean(name), "_", `\_`) }
+
 // Title is the decision issue's title.
 func Title(v *bridge.View) string {
 	return fmt.Sprintf("prod-write: approve %s on %s? (%.19s…)", v.Plan.Operation, v.Plan.Target, v.Plan.Fingerprint)
@@ -167,12 +173,18 @@ func Body(v *bridge.View) string {
 	fence(&b, bridge.PlanLines(v.Plan))
 	b.WriteString("### Certainty record\n\n")
 	fence(&b, bridge.RecordLines(v))
+	for _, d := range v.Diffs {
+		fmt.Fprintf(&b, "### What file %s changes\n\n", inline(d.File))
+		fence(&b, bridge.DiffLines(d))
+	}
+	b.WriteString("### What an approval allows\n\n")
+	fence(&b, bridge.UseLines(v))
 	b.WriteString("### Status\n\n")
 	fence(&b, bridge.StatusLines(v))
 	fmt.Fprintf(&b, "Only comments by GitHub accounts mapped to an approver in the trust policy (by numeric user id, "+
 		"with the login it names) count. The planner (%s) and the filer may deny, never approve. An edited comment never counts. "+
 		"On a decision pull request, a review (Approve or Request changes) whose first line is the matching command "+
-		"counts too, when the bridge takes GitHub's webhooks. An approval lives one hour from its comment.\n\n%s\n", v.Plan.Planner, bridge.VetoRule)
+		"counts too, when the bridge takes GitHub's webhooks. An approval lives %s from its comment.\n\n%s\n", v.Plan.Planner, bridge.Duration(approval.DefaultAnswerTTL), bridge.VetoRule)
 	return b.String()
 }
 

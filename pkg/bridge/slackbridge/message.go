@@ -14,6 +14,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/store"
 )
@@ -68,6 +69,28 @@ func section(lines []string) *slack.SectionBlock {
 	return slack.NewSectionBlock(plain(truncate(strings.Join(lines, "\n"), maxSection)), nil, nil)
 }
 
+// sections shows lines in as many plain_text sections as they need, each
+// within Slack's limit, split between lines (a diff is capped already:
+// bridge.DiffMaxBytes).
+func sections(lines []string) []slack.Block {
+	var out []slack.Block
+	var cur []string
+	size := 0
+	for _, l := range lines {
+		n := len([]rune(l)) + 1
+		if len(cur) > 0 && size+n > maxSection {
+			out = append(out, section(cur))
+			cur, size = nil, 0
+		}
+		cur = append(cur, l)
+		size += n
+	}
+	if len(cur) > 0 {
+		out = append(out, section(cur))
+	}
+	return out
+}
+
 func truncate(s string, max int) string {
 	const more = "\n… (truncated: see prod-write status)"
 	if len([]rune(s)) <= max {
@@ -86,16 +109,19 @@ func Blocks(v *bridge.View) []slack.Block {
 		section(bridge.PlanLines(v.Plan)),
 		slack.NewDividerBlock(),
 		section(bridge.RecordLines(v)),
-		slack.NewDividerBlock(),
-		section(status),
 	}
+	for _, d := range v.Diffs {
+		blocks = append(blocks, slack.NewDividerBlock())
+		blocks = append(blocks, sections(bridge.DiffLines(d))...)
+	}
+	blocks = append(blocks, slack.NewDividerBlock(), section(bridge.UseLines(v)), slack.NewDividerBlock(), section(status))
 	if v.Closed() {
 		return blocks
 	}
 	value := ButtonValue(v.Plan.Fingerprint, v.RecordID)
 	approve := slack.NewButtonBlockElement(ActionApprove, value, plain("Approve")).WithStyle(slack.StylePrimary).
 		WithConfirm(slack.NewConfirmationBlockObject(plain("Approve this exact invocation?"),
-			plain(truncate(fmt.Sprintf("You approve %s on %s, fingerprint %s, as described by record %.12s…. Your answer is signed in your name and lives one hour.", v.Plan.Operation, v.Plan.Target, v.Plan.Fingerprint, v.RecordID), 300)),
+			plain(truncate(fmt.Sprintf("You approve %s on %s, fingerprint %s, as described by record %.12s…. Your answer is signed in your name and lives %s; one run spends it.", v.Plan.Operation, v.Plan.Target, v.Plan.Fingerprint, v.RecordID, bridge.Duration(approval.DefaultAnswerTTL)), 300)),
 			plain("Approve"), plain("Cancel")))
 	deny := slack.NewButtonBlockElement(ActionDeny, value, plain("Deny")).WithStyle(slack.StyleDanger).
 		WithConfirm(slack.NewConfirmationBlockObject(plain("Deny (veto) this plan?"),
