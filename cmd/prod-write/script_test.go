@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -63,6 +64,7 @@ func TestScript(t *testing.T) {
 			"corruptevidence": cmdCorruptEvidence,
 			"prefix":          cmdPrefix,
 			"sighup":          cmdSigHUP,
+			"waitlines":       cmdWaitLines,
 			"spawn":           cmdSpawn,
 			"reap":            cmdReap,
 			"historize":       cmdHistorize,
@@ -117,6 +119,25 @@ func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Fatalf("no socket at %s after 10s", path)
+}
+
+// cmdWaitLines waits up to 20 s until a file holds at least N complete
+// lines: a script waits for a receipt rather than for a time.
+//
+//	waitlines $WORK/svc/state/journal/receipts.jsonl 3
+func cmdWaitLines(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitlines FILE N")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	path := ts.MkAbs(args[0])
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && bytes.Count(b, []byte("\n")) >= n {
+			return
+		}
+	}
+	ts.Fatalf("%s has fewer than %d lines after 20s", path, n)
 }
 
 // cmdSigHUP sends SIGHUP to this script's processes whose command line
