@@ -155,7 +155,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{used: map[string]int{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
+	st := &state{used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -583,7 +583,13 @@ type state struct {
 	prevHash string
 	prevSeq  uint64
 	decoded  int
-	used     map[string]int // evidence id → runs that relied on it
+	// used counts the runs that relied on each record, keyed like runs
+	// by a 64-bit keyed hash of its id (8 bytes, not the id's 64): at 1M
+	// receipts the ids alone would be over 50 MB. A collision (about
+	// n²/2⁶⁵: 3·10⁻⁸ at a million records, and the seed is random, so
+	// no one can aim for one) could only add a false evidence_reused,
+	// never hide a reuse.
+	used     map[uint64]uint32
 	open     map[string]*Result
 	openHash map[string]string // run id → its intent's line hash
 	// runs holds a 64-bit keyed hash of every run id seen, so that a
@@ -649,9 +655,10 @@ func (st *state) check(e *entry) {
 			if i == 0 && e.slots > 1 {
 				allowed = e.slots
 			}
-			st.used[id]++
-			if st.used[id] > allowed {
-				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, st.used[id], allowed)
+			k := maphash.String(st.seed, id)
+			st.used[k]++
+			if n := st.used[k]; int(n) > allowed {
+				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, n, allowed)
 			}
 		}
 	case KindOutcome:
