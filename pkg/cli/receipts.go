@@ -51,8 +51,8 @@ func NewCmdReceipts(f *Factory) *cobra.Command {
 	list.Flags().IntVar(&last, "last", 0, "only the last `N` entries, read from the journal's end (their line numbers are not counted: 0)")
 	cmd.AddCommand(list)
 	cmd.AddCommand(&cobra.Command{
-		Use:     "show ID",
-		Short:   "Show the entries of one run (by run id) or one entry (by sequence number)",
+		Use:   "show ID",
+		Short: "Show the entries of one run (by run id) or one entry (by sequence number)",
 		Long: `show prints the receipts of one run, given its run id or a prefix of at least
 6 characters, or one entry, given its sequence number (an ID of digits only).
 It reads the journal from its end and stops once nothing earlier can match,
