@@ -24,8 +24,9 @@ type HistoryOptions struct {
 // NewCmdHistory builds `history record`.
 func NewCmdHistory(f *Factory, runF func(*HistoryOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "history",
-		Short: "Record the trust policy and registry versions replay judges receipts by",
+		Use:     "history",
+		Short:   "Record the trust policy and registry versions replay judges receipts by",
+		Example: "  prod-write history record --rollout 30m",
 	}
 	opts := &HistoryOptions{F: f}
 	rec := &cobra.Command{
