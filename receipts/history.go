@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
@@ -27,6 +28,29 @@ type History struct {
 	Policies map[string]*approval.Policy
 	// Definitions holds the digest of every operation definition.
 	Definitions map[string]bool
+	// PolicyTimes and DefinitionTimes are when each version was in force
+	// (history/versions.toml, docs/adr/0015d-history-record.md), by
+	// digest. A version without intervals is not bounded in time: the
+	// current one before it is recorded, or any when there is no
+	// versions.toml.
+	PolicyTimes     map[string][]Version
+	DefinitionTimes map[string][]Version
+
+	fromFiles map[string]bool // definitions read from history/operations
+}
+
+// SigningPolicies are the policy versions whose runner keys count for a
+// receipt of time t that names no policy (an outcome, a repair): those
+// versions.toml says were in force at t. A rotated runner key signs
+// receipts of its time only.
+func (h *History) SigningPolicies(t time.Time) []*approval.Policy {
+	var out []*approval.Policy
+	for d, ivs := range h.PolicyTimes {
+		if p := h.Policies[d]; p != nil && len(ivs) > 0 && inForce(ivs, t) == "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // LoadHistory reads dir (which may not exist: then only the current
@@ -41,7 +65,7 @@ type History struct {
 // hash to its name is an error, so the history holds by mechanism what
 // the protected branch reviewed, whatever else is copied in.
 func LoadHistory(dir string, current *approval.Policy, defs []*operations.Operation) (*History, error) {
-	h := &History{Policies: map[string]*approval.Policy{current.Digest: current}, Definitions: map[string]bool{}}
+	h := &History{Policies: map[string]*approval.Policy{current.Digest: current}, Definitions: map[string]bool{}, fromFiles: map[string]bool{}}
 	for _, op := range defs {
 		h.Definitions[op.Digest] = true
 	}
@@ -106,10 +130,52 @@ func LoadHistory(dir string, current *approval.Policy, defs []*operations.Operat
 			return fmt.Errorf("history: %s is not the definition its name says", path)
 		}
 		h.Definitions[digest] = true
+		h.fromFiles[digest] = true
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return h, nil
+	return h, h.loadVersions(dir, current)
+}
+
+// loadVersions reads DIR/versions.toml, when there is one. Every version
+// the history holds must then have an interval in it, and every interval
+// must name a version the history holds: a version left out would be
+// judged by no time at all.
+func (h *History) loadVersions(dir string, current *approval.Policy) error {
+	path := filepath.Join(dir, VersionsFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading history: %w", err)
+	}
+	v, err := ParseVersions(path, data)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	h.PolicyTimes, h.DefinitionTimes = timesOf(v.Trust), timesOf(v.Operation)
+	for d := range h.PolicyTimes {
+		if h.Policies[d] == nil {
+			return fmt.Errorf("history: %s names trust policy %s, which is not in %s", path, d, filepath.Join(dir, "trust"))
+		}
+	}
+	for d := range h.DefinitionTimes {
+		if !h.Definitions[d] {
+			return fmt.Errorf("history: %s names operation definition %s, which is not in %s", path, d, filepath.Join(dir, "operations"))
+		}
+	}
+	for d := range h.Policies {
+		if d != current.Digest && len(h.PolicyTimes[d]) == 0 {
+			return fmt.Errorf("history: trust policy %s has no interval in %s (prod-write history record adds it)", d, path)
+		}
+	}
+	for d := range h.fromFiles {
+		if len(h.DefinitionTimes[d]) == 0 {
+			return fmt.Errorf("history: operation definition %s has no interval in %s (prod-write history record adds it)", d, path)
+		}
+	}
+	return nil
 }

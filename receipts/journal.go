@@ -409,3 +409,69 @@ func decodeReceipt(b64 string) (*Receipt, error) {
 	}
 	return &r, nil
 }
+
+// ScanBack calls fn for each complete line of the journal r (size bytes
+// long) from the last to the first, reading backwards in chunks, until fn
+// returns true: what it costs is the lines read, not the journal's size
+// (receipts show, receipts list --last). A final line without its newline
+// (torn) is skipped; a line longer than MaxLine is passed as nil.
+func ScanBack(r io.ReaderAt, size int64, fn func(line []byte) (stop bool)) error {
+	pos := size
+	var tail []byte // the start of a line whose end is already read
+	long := false
+	first := true
+	chunk := int64(64 << 10)
+	for pos > 0 {
+		n := min(chunk, pos)
+		buf := make([]byte, n, n+int64(len(tail)))
+		if _, err := r.ReadAt(buf, pos-n); err != nil && err != io.EOF {
+			return fmt.Errorf("reading journal: %w", err)
+		}
+		pos -= n
+		buf = append(buf, tail...)
+		if first {
+			// Bytes after the last newline are a torn line: skipped.
+			i := bytes.LastIndexByte(buf, '\n')
+			if i < 0 {
+				tail = buf
+				if pos == 0 {
+					return nil
+				}
+				continue
+			}
+			buf, first = buf[:i+1], false
+		}
+		// buf ends in a newline (or is a line's start, when tail was
+		// kept): every line after the first newline is complete.
+		end := len(buf)
+		if end > 0 && buf[end-1] == '\n' {
+			end--
+		}
+		for {
+			i := bytes.LastIndexByte(buf[:end], '\n')
+			if i < 0 {
+				break
+			}
+			line := buf[i+1 : end]
+			if long {
+				line, long = nil, false
+			}
+			if fn(line) {
+				return nil
+			}
+			end = i
+		}
+		tail = append([]byte(nil), buf[:end]...)
+		if len(tail) > MaxLine {
+			tail, long = tail[:0], true
+		}
+		chunk = min(chunk*2, 4<<20)
+	}
+	if !first { // the first line: its newline was read
+		if long {
+			tail = nil
+		}
+		fn(tail)
+	}
+	return nil
+}

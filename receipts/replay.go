@@ -43,6 +43,11 @@ const (
 	// Replayer.StrictRevocation): the receipt relied on a principal who
 	// was in force at its time and no longer is.
 	RevokedSince = "revoked_since"
+	// Issue 19, history/versions.toml: a receipt naming a policy or
+	// definition after it was replaced (its interval closed), or before it
+	// came into force.
+	Superseded    = "superseded"
+	NotYetInForce = "not_yet_in_force"
 )
 
 // MaxClockSkew is how far a receipt's time may go back from the latest
@@ -149,11 +154,18 @@ type entry struct {
 // grow with the journal beyond one record per evidence id and open run.
 func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	rp.Policy.CacheVerifications()
+	if rp.History != nil {
+		for _, p := range rp.History.Policies {
+			if p != rp.Policy {
+				p.CacheVerifications()
+			}
+		}
+	}
 	workers := rp.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{used: map[string]int{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
+	st := &state{used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -356,7 +368,7 @@ func (rp *Replayer) verifyOne(e *entry) {
 	// The signature first: a flipped byte is a bad signature, whatever it
 	// does to the payload.
 	signer := ""
-	if s, err := rp.Policy.Open(&env); err != nil {
+	if s, err := rp.openReceipt(&env, e.receipt); err != nil {
 		code := BadSignature
 		if refusal.Is(err, refusal.PrincipalUnknown) {
 			code = UnknownSigner
@@ -366,6 +378,13 @@ func (rp *Replayer) verifyOne(e *entry) {
 		e.res.add(NotRunner, "receipt is signed by %s, who does not hold the runner role", s.Signer.ID)
 	} else {
 		signer = s.Signer.ID
+		if e.receipt != nil && rp.History != nil {
+			// The runner too is judged by the current policy's
+			// since/revoked_at: a stolen runner key is revoked there.
+			if cur, ok := rp.Policy.ByID(signer); ok && !cur.InForce(e.receipt.Time) {
+				e.res.add(Revoked, "receipt is signed by %s, whose key the protected trust policy does not count at %s (since %s, revoked_at %s)", signer, e.receipt.Time.UTC().Format(time.RFC3339), stamp(cur.Since), stamp(cur.RevokedAt))
+			}
+		}
 	}
 	if env.PayloadType != PayloadType {
 		e.res.add(Malformed, "payload type %q is not a receipt", env.PayloadType)
@@ -416,12 +435,18 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 		// Judged by the protected history, never by what the receipt
 		// carries: its definition must be one the registry holds or
 		// held, and its policy a version of the protected one.
+		at := e.receipt.Time
 		if !h.Definitions[digest] {
 			res.add(UnknownDefinition, "the operation definition it carries (%.19s…) is not one the protected registry holds or held", digest)
+		} else if code := inForce(h.DefinitionTimes[digest], at); code != "" {
+			res.add(code, "the operation definition it carries (%.19s…) was not in force at %s (history/versions.toml)", digest, at.UTC().Format(time.RFC3339))
 		}
 		if policy = h.Policies[in.PolicyDigest]; policy == nil {
 			res.add(UnknownPolicy, "policy_digest %q is no version of the protected trust policy in the history", in.PolicyDigest)
 			return
+		}
+		if code := inForce(h.PolicyTimes[in.PolicyDigest], at); code != "" {
+			res.add(code, "policy_digest %.19s… names a trust policy not in force at %s (history/versions.toml)", in.PolicyDigest, at.UTC().Format(time.RFC3339))
 		}
 	}
 	// Signatures, roles and the gate, as they stood at the receipt's time.
@@ -489,6 +514,37 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	}
 }
 
+// openReceipt verifies a receipt's signature: by the current policy, or,
+// for a runner key rotated since, by the version the receipt was signed
+// under: the one an intent names, or for another receipt one that
+// history/versions.toml says was in force at its time. A key the history
+// does not place at the receipt's time stays unknown_signer.
+func (rp *Replayer) openReceipt(env *approval.Envelope, r *Receipt) (*approval.Signed, error) {
+	s, err := rp.Policy.Open(env)
+	if err == nil || rp.History == nil || r == nil || !refusal.Is(err, refusal.PrincipalUnknown) {
+		return s, err
+	}
+	var then []*approval.Policy
+	if r.Intent != nil {
+		if p := rp.History.Policies[r.Intent.PolicyDigest]; p != nil {
+			then = append(then, p)
+		}
+	} else {
+		then = rp.History.SigningPolicies(r.Time)
+	}
+	for _, p := range then {
+		if p == rp.Policy {
+			continue
+		}
+		if s2, err2 := p.Open(env); err2 == nil {
+			return s2, nil
+		} else if !refusal.Is(err2, refusal.PrincipalUnknown) {
+			return nil, err2
+		}
+	}
+	return s, err
+}
+
 // judgeRevocation judges the principals a run relied on (its planner and
 // the signers of the evidence it rests on) by the current protected
 // policy: one not in force at the receipt's time there (revoked before it,
@@ -544,7 +600,13 @@ type state struct {
 	prevHash string
 	prevSeq  uint64
 	decoded  int
-	used     map[string]int // evidence id → runs that relied on it
+	// used counts the runs that relied on each record, keyed like runs
+	// by a 64-bit keyed hash of its id (8 bytes, not the id's 64): at 1M
+	// receipts the ids alone would be over 50 MB. A collision (about
+	// n²/2⁶⁵: 3·10⁻⁸ at a million records, and the seed is random, so
+	// no one can aim for one) could only add a false evidence_reused,
+	// never hide a reuse.
+	used     map[uint64]uint32
 	open     map[string]*Result
 	openHash map[string]string // run id → its intent's line hash
 	// runs holds a 64-bit keyed hash of every run id seen, so that a
@@ -607,9 +669,10 @@ func (st *state) check(e *entry) {
 		st.openHash[r.RunID] = e.hash
 		for i, id := range e.relied {
 			allowed := allowedUses(i, e.slots)
-			st.used[id]++
-			if st.used[id] > allowed {
-				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, st.used[id], allowed)
+			k := maphash.String(st.seed, id)
+			st.used[k]++
+			if n := st.used[k]; int(n) > allowed {
+				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, n, allowed)
 			}
 		}
 	case KindOutcome:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/prod-write/prod-write/approval"
@@ -44,3 +45,27 @@ func FuzzReplay(f *testing.F) {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// FuzzParseVersions: history/versions.toml is read strictly and never
+// panics; what it accepts, written back by Format, reads the same.
+func FuzzParseVersions(f *testing.F) {
+	f.Add([]byte("[[trust]]\ndigest = \"sha256:" + strings.Repeat("a", 64) + "\"\nsince = 2025-01-01T00:00:00Z\nuntil = 2025-02-01T00:00:00Z\n"))
+	f.Add([]byte("[[operation]]\nname = \"noop\"\ndigest = \"sha256:" + strings.Repeat("0", 64) + "\"\nsince = 2025-01-01T00:00:00Z\n"))
+	f.Add([]byte("[[trust]]\ndigest = \"sha256:AA\"\n"))
+	f.Add([]byte("[[operation]]\ndigest = \"sha256:" + strings.Repeat("0", 64) + "\"\n"))
+	f.Add([]byte("[[trust]]\ndigest = \"sha256:" + strings.Repeat("a", 64) + "\"\nsince = 2025-03-01T00:00:00Z\nuntil = 2025-02-01T00:00:00Z\n"))
+	f.Add([]byte("x = 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := receipts.ParseVersions("versions.toml", data)
+		if err != nil {
+			return
+		}
+		again, err := receipts.ParseVersions("versions.toml", v.Format())
+		if err != nil {
+			t.Fatalf("Format wrote what Parse refuses: %v\n%s", err, v.Format())
+		}
+		if !bytes.Equal(again.Format(), v.Format()) {
+			t.Fatalf("not stable:\n%s\n%s", v.Format(), again.Format())
+		}
+	})
+}

@@ -228,6 +228,8 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	mustExit(0, code, "receipts checkpoint")
 	code, _ = run("replay", "stdout", "replay")
 	mustExit(0, code, "replay")
+	code, _ = run("history record", "stdout", "history", "record")
+	mustExit(0, code, "history record")
 	code, _ = run("store init", "stdout", "store", "init")
 	mustExit(0, code, "store init")
 	run("doctor", "stdout", "doctor") // exit 1 when it finds a weakness, which a demo has

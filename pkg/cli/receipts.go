@@ -36,18 +36,29 @@ func NewCmdReceipts(f *Factory) *cobra.Command {
   prod-write receipts checkpoint > head.json
   prod-write receipts sync`,
 	}
-	cmd.AddCommand(&cobra.Command{
+	var last int
+	list := &cobra.Command{
 		Use:     "list",
 		Short:   "List the journal's entries (unverified; use replay to verify)",
-		Example: "  prod-write receipts list --json",
+		Example: "  prod-write receipts list --json\n  prod-write receipts list --last 20",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.dispatch("receipts-list", nil, nil, func() error { return receiptsList(f) })
+			if last < 0 {
+				return &usageError{msg: "--last must not be negative"}
+			}
+			return f.dispatch("receipts-list", lastArg{last}, nil, func() error { return receiptsList(f, last) })
 		},
-	})
+	}
+	list.Flags().IntVar(&last, "last", 0, "only the last `N` entries, read from the journal's end (their line numbers are not counted: 0)")
+	cmd.AddCommand(list)
 	cmd.AddCommand(&cobra.Command{
-		Use:     "show ID",
-		Short:   "Show the entries of one run (by run id) or one entry (by sequence number)",
+		Use:   "show ID",
+		Short: "Show the entries of one run (by run id) or one entry (by sequence number)",
+		Long: `show prints the receipts of one run, given its run id or a prefix of at least
+6 characters, or one entry, given its sequence number (an ID of digits only).
+It reads the journal from its end and stops once nothing earlier can match,
+so a recent receipt costs what it returns; a run id prefix shorter than the
+whole id reads back to the start (several runs may share it).`,
 		Example: "  prod-write receipts show 3f9a0c1e2b4d",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -91,23 +102,55 @@ func openJournal(f *Factory) (*os.File, error) {
 	return fl, err
 }
 
-func receiptsList(f *Factory) error {
+// lastArg is receipts list's argument through the service.
+type lastArg struct {
+	Last int `json:"last,omitempty"`
+}
+
+func receiptsList(f *Factory, last int) error {
 	fl, err := openJournal(f)
 	if err != nil {
 		return err
 	}
 	defer fl.Close()
-	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+	out := bufio.NewWriterSize(f.IO.Out, 64<<10)
+	defer out.Flush()
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if !f.JSON {
 		fmt.Fprintln(tw, "SEQ\tKIND\tRUN\tTIME\tOPERATION\tFINGERPRINT\tEXIT")
 	}
-	enc := json.NewEncoder(f.IO.Out)
+	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	// An outcome names its run; its operation and fingerprint are the
 	// intent's. Only runs whose outcome is still to come are remembered.
 	type planned struct{ op, fp string }
 	open := map[string]planned{}
-	err = receipts.Scan(fl, func(l receipts.Line) error {
+	rows := 0
+	scan := func(fn func(receipts.Line) error) error { return receipts.Scan(fl, fn) }
+	if last > 0 {
+		// From the end: what it costs is the N lines, not the journal.
+		scan = func(fn func(receipts.Line) error) error {
+			fi, err := fl.Stat()
+			if err != nil {
+				return err
+			}
+			var lines [][]byte
+			err = receipts.ScanBack(fl, fi.Size(), func(line []byte) bool {
+				lines = append(lines, line)
+				return len(lines) == last
+			})
+			if err != nil {
+				return err
+			}
+			for i := len(lines) - 1; i >= 0; i-- {
+				if err := fn(receipts.Line{Bytes: lines[i]}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	err = scan(func(l receipts.Line) error {
 		_, r, err := receipts.Decode(l.Bytes)
 		if err != nil {
 			fmt.Fprintf(f.IO.Err, "prod-write: line %d is not a receipt: %v\n", l.No, err)
@@ -142,6 +185,9 @@ func receiptsList(f *Factory) error {
 			fp = fp[:23] + "…"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Kind, r.RunID, r.Time.Format("2006-01-02T15:04:05Z"), op, fp, exit)
+		if rows++; rows%tableBlock == 0 {
+			return tw.Flush()
+		}
 		return nil
 	})
 	if err != nil {
@@ -171,38 +217,59 @@ func receiptsShow(f *Factory, id string) error {
 		return err
 	}
 	defer fl.Close()
+	fi, err := fl.Stat()
+	if err != nil {
+		return err
+	}
 	seq, seqErr := strconv.ParseUint(id, 10, 64)
-	found := 0
-	err = receipts.Scan(fl, func(l receipts.Line) error {
-		_, r, err := receipts.Decode(l.Bytes)
+	// Read from the end, and stop as soon as nothing earlier can match:
+	// a recent receipt costs what it returns, not the journal's size.
+	// Sequence numbers grow along the journal; a full run id's receipts
+	// all follow its intent. A shorter prefix may match several runs, so
+	// it reads back to the start.
+	var found []*receipts.Receipt
+	err = receipts.ScanBack(fl, fi.Size(), func(line []byte) bool {
+		if line == nil {
+			return false
+		}
+		_, r, err := receipts.Decode(line)
 		if err != nil {
-			return nil
+			return false
 		}
-		if (seqErr == nil && r.Seq == seq) || (r.RunID != "" && strings.HasPrefix(r.RunID, id) && len(id) >= 6) {
-			found++
-			// The receipt as signed (docs/FORMAT.md), with the
-			// document's format_version added, and for an intent why it
-			// was allowed (issue 20; not signed: derived from what is).
-			why := receipts.Explain(r)
-			if err := printJSON(f.IO.Out, struct {
-				FormatVersion int `json:"format_version"`
-				*receipts.Receipt
-				Explanation *approval.Explanation `json:"explanation,omitempty"`
-			}{FormatVersion, r, why}); err != nil {
-				return err
+		if seqErr == nil {
+			// Digits only: a sequence number.
+			if r.Seq == seq {
+				found = append(found, r)
 			}
-			if why != nil && !f.JSON {
-				fmt.Fprintf(f.IO.Out, "why: %s\n", why.Sentence)
-			}
-			return nil
+			return r.Seq <= seq
 		}
-		return nil
+		runPrefix := len(id) >= 6 && r.RunID != "" && strings.HasPrefix(r.RunID, id)
+		if runPrefix {
+			found = append(found, r)
+		}
+		return runPrefix && r.Kind == receipts.KindIntent && len(id) == len(r.RunID)
 	})
 	if err != nil {
 		return err
 	}
-	if found == 0 {
+	if len(found) == 0 {
 		return &dataError{err: fmt.Errorf("no receipt %q in the journal", id)}
+	}
+	for i := len(found) - 1; i >= 0; i-- {
+		// The receipt as signed (docs/FORMAT.md), with the document's
+		// format_version added, and for an intent why it was allowed
+		// (issue 20; not signed: derived from what is).
+		why := receipts.Explain(found[i])
+		if err := printJSON(f.IO.Out, struct {
+			FormatVersion int `json:"format_version"`
+			*receipts.Receipt
+			Explanation *approval.Explanation `json:"explanation,omitempty"`
+		}{FormatVersion, found[i], why}); err != nil {
+			return err
+		}
+		if why != nil && !f.JSON {
+			fmt.Fprintf(f.IO.Out, "why: %s\n", why.Sentence)
+		}
 	}
 	return nil
 }
@@ -555,7 +622,13 @@ type replayOutput struct {
 	hosts bool // a HOST column
 	first bool
 	audit bool // replay --policy: say what the proposal would refuse
+	rows  int
 }
+
+// tableBlock is how many rows a table aligns at once: tabwriter holds
+// every row until it is flushed, and a million receipts must not be held
+// (SPEC §15). Columns are aligned within each block of rows.
+const tableBlock = 1024
 
 func newReplayOutput(f *Factory, hosts bool) *replayOutput {
 	o := &replayOutput{f: f, w: bufio.NewWriterSize(f.IO.Out, 64<<10), hosts: hosts, first: true}
@@ -613,6 +686,9 @@ func (o *replayOutput) emit(r replayResult) {
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(o.tw, "%s%s: %s\n", indent, p.Code, p.Detail)
+	}
+	if o.rows++; o.rows%tableBlock == 0 {
+		o.tw.Flush()
 	}
 }
 

@@ -660,7 +660,16 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		}
 		return opsShowNamed(f, a.Name)
 	case "receipts-list":
-		return receiptsList(f)
+		var a lastArg
+		if len(req.Args) > 0 {
+			if err := args(&a); err != nil {
+				return err
+			}
+		}
+		if a.Last < 0 {
+			return &usageError{msg: "--last must not be negative"}
+		}
+		return receiptsList(f, a.Last)
 	case "receipts-show":
 		var a nameArg
 		if err := args(&a); err != nil {

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// HistoryOptions are `history record`'s inputs.
+type HistoryOptions struct {
+	F        *Factory `json:"-"`
+	Trust    string
+	Registry string
+	History  string
+	Rollout  time.Duration
+}
+
+// NewCmdHistory builds `history record`.
+func NewCmdHistory(f *Factory, runF func(*HistoryOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "history",
+		Short:   "Record the trust policy and registry versions replay judges receipts by",
+		Example: "  prod-write history record --rollout 30m",
+	}
+	opts := &HistoryOptions{F: f}
+	rec := &cobra.Command{
+		Use:   "record",
+		Short: "Record the current trust policy and operation definitions in the history, with when they came into force",
+		Long: `record keeps the current trust policy and every operation definition in the
+history directory by digest (history/trust/sha256-HEX.toml,
+history/operations/sha256-HEX.json; never overwritten), and in
+history/versions.toml when each came into force: a version new since the
+last record is in force from now, and the one it replaces until now plus
+--rollout. Replay then fails a receipt naming a version outside its
+interval (superseded, not_yet_in_force). Running it again with nothing
+changed writes nothing.
+
+Run it in CI on the protected default branch once a change to trust.toml
+or the registry is deployed, and commit the result there: whoever can write
+the history decides what replay accepts, so it must be as protected as
+trust.toml itself (docs/REPLAY.md, "History").`,
+		Example: `  prod-write history record
+  prod-write history record --trust trust.toml --registry operations --history history --rollout 30m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return historyRecord(opts)
+		},
+	}
+	rec.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy (default: the configured one)")
+	rec.Flags().StringVar(&opts.Registry, "registry", "", "the registry directory (default: the configured one)")
+	rec.Flags().StringVar(&opts.History, "history", "", "the history directory (default: history/ beside the trust policy)")
+	rec.Flags().DurationVar(&opts.Rollout, "rollout", time.Hour, "how long a replaced version still counts after this record: the time hosts take to load the new one")
+	cmd.AddCommand(rec)
+	return cmd
+}
+
+// historyDoc is `history record --json`.
+type historyDoc struct {
+	FormatVersion int               `json:"format_version"`
+	History       string            `json:"history"`
+	Changes       []receipts.Change `json:"changes"`
+}
+
+func historyRecord(o *HistoryOptions) error {
+	f := o.F
+	if o.Rollout < 0 {
+		return &usageError{msg: "--rollout must not be negative"}
+	}
+	trust, registry := o.Trust, o.Registry
+	if trust == "" || registry == "" {
+		c, err := f.Config()
+		if err != nil {
+			return err
+		}
+		if trust == "" {
+			trust = c.Trust
+		}
+		if registry == "" {
+			registry = c.Registry
+		}
+	}
+	data, err := os.ReadFile(trust)
+	if err != nil {
+		return fmt.Errorf("reading trust policy: %w", err)
+	}
+	// Only a policy that parses is recorded: replay must be able to judge
+	// by every version in the history.
+	if _, err := approval.ParsePolicy(trust, data); err != nil {
+		return err
+	}
+	defs, err := readDefinitions(registry)
+	if err != nil {
+		return err
+	}
+	dir := o.History
+	if dir == "" {
+		dir = filepath.Join(filepath.Dir(trust), "history")
+	}
+	changes, err := receipts.RecordHistory(dir, data, defs, f.Now(), o.Rollout)
+	if err != nil {
+		return err
+	}
+	if changes == nil {
+		changes = []receipts.Change{}
+	}
+	if f.JSON {
+		return printJSON(f.IO.Out, historyDoc{FormatVersion, dir, changes})
+	}
+	if len(changes) == 0 {
+		fmt.Fprintf(f.IO.Out, "%s: up to date\n", dir)
+		return nil
+	}
+	for _, c := range changes {
+		name := ""
+		if c.Name != "" {
+			name = " " + c.Name
+		}
+		fmt.Fprintf(f.IO.Out, "%s %s%s %s at %s\n", c.What, c.Kind, name, c.Digest, c.At.Format(time.RFC3339))
+	}
+	return nil
+}
