@@ -194,3 +194,18 @@ func assessBreakGlass(in Input, s *Signed, a *Assessed) (fingerprint string, iss
 	}
 	return b.Fingerprint, b.Issued, b.Expires, ""
 }
+
+// Reviewed reports whether one of reviews is a valid review of the
+// break-glass record rec at now, by the gate's own rule (replay and
+// receipts list ask it about runs no later break-glass has judged).
+func (p *Policy) Reviewed(rec *Envelope, reviews []*Envelope, now time.Time) bool {
+	s, err := p.Open(rec)
+	if err != nil || s.Type != TypeBreakGlass {
+		return false
+	}
+	var b BreakGlass
+	if s.Decode(&b) != nil {
+		return false
+	}
+	return reviewOf(Input{Policy: p, Now: now, BreakGlass: BreakGlassHistory{Reviews: reviews}}, s.ID, &b) != nil
+}
