@@ -491,7 +491,7 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 		}
 		e.slots = dec.AnchorUses
 		if dec.Path == operations.PathBreakGlass {
-			rp.breakGlassEntry(e, in, dec, policy)
+			rp.breakGlassEntry(e, in, dec)
 		}
 		if rp.Audit != nil {
 			rp.Audit.judge(res, in, dec.Plan, policy, e.receipt.Time)
