@@ -38,6 +38,11 @@ type Input struct {
 	// decision. Run and replay never set it; without it, a plan that
 	// binds a precondition and comes with no observation is refused.
 	PreconditionUnchecked bool
+	// BreakGlass is what is known of the earlier break-glass runs of the
+	// principals who signed a break-glass record of this plan, and of the
+	// reviews of them (issue 22, docs/adr/0015i-break-glass.md). Run
+	// reads it from the store, replay from the journal.
+	BreakGlass BreakGlassHistory
 }
 
 // Assessed is one piece of evidence as the gate saw it.
@@ -67,7 +72,10 @@ type Assessed struct {
 	Why     string       `json:"why,omitempty"`
 	Channel *Channel     `json:"channel,omitempty"`
 	// Freeze is the freeze a freeze grant lets the plan through.
-	Freeze   string  `json:"freeze,omitempty"`
+	Freeze string `json:"freeze,omitempty"`
+	// Reason and Incident are a break-glass record's.
+	Reason   string  `json:"reason,omitempty"`
+	Incident string  `json:"incident,omitempty"`
 	Signed   *Signed `json:"-"`
 	relevant bool
 	// authentic: signature, binding, role and separation of duties hold;
@@ -105,6 +113,14 @@ type Decision struct {
 	// PreconditionUnchecked: the plan binds a precondition that this
 	// evaluation did not re-check (Input.PreconditionUnchecked); run will.
 	PreconditionUnchecked bool `json:"precondition_unchecked,omitempty"`
+	// Breaker is who broke glass, on the break-glass path; BreakGlassLink
+	// is the second anchor the run consumes (one run per breaker and
+	// count of earlier runs) and BreakGlassReviews the reviews of the
+	// breaker's earlier runs that let it break glass again, kept in the
+	// intent for replay.
+	Breaker           string    `json:"breaker,omitempty"`
+	BreakGlassLink    string    `json:"-"`
+	BreakGlassReviews []*Signed `json:"-"`
 }
 
 // Evaluate is the gate of SPEC §3. It returns the decision and, when the
@@ -276,6 +292,17 @@ func Evaluate(in Input) (*Decision, error) {
 		}
 		missing = append(missing, "a gera go")
 	}
+	// The break-glass path, last: an escape when no usual path opens the
+	// gate (issue 22, docs/adr/0015i-break-glass.md).
+	if in.Op.Accepts(operations.PathBreakGlass) {
+		bg, r := breakGlassRule(in, plan, d)
+		if r != nil {
+			return d, r.For(plan.Operation, fp)
+		}
+		if bg != nil {
+			return d, nil
+		}
+	}
 
 	// Not allowed: name the most telling reason among the evidence that
 	// was relevant but did not count.
@@ -285,6 +312,14 @@ func Evaluate(in Input) (*Decision, error) {
 		if a := firstProblem(d.Evidence, c); a != nil {
 			code, why = c, fmt.Sprintf("%s record %.12s… does not count: %s", a.Kind, a.ID, a.Why)
 			break
+		}
+	}
+	if code == refusal.NoApproval {
+		for _, a := range d.Evidence {
+			if a.Kind == KindBreakGlass && a.relevant && !a.Valid && a.Problem != nil {
+				why = fmt.Sprintf("%s record %.12s… does not count: %s", a.Kind, a.ID, a.Why)
+				break
+			}
 		}
 	}
 	return d, refuse(code, "%s", why).Needs(missing...)
@@ -450,6 +485,18 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 		}
 		fingerprint, issued, expires, role = g.Fingerprint, g.Issued, g.Expires, RoleFreeze
 		a.By, a.Verdict, a.Freeze = g.Granter, "grant", g.Freeze
+	case TypeBreakGlass:
+		var problem string
+		fingerprint, issued, expires, problem = assessBreakGlass(in, s, a)
+		role = RoleBreakGlass
+		if fingerprint == plan.Fingerprint && problem != "" {
+			return fail(refusal.NoApproval, "%s", problem)
+		}
+	case TypeBreakGlassReview:
+		// A review of an earlier break-glass run: not evidence for this
+		// plan's gate (it reaches the gate through Input.BreakGlass).
+		a.relevant, a.Verdict, a.Why = false, "review", "a review of a break-glass run, not an approval"
+		return a
 	case TypeWithdraw:
 		var w Withdrawal
 		if err := s.Decode(&w); err != nil {
@@ -482,7 +529,10 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 	}
 	// The planner vouches for, approves or decides nothing of its own
 	// plan; it may veto it, which only reduces what may run.
-	if actor.ID == plan.Planner && !a.veto() {
+	// Break-glass is the one exception: letting a plan run on one's own
+	// word is what it is, and its controls are the notification of the
+	// skipped approvers and the review by another (ADR 0015i).
+	if actor.ID == plan.Planner && !a.veto() && s.Type != TypeBreakGlass {
 		return fail(refusal.SelfApproval, "%s planned this and cannot also vouch for, approve or decide it", actor.ID)
 	}
 	a.authentic = true
@@ -524,6 +574,10 @@ func kindOf(payloadType string) string {
 		return "plan"
 	case TypeFreezeGrant:
 		return KindFreezeGrant
+	case TypeBreakGlass:
+		return KindBreakGlass
+	case TypeBreakGlassReview:
+		return KindBreakGlassReview
 	}
 	return "unknown"
 }

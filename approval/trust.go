@@ -33,7 +33,7 @@ const (
 	RoleRunner   = "runner"
 )
 
-var knownRoles = []string{RoleAgent, RoleOperator, RoleApprover, RoleGera, RoleBridge, RoleRunner, RoleFreeze}
+var knownRoles = []string{RoleAgent, RoleOperator, RoleApprover, RoleGera, RoleBridge, RoleRunner, RoleFreeze, RoleBreakGlass}
 
 // Principal is an identity of the trust policy.
 type Principal struct {

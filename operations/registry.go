@@ -47,7 +47,19 @@ const (
 	// PathRecordApprovals is the name people use for PathSmithTrinity:
 	// an operator's certainty record plus approvers' approvals.
 	PathRecordApprovals = "record+approvals"
+	// PathBreakGlass lets a principal with the break-glass role run a
+	// plan without the usual approvals, with compensating controls
+	// (issue 22, docs/adr/0015i-break-glass.md). Only ever beside a usual
+	// path: it is an escape from one, not a way of working.
+	PathBreakGlass = "break-glass"
 )
+
+// DefaultBreakGlassTTL is how long a break-glass record lives by default,
+// and the most an operation allows unless its break_glass_ttl says less.
+const DefaultBreakGlassTTL = 15 * time.Minute
+
+// MaxBreakGlassTTL bounds an operation's break_glass_ttl.
+const MaxBreakGlassTTL = time.Hour
 
 // PathName is the name people read for a stored approval path.
 func PathName(p string) string {
@@ -150,6 +162,18 @@ type Approval struct {
 	Paths     []string  `toml:"paths" json:"paths"`
 	Approvers int       `toml:"approvers" json:"approvers"`
 	TTL       *Duration `toml:"ttl" json:"ttl,omitempty"`
+	// BreakGlassTTL caps a break-glass record's lifetime (issue 22);
+	// absent, DefaultBreakGlassTTL. Omitted from the definition when
+	// unset, so digests of operations without it are unchanged.
+	BreakGlassTTL *Duration `toml:"break_glass_ttl" json:"break_glass_ttl,omitempty"`
+}
+
+// BreakGlassCap is the longest a break-glass record of op may live.
+func (op *Operation) BreakGlassCap() time.Duration {
+	if op.Approval.BreakGlassTTL != nil {
+		return op.Approval.BreakGlassTTL.Duration
+	}
+	return DefaultBreakGlassTTL
 }
 
 // Precondition names an operation's read-only check: another operation of
@@ -666,8 +690,19 @@ func (op *Operation) check() error {
 			op.Approval.Paths[i] = PathSmithTrinity // stored spelling (ADR 0014a)
 			continue
 		}
-		if p != PathGera && p != PathSmithTrinity {
-			return fmt.Errorf("approval.paths: %q is not %q or %q", p, PathGera, PathRecordApprovals)
+		if p != PathGera && p != PathSmithTrinity && p != PathBreakGlass {
+			return fmt.Errorf("approval.paths: %q is not %q, %q or %q", p, PathGera, PathRecordApprovals, PathBreakGlass)
+		}
+	}
+	if op.Accepts(PathBreakGlass) && !op.Accepts(PathGera) && !op.Accepts(PathSmithTrinity) {
+		return errors.New("approval.paths: break-glass is an escape from a usual path, never the only one")
+	}
+	if t := op.Approval.BreakGlassTTL; t != nil {
+		if !op.Accepts(PathBreakGlass) {
+			return errors.New("approval.break_glass_ttl is set but approval.paths does not allow break-glass")
+		}
+		if t.Duration <= 0 || t.Duration > MaxBreakGlassTTL {
+			return fmt.Errorf("approval.break_glass_ttl %s: want more than 0 and at most %s", t.Duration, MaxBreakGlassTTL)
 		}
 	}
 	if op.Approval.Approvers == 0 {

@@ -70,6 +70,18 @@ type Intent struct {
 	// check again before consuming (issue 22): the gate judged it, and
 	// replay gives it to the gate again. Absent for a plan without one.
 	Precondition *operations.PreconditionSeen `json:"precondition,omitempty"`
+	// BreakGlass is, on the break-glass path, the breaker's earlier
+	// break-glass runs the gate saw and the reviews that let it break glass
+	// again (issue 22, docs/adr/0015i-break-glass.md): replay gives them
+	// to the gate again, and checks them against the journal's own.
+	BreakGlass *BreakGlassSeen `json:"break_glass,omitempty"`
+}
+
+// BreakGlassSeen is what the gate knew of a breaker's earlier runs.
+type BreakGlassSeen struct {
+	Breaker string           `json:"breaker"`
+	Ran     []*dsse.Envelope `json:"ran"`
+	Reviews []*dsse.Envelope `json:"reviews"`
 }
 
 // Invoker is who called run.

@@ -48,6 +48,11 @@ const (
 	// came into force.
 	Superseded    = "superseded"
 	NotYetInForce = "not_yet_in_force"
+	// BreakGlassUnreviewed: a break-glass run no valid review reviews
+	// (a failure only with Replayer.FailUnreviewedBreakGlass), or one the
+	// gate let a breaker make while an earlier run in the journal was not
+	// among the reviewed runs it saw (issue 22).
+	BreakGlassUnreviewed = "break_glass_unreviewed"
 )
 
 // MaxClockSkew is how far a receipt's time may go back from the latest
@@ -79,6 +84,18 @@ type Result struct {
 	// Audit holds what a proposed policy or registry would have refused
 	// (Replayer.Audit): "would_refuse", never a failure.
 	Audit []Problem `json:"audit,omitempty"`
+	// BreakGlass marks a break-glass run (kind "break-glass", reported
+	// after the journal's entries, one per run).
+	BreakGlass *BreakGlassRun `json:"break_glass,omitempty"`
+}
+
+// BreakGlassRun is a break-glass run as replay reports it.
+type BreakGlassRun struct {
+	Breaker  string `json:"breaker"`
+	Incident string `json:"incident"`
+	Reason   string `json:"reason"`
+	Record   string `json:"record"`
+	Reviewed bool   `json:"reviewed"`
 }
 
 func (r *Result) add(code, format string, args ...any) {
@@ -98,6 +115,10 @@ type Summary struct {
 	// WouldRefuse counts runs the proposed policy or registry
 	// (Replayer.Audit) would have refused.
 	WouldRefuse int `json:"would_refuse,omitempty"`
+	// BreakGlass counts break-glass runs; BreakGlassUnreviewed those no
+	// valid review reviews.
+	BreakGlass           int `json:"break_glass,omitempty"`
+	BreakGlassUnreviewed int `json:"break_glass_unreviewed,omitempty"`
 }
 
 // Replayer verifies a journal offline against a trust policy.
@@ -128,6 +149,13 @@ type Replayer struct {
 	// gate let through, with the records it relied on (its anchor first)
 	// and the uses the anchor allows: [Fleet] counts them across hosts.
 	Relied func(r Result, records []string, anchorUses int)
+	// FailUnreviewedBreakGlass fails every break-glass run that no valid
+	// review reviews; without it they are reported, not failed.
+	FailUnreviewedBreakGlass bool
+	// BreakGlassReviews, when set, returns reviews of a breaker's runs
+	// kept outside the journal (the store's): reviews of a breaker's last
+	// run reach the journal only with its next break-glass.
+	BreakGlassReviews func(breaker string) []*approval.Envelope
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -146,6 +174,17 @@ type entry struct {
 	res       Result
 	relied    []string
 	slots     int // uses of the anchor, for Gera decisions
+	bg        *bgEntry
+}
+
+// bgEntry is a break-glass intent as the in-order stage needs it.
+type bgEntry struct {
+	report   Result
+	record   *approval.Envelope
+	id       string
+	seen     map[string]bool // earlier runs the gate saw (reviewed)
+	reviews  []*approval.Envelope
+	reviewed []string // records the reviews it carries review
 }
 
 // Replay reads a journal from r, calling emit with the result for every
@@ -165,7 +204,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
+	st := &state{bgRuns: map[string][]*bgEntry{}, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -255,6 +294,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 		emit(inc)
 		sum.Incomplete++
 	}
+	rp.reportBreakGlass(st, &sum, emit)
 	if cpProblem == nil && cp != nil {
 		res := Result{Kind: "checkpoint", Problems: []Problem{}}
 		switch {
@@ -452,9 +492,13 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	// Signatures, roles and the gate, as they stood at the receipt's time.
 	// The gate also recomputes the plan's fingerprint from its recorded
 	// inputs.
+	var hist approval.BreakGlassHistory
+	if in.BreakGlass != nil {
+		hist = approval.BreakGlassHistory{Ran: in.BreakGlass.Ran, Reviews: in.BreakGlass.Reviews}
+	}
 	dec, gateErr := approval.Evaluate(approval.Input{
 		Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: in.Operation, Now: e.receipt.Time,
-		Precondition: in.Precondition,
+		Precondition: in.Precondition, BreakGlass: hist,
 	})
 	if gateErr == nil && rp.History != nil {
 		rp.judgeRevocation(res, dec, e.receipt.Time)
@@ -471,6 +515,9 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 			e.relied = append(e.relied, s.ID)
 		}
 		e.slots = dec.AnchorUses
+		if dec.Path == operations.PathBreakGlass {
+			rp.breakGlassEntry(e, in, dec)
+		}
 		if rp.Audit != nil {
 			rp.Audit.judge(res, in, dec.Plan, policy, e.receipt.Time)
 		}
@@ -619,6 +666,9 @@ type state struct {
 	entries uint64
 	cpCount uint64 // the checkpoint's count, if any
 	cpHash  string // the hash of that entry, once reached
+	// bgRuns are the break-glass runs so far, by breaker, in order.
+	bgRuns  map[string][]*bgEntry
+	bgOrder []*bgEntry
 }
 
 func (st *state) check(e *entry) {
@@ -667,6 +717,9 @@ func (st *state) check(e *entry) {
 		open.Problems = nil
 		st.open[r.RunID] = &open
 		st.openHash[r.RunID] = e.hash
+		if e.bg != nil {
+			st.checkBreakGlass(e)
+		}
 		for i, id := range e.relied {
 			allowed := allowedUses(i, e.slots)
 			k := maphash.String(st.seed, id)

@@ -47,6 +47,7 @@ func TestScript(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"setfp":           cmdSetFP,
+			"setrun":          cmdSetRun,
 			"expand":          testservers.CmdExpand,
 			"s3":              testservers.CmdS3,
 			"addprincipal":    cmdAddPrincipal,
@@ -87,6 +88,24 @@ func TestScript(t *testing.T) {
 }
 
 var fpRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+
+var runRE = regexp.MustCompile(`"run_id": ?"([0-9a-f]{8,64})"`)
+
+// cmdSetRun sets the variable named by its argument to the first run id in
+// the previous command's stdout (receipts list --json):
+//
+//	exec prod-write receipts list --json
+//	setrun RUN
+func cmdSetRun(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: setrun VAR")
+	}
+	m := runRE.FindStringSubmatch(ts.ReadFile("stdout"))
+	if m == nil {
+		ts.Fatalf("no run id in stdout")
+	}
+	ts.Setenv(args[0], m[1])
+}
 
 // cmdSetFP sets the variable named by its argument to the first
 // fingerprint in the previous command's stdout:

@@ -169,12 +169,21 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	}
 	code, docs := run("keygen", "stdout", "keygen", "--out", filepath.Join(dir, "extra.key"))
 	mustExit(0, code, "keygen")
-	// The extra key grants through freezes (issue 22).
+	// The extra key grants through freezes and breaks glass (issue 22).
+	opsFile := filepath.Join(dir, "operations", "config.toml")
+	ops, err := os.ReadFile(opsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops = bytes.Replace(ops, []byte(`paths = ["gera", "record+approvals"]`), []byte(`paths = ["gera", "record+approvals", "break-glass"]`), 1)
+	if err := os.WriteFile(opsFile, ops, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tf, err := os.OpenFile(filepath.Join(dir, "trust.toml"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(tf, "\n[[principal]]\nid = \"cab\"\nroles = [\"freeze\"]\nkey = %q\n\n[[freeze]]\nname = \"past\"\nstart = \"2001-01-01\"\nend = \"2001-01-02\"\ntime_zone = \"UTC\"\n", docs[0]["public_key"])
+	fmt.Fprintf(tf, "\n[[principal]]\nid = \"cab\"\nroles = [\"freeze\", \"break-glass\"]\nkey = %q\n\n[[freeze]]\nname = \"past\"\nstart = \"2001-01-01\"\nend = \"2001-01-02\"\ntime_zone = \"UTC\"\n", docs[0]["public_key"])
 	if err := tf.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +225,20 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	code, _ = run("withdraw", "stdout", "withdraw", fpOf(docs), "--key", key("agent"))
 	mustExit(0, code, "withdraw")
 
-	code, _ = run("receipts list", "stdout", "receipts", "list")
+	_, docs = run("plan", "stdout", planArgs("staging", "db")...)
+	code, _ = run("break-glass", "stdout", "break-glass", fpOf(docs), "--reason", "r", "--incident", "INC-1", "--key", filepath.Join(dir, "extra.key"))
+	mustExit(0, code, "break-glass")
+	code, _ = run("run", "stderr", "run", fpOf(docs))
+	mustExit(0, code, "run (break-glass)")
+
+	code, docs = run("receipts list", "stdout", "receipts", "list")
 	mustExit(0, code, "receipts list")
+	for _, d := range docs {
+		if d["break_glass"] != nil {
+			code, _ = run("break-glass review", "stdout", "break-glass", "review", d["run_id"].(string), "--key", key("alice"))
+			mustExit(0, code, "break-glass review")
+		}
+	}
 	code, docs = run("receipts show", "stdout", "receipts", "show", "1")
 	mustExit(0, code, "receipts show")
 	if id, _ := docs[0]["run_id"].(string); id != "" {

@@ -35,9 +35,13 @@ type written struct {
 	// Uses is how many runs a gera go allows (0 for a no-go).
 	Uses *int `json:"uses,omitempty"`
 	// Freeze is the freeze a freeze grant lets the plan through.
-	Freeze  string    `json:"freeze,omitempty"`
-	Issued  time.Time `json:"issued"`
-	Expires time.Time `json:"expires,omitzero"`
+	Freeze string `json:"freeze,omitempty"`
+	// Incident is a break-glass record's incident reference; RunID the
+	// break-glass run a review reviews.
+	Incident string    `json:"incident,omitempty"`
+	RunID    string    `json:"run_id,omitempty"`
+	Issued   time.Time `json:"issued"`
+	Expires  time.Time `json:"expires,omitzero"`
 }
 
 // nonNil returns s, or an empty slice for nil, so that a list prints as []

@@ -125,6 +125,7 @@ func receiptsList(f *Factory, last int) error {
 	// intent's. Only runs whose outcome is still to come are remembered.
 	type planned struct{ op, fp string }
 	open := map[string]planned{}
+	bgs := newBreakGlassLister(f)
 	rows := 0
 	scan := func(fn func(receipts.Line) error) error { return receipts.Scan(fl, fn) }
 	if last > 0 {
@@ -158,6 +159,11 @@ func receiptsList(f *Factory, last int) error {
 		}
 		op, fp, exit := "", "", ""
 		var exitCode *int
+		bg := bgs.mark(r)
+		kind := r.Kind
+		if bg != nil {
+			kind += " (break-glass)"
+		}
 		if r.Intent != nil {
 			fp = r.Intent.Fingerprint
 			if r.Intent.Operation != nil {
@@ -179,12 +185,12 @@ func receiptsList(f *Factory, last int) error {
 			// Per line, the names replay --json uses for the same entry
 			// (docs/JSON.md).
 			return enc.Encode(receiptLine{FormatVersion: FormatVersion, Line: l.No, Seq: r.Seq, Kind: r.Kind, RunID: r.RunID, Time: r.Time,
-				Operation: op, Fingerprint: fp, Runner: r.Runner, ExitCode: exitCode})
+				Operation: op, Fingerprint: fp, Runner: r.Runner, ExitCode: exitCode, BreakGlass: bg})
 		}
 		if len(fp) > 23 {
 			fp = fp[:23] + "…"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Kind, r.RunID, r.Time.Format("2006-01-02T15:04:05Z"), op, fp, exit)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, kind, r.RunID, r.Time.Format("2006-01-02T15:04:05Z"), op, fp, exit)
 		if rows++; rows%tableBlock == 0 {
 			return tw.Flush()
 		}
@@ -193,7 +199,13 @@ func receiptsList(f *Factory, last int) error {
 	if err != nil {
 		return err
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !f.JSON {
+		bgs.print(f.IO.Out)
+	}
+	return nil
 }
 
 // receiptLine is one line of `receipts list --json`.
@@ -209,6 +221,8 @@ type receiptLine struct {
 	Runner        string    `json:"runner"`
 	// ExitCode is the program's exit status, on outcomes only.
 	ExitCode *int `json:"exit_code,omitempty"`
+	// BreakGlass marks a break-glass run's intent (issue 22).
+	BreakGlass *receipts.BreakGlassRun `json:"break_glass,omitempty"`
 }
 
 func receiptsShow(f *Factory, id string) error {
@@ -404,6 +418,9 @@ type ReplayOptions struct {
 	// to audit the journal against, reporting without failing (issue 22).
 	Policy         string
 	PolicyRegistry string
+	// FailUnreviewedBreakGlass fails break-glass runs no approver has
+	// reviewed (issue 22); without it they are reported.
+	FailUnreviewedBreakGlass bool
 }
 
 // NewCmdReplay builds `replay`.
@@ -443,7 +460,7 @@ no receipts.`,
 			if (opts.VSA == "") != (opts.VSAKey == "") {
 				return &usageError{msg: "--vsa and --vsa-key go together"}
 			}
-			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" || opts.Policy != "" || opts.PolicyRegistry != "" {
+			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" || opts.Policy != "" || opts.PolicyRegistry != "" || opts.FailUnreviewedBreakGlass {
 				// Files the caller names are verified here, with the
 				// caller's own rights: replay needs no privilege.
 				return replayRun(opts)
@@ -457,6 +474,7 @@ no receipts.`,
 	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
 	cmd.Flags().StringVar(&opts.Policy, "policy", "", "audit only: a proposed trust policy; report the runs it would have refused, without failing")
 	cmd.Flags().StringVar(&opts.PolicyRegistry, "policy-registry", "", "audit only: a proposed registry directory; report the runs it would have refused, without failing")
+	cmd.Flags().BoolVar(&opts.FailUnreviewedBreakGlass, "fail-unreviewed-break-glass", false, "fail break-glass runs that no approver other than the breaker has reviewed, instead of reporting them")
 	cmd.Flags().BoolVar(&opts.StrictRevocation, "strict-revocation", false, "fail runs that relied on a principal revoked since, instead of reporting them")
 	cmd.Flags().StringVar(&opts.VSA, "vsa", "", "also write a SLSA verification summary attestation of the verdict to `FILE`")
 	cmd.Flags().StringVar(&opts.VSAKey, "vsa-key", "", "the key (PKCS#8 PEM, 0600) that signs the --vsa attestation: CI's, not a principal's")
@@ -501,7 +519,8 @@ func replayRun(o *ReplayOptions) error {
 	if err != nil {
 		return err
 	}
-	rp := &receipts.Replayer{Policy: policy, Host: host, History: hist, StrictRevocation: o.StrictRevocation}
+	rp := &receipts.Replayer{Policy: policy, Host: host, History: hist, StrictRevocation: o.StrictRevocation, FailUnreviewedBreakGlass: o.FailUnreviewedBreakGlass}
+	rp.BreakGlassReviews = storeReviews(f)
 	if o.Policy != "" || o.PolicyRegistry != "" {
 		if rp.Audit, err = loadAudit(o.Policy, o.PolicyRegistry); err != nil {
 			return err
@@ -663,7 +682,7 @@ func (o *replayOutput) emit(r replayResult) {
 		status = "FAIL " + strings.Join(codes, ",")
 	}
 	if r.OK && len(r.Warnings) > 0 {
-		status = "ok, " + receipts.RevokedSince
+		status = "ok, " + r.Warnings[0].Code
 	}
 	if len(r.Audit) > 0 {
 		status += ", " + receipts.WouldRefuse
@@ -720,6 +739,8 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 			sum.Incomplete += h.Incomplete
 			sum.RevokedSince += h.RevokedSince
 			sum.WouldRefuse += h.WouldRefuse
+			sum.BreakGlass += h.BreakGlass
+			sum.BreakGlassUnreviewed += h.BreakGlassUnreviewed
 			sum.OK = sum.OK && h.OK
 		}
 	}
@@ -749,6 +770,9 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 			fmt.Fprintf(o.w, "fleet of %d hosts: ", len(hosts))
 		}
 		fmt.Fprintf(o.w, "%d entries, %d runs: %d failed, %d incomplete\n", sum.Entries, sum.Runs, sum.Failed, sum.Incomplete)
+		if sum.BreakGlass > 0 {
+			fmt.Fprintf(o.w, "%d break-glass runs, %d unreviewed (--fail-unreviewed-break-glass fails them)\n", sum.BreakGlass, sum.BreakGlassUnreviewed)
+		}
 		if sum.RevokedSince > 0 {
 			fmt.Fprintf(o.w, "%d runs relied on a principal revoked since (--strict-revocation fails them)\n", sum.RevokedSince)
 		}

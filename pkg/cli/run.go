@@ -211,11 +211,18 @@ func runRun(o *RunOptions) (err error) {
 	// The run id is written into the consumption, so that a retried write
 	// whose reply was lost finds its own use rather than spending another.
 	runID := newRunID()
+	// The break-glass history of whoever broke glass on this plan (issue
+	// 22, breakglass.go); unreadable parts refuse like unreadable evidence.
+	hist, histProblems, err := breakGlassHistory(pc.store, pc.policy, pc.plan.Fingerprint, evidence)
+	if err != nil {
+		return err
+	}
+	unreadable := append(problemStrings(problems), histProblems...)
 	used := map[string]int{}
 	var dec *approval.Decision
 	slot, lost := 0, false
 	for {
-		dec, err = approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Precondition: pre, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used})
+		dec, err = approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, Precondition: pre, Unreadable: unreadable, Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: used, BreakGlass: hist})
 		if r, ok := refusal.As(err); ok && lost && r.Code == refusal.EvidenceConsumed {
 			r.Reason = "the approval this run relies on was consumed by another run: " + r.Reason
 			return r
@@ -236,12 +243,23 @@ func runRun(o *RunOptions) (err error) {
 		}
 		break
 	}
+	// A break-glass run also spends its link: the record first, so that a
+	// crash between the two leaves a record spent (to review) rather than
+	// a breaker who can never break glass again (ADR 0015i).
+	if dec.Path == operations.PathBreakGlass {
+		if err := consumeBreakGlassLink(pc, dec, runID); err != nil {
+			return err
+		}
+	}
 	failpoint.Hit("after-consume")
 
 	// 5. The intent receipt, durable before anything executes.
 	j := &receipts.Journal{Path: pc.cfg.JournalPath(), Key: rk, Runner: rp.ID, Host: journalHost(pc.cfg.Host), Now: f.Now, Sync: f.JournalSync}
 	intent := pc.intent(f, dec, evidence, slot)
 	intent.Precondition = pre
+	if dec.Path == operations.PathBreakGlass {
+		intent.BreakGlass = breakGlassSeen(dec, hist, pc.policy)
+	}
 	intent = dl.stamp(intent)
 	in, err := j.Append(&receipts.Receipt{Kind: receipts.KindIntent, RunID: runID, Intent: intent})
 	if err != nil {
@@ -249,6 +267,9 @@ func runRun(o *RunOptions) (err error) {
 	}
 	dl.allowed(dec, runID, in.Seq)
 	failpoint.Hit("after-intent")
+	if dec.Path == operations.PathBreakGlass {
+		warnUnnotified(f, pc, dec, runID)
+	}
 
 	// 6. Execute: the snapshots, the planned argv, no shell.
 	spec := execute.Spec{

@@ -633,6 +633,20 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		}
 		o.F = f
 		return freezeGrantRun(o)
+	case "break-glass":
+		o := &BreakGlassOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return breakGlassRun(o)
+	case "break-glass-review":
+		o := &BreakGlassReviewOptions{}
+		if err := args(o); err != nil {
+			return err
+		}
+		o.F = f
+		return breakGlassReviewRun(o)
 	case "withdraw":
 		o := &WithdrawOptions{}
 		if err := args(o); err != nil {

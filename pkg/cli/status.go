@@ -80,8 +80,13 @@ func (pc *planContext) judge(f *Factory, d operations.Digester, now time.Time) (
 	if err != nil {
 		return nil, problems, err
 	}
+	// The break-glass history, as run reads it (issue 22).
+	hist, histProblems, err := breakGlassHistory(pc.store, pc.policy, pc.plan.Fingerprint, evidence)
+	if err != nil {
+		return nil, problems, err
+	}
 	dec, gateErr := approval.Evaluate(approval.Input{
-		Plan: pc.env, Evidence: evidence, Unreadable: problemStrings(problems), Policy: pc.policy, Op: pc.op, Now: now, Used: used,
+		Plan: pc.env, Evidence: evidence, Unreadable: append(problemStrings(problems), histProblems...), Policy: pc.policy, Op: pc.op, Now: now, Used: used, BreakGlass: hist,
 		// status does not run the precondition check; run does (issue 22).
 		PreconditionUnchecked: true,
 	})

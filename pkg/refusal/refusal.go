@@ -50,6 +50,10 @@ const (
 	// before anything is consumed, does not give the output the plan
 	// binds, or could not run (issue 22, docs/adr/0015f-preconditions.md).
 	PreconditionChanged Code = "precondition_changed"
+	// BreakGlassUnreviewed: the principal breaking glass did so before
+	// and no reviewer has reviewed that run yet (issue 22,
+	// docs/adr/0015i-break-glass.md).
+	BreakGlassUnreviewed Code = "break_glass_unreviewed"
 )
 
 // Error is a refusal. Callers branch on it with errors.As.

@@ -20,7 +20,8 @@ import (
 // durable, consumption by exclusive creation.
 //
 //	plans/HEX.json             the signed plan for fingerprint sha256:HEX
-//	evidence/HEX/ID.json       records bound to that fingerprint
+//	evidence/HEX/ID.json       records bound to that fingerprint; under
+//	                           BreakGlassKey(P), P's break-glass records and reviews
 //	consumed/ID.SLOT           one file per spent use of record ID, holding the run id
 //	consumed/ID.run-RUN        the slot run RUN holds (so a retry spends nothing more)
 type Dir struct {

@@ -20,6 +20,8 @@
 package githubbridge
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 	"net/http"
@@ -289,4 +291,38 @@ func (p *Poster) Escalate(ctx context.Context, post bridge.Post, v *bridge.View,
 		return nil, fmt.Errorf("commenting on #%d: %w", post.GitHubIssue, err)
 	}
 	return nil, nil
+}
+
+var _ bridge.Announcer = (*Poster)(nil)
+
+// Announce implements [bridge.Announcer]: a comment on the pull request
+// when there is one, else an issue; the text in a code block, mentions
+// from the trust policy's logins.
+func (p *Poster) Announce(ctx context.Context, fp, record string, at time.Time, n bridge.Notice) (bridge.Post, error) {
+	var b strings.Builder
+	for _, pr := range n.Mention {
+		if pr.GitHub != "" {
+			fmt.Fprintf(&b, "@%s ", pr.GitHub)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n\n")
+	}
+	fence(&b, strings.Split(n.Text, "\n"))
+	fmt.Fprintf(&b, "Fingerprint `%s`\n", fp)
+	post := bridge.Post{Kind: bridge.KindGitHub, Fingerprint: fp, Record: record, Posted: at, GitHubRepo: p.Owner + "/" + p.Repo}
+	if p.PR != 0 {
+		c, _, err := p.Client.Issues.CreateComment(ctx, p.Owner, p.Repo, p.PR, &github.IssueComment{Body: github.String(b.String())})
+		if err != nil {
+			return bridge.Post{}, fmt.Errorf("commenting on pull request %d: %w", p.PR, err)
+		}
+		post.GitHubIssue, post.GitHubPR, post.GitHubComment, post.URL = p.PR, true, c.GetID(), c.GetHTMLURL()
+		return post, nil
+	}
+	is, _, err := p.Client.Issues.Create(ctx, p.Owner, p.Repo, &github.IssueRequest{Title: github.String(strings.SplitN(n.Text, "\n", 2)[0]), Body: github.String(b.String())})
+	if err != nil {
+		return bridge.Post{}, fmt.Errorf("opening a notice issue: %w", err)
+	}
+	post.GitHubIssue, post.URL = is.GetNumber(), is.GetHTMLURL()
+	return post, nil
 }

@@ -7,6 +7,8 @@
 package slackbridge
 
 import (
+	"time"
+
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -221,4 +223,16 @@ func (p *Poster) Escalate(ctx context.Context, post bridge.Post, v *bridge.View,
 	}
 	return &bridge.Post{Kind: bridge.KindSlack, Fingerprint: v.Plan.Fingerprint, Record: v.RecordID, Posted: v.Now,
 		SlackChannel: ch, SlackTS: ts}, nil
+}
+
+var _ bridge.Announcer = (*Poster)(nil)
+
+// Announce implements [bridge.Announcer] with chat.postMessage: the notice
+// as plain text (escaped), mentioning the principals' Slack member ids.
+func (p *Poster) Announce(ctx context.Context, fp, record string, at time.Time, n bridge.Notice) (bridge.Post, error) {
+	ch, ts, err := p.API.PostMessageContext(ctx, p.Channel, slack.MsgOptionText(noticeText(n), false))
+	if err != nil {
+		return bridge.Post{}, fmt.Errorf("chat.postMessage: %w", err)
+	}
+	return bridge.Post{Kind: bridge.KindSlack, Fingerprint: fp, Record: record, Posted: at, SlackChannel: ch, SlackTS: ts}, nil
 }

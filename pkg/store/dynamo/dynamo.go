@@ -10,6 +10,7 @@
 //	pk                    sk            attributes
 //	plan#HEX              plan          env: the signed plan (DSSE JSON)
 //	evidence#HEX          ID            env: a record bound to sha256:HEX
+//	                                    (or P's break-glass records and reviews, HEX of store.BreakGlassKey(P))
 //	consumed#ID           count         n: uses spent; rRUN: the slot run RUN took; tRUN: when
 //
 // # Guarantees

@@ -157,6 +157,7 @@ func RunConformanceWith(t *testing.T, open func(t *testing.T) store.Store, o Opt
 		{"ConcurrentConsumeAllUses", testConcurrentConsumeAllUses},
 		{"ConcurrentPutPlan", testConcurrentPutPlan},
 		{"ConcurrentPutEvidence", testConcurrentPutEvidence},
+		{"BreakGlassByPrincipal", testBreakGlassByPrincipal},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if why, skip := o.Skip[c.name]; skip {
@@ -582,4 +583,40 @@ func together(n int, f func() error) []error {
 	close(start)
 	wg.Wait()
 	return errs
+}
+
+// A principal's break-glass records and reviews are found by the
+// principal, and only its own; like evidence, never overwritten (issue 22).
+func testBreakGlassByPrincipal(t *testing.T, s store.Store) {
+	if recs, problems, err := store.BreakGlass(s, "alice"); err != nil || len(recs) != 0 || len(problems) != 0 {
+		t.Fatalf("BreakGlass of nobody's = %v, %v, %v; want empty", recs, problems, err)
+	}
+	a1, a2, b1 := Envelope(`{"bg":"a1"}`), Envelope(`{"bg":"a2"}`), Envelope(`{"bg":"b1"}`)
+	for _, c := range []struct {
+		who string
+		id  string
+		env *dsse.Envelope
+	}{{"alice", ID("a1"), a1}, {"alice", ID("a2"), a2}, {"bob", ID("b1"), b1}, {"alice", ID("a1"), a1}} {
+		if err := store.PutBreakGlass(s, c.who, c.id, c.env); err != nil {
+			t.Fatalf("PutBreakGlass(%s): %v", c.who, err)
+		}
+	}
+	if err := store.PutBreakGlass(s, "alice", ID("a1"), b1); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("PutBreakGlass of other bytes under the same id: %v, want ErrExists", err)
+	}
+	got, problems, err := store.BreakGlass(s, "alice")
+	if err != nil || len(problems) != 0 || len(got) != 2 {
+		t.Fatalf("BreakGlass(alice) = %d records, %v, %v; want her 2", len(got), problems, err)
+	}
+	for _, r := range got {
+		if !same(r, a1) && !same(r, a2) {
+			t.Fatalf("BreakGlass(alice) returned a record that is not hers: %+v", r)
+		}
+	}
+	if got, _, _ := store.BreakGlass(s, "bob"); len(got) != 1 || !same(got[0], b1) {
+		t.Fatalf("BreakGlass(bob) = %v, want his one record", got)
+	}
+	if got, _, _ := store.BreakGlass(s, "alic"); len(got) != 0 {
+		t.Fatalf("BreakGlass of a prefix of a principal = %v, want nothing", got)
+	}
 }

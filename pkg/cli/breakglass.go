@@ -1,0 +1,463 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/store"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// BreakGlassOptions are `break-glass`'s inputs.
+type BreakGlassOptions struct {
+	F           *Factory `json:"-"`
+	Fingerprint string
+	Reason      string
+	Incident    string
+	TTL         time.Duration
+}
+
+// BreakGlassReviewOptions are `break-glass review`'s inputs.
+type BreakGlassReviewOptions struct {
+	F     *Factory `json:"-"`
+	Run   string
+	Notes string
+}
+
+// NewCmdBreakGlass builds `break-glass` and `break-glass review` (issue 22,
+// docs/adr/0015i-break-glass.md).
+func NewCmdBreakGlass(f *Factory, runF func(*BreakGlassOptions) error, reviewF func(*BreakGlassReviewOptions) error) *cobra.Command {
+	opts := &BreakGlassOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "break-glass FP --reason TEXT --incident REF [--ttl D]",
+		Short: "Let one plan run once without its usual approvals (role break-glass; notified, reviewed)",
+		Long: `break-glass signs a break-glass record: the plan FP, of an operation whose
+approval.paths allow break-glass, may run once without its Gera go or
+certainty record and approvals, within --ttl (default 15m, at most the
+operation's break_glass_ttl). When it runs, every approver it skipped is
+notified on the configured bridges and its receipts are marked break-glass.
+Your next break-glass is refused until an approver other than you has
+reviewed this run (break-glass review). A veto, a withdrawal or a freeze
+still wins.`,
+		Example: `  prod-write break-glass sha256:9f… --reason "api down, config rollback" --incident INC-4711 --key keys/oncall.key
+  prod-write run sha256:9f…
+  prod-write break-glass review 5c1f09a2e3b4 --key keys/alice.key`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Fingerprint = args[0]
+			if strings.TrimSpace(opts.Reason) == "" || strings.TrimSpace(opts.Incident) == "" {
+				return &usageError{msg: "--reason and --incident are required"}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return f.dispatch("break-glass", opts, nil, func() error { return breakGlassRun(opts) })
+		},
+	}
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why the usual approvals cannot wait")
+	cmd.Flags().StringVar(&opts.Incident, "incident", "", "the incident this is for (a ticket or page reference)")
+	cmd.Flags().DurationVar(&opts.TTL, "ttl", 0, "how long the record stands (default 15m; at most the operation's break_glass_ttl)")
+	ropts := &BreakGlassReviewOptions{F: f}
+	review := &cobra.Command{
+		Use:   "review RUN [--notes TEXT]",
+		Short: "Record a review of a break-glass run (role approver, not the breaker)",
+		Long: `review signs a review of the break-glass run RUN (its run id, or a prefix of
+at least 6 digits, as receipts list shows it), read from this host's
+journal: the record reviewed is the one that ran. Until a review exists,
+the breaker cannot break glass again. Nobody reviews their own.`,
+		Example: "  prod-write break-glass review 5c1f09a2e3b4 --notes 'rollback was right' --key keys/alice.key",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ropts.Run = args[0]
+			if reviewF != nil {
+				return reviewF(ropts)
+			}
+			return f.dispatch("break-glass-review", ropts, nil, func() error { return breakGlassReviewRun(ropts) })
+		},
+	}
+	review.Flags().StringVar(&ropts.Notes, "notes", "", "what the review found")
+	cmd.AddCommand(review)
+	return cmd
+}
+
+func breakGlassRun(o *BreakGlassOptions) error {
+	o.F.postsDecisions = true // notifying needs prod-write-net
+	pc, err := loadPlan(o.F, o.Fingerprint)
+	if err != nil {
+		return err
+	}
+	if !pc.op.Accepts(operations.PathBreakGlass) {
+		return pc.refuse(refusal.NoApproval, "operation %s does not allow break-glass", pc.op.Name).Needs("approval.paths with break-glass in the operation's definition")
+	}
+	// The planner may break glass on its own plan (ADR 0015i), so not
+	// pc.actor, which refuses it.
+	k, pr, err := o.F.Actor(pc.policy, approval.RoleBreakGlass)
+	if err != nil {
+		if r, ok := refusal.As(err); ok {
+			r.For(pc.plan.Operation, pc.plan.Fingerprint)
+		}
+		return err
+	}
+	ttl := o.TTL
+	if ttl <= 0 {
+		ttl = min(operations.DefaultBreakGlassTTL, pc.op.BreakGlassCap())
+	}
+	if ttl > pc.op.BreakGlassCap() {
+		return pc.refuse(refusal.NoApproval, "--ttl %s exceeds operation %s's break-glass cap %s", ttl, pc.op.Name, pc.op.BreakGlassCap()).Needs(fmt.Sprintf("--ttl of at most %s", pc.op.BreakGlassCap()))
+	}
+	now := o.F.Now().UTC()
+	b := approval.BreakGlass{Fingerprint: pc.plan.Fingerprint, Breaker: pr.ID, Reason: o.Reason, Incident: o.Incident, Issued: now, Expires: now.Add(ttl)}
+	env, err := approval.Sign(k, approval.TypeBreakGlass, b)
+	if err != nil {
+		return err
+	}
+	id, err := approval.ID(env)
+	if err != nil {
+		return err
+	}
+	// Refuse now what the gate would refuse at run: an earlier run of
+	// this breaker nobody has reviewed. Nothing is stored then.
+	hist, problems, err := breakGlassHistory(pc.store, pc.policy, pc.plan.Fingerprint, []*approval.Envelope{env})
+	if err != nil {
+		return err
+	}
+	if len(problems) == 0 {
+		_, gerr := approval.Evaluate(approval.Input{Plan: pc.env, Evidence: []*approval.Envelope{env}, Policy: pc.policy, Op: pc.op, Now: now, BreakGlass: hist, PreconditionUnchecked: true})
+		if r, ok := refusal.As(gerr); ok && r.Code == refusal.BreakGlassUnreviewed {
+			return r
+		}
+	}
+	if err := pc.store.PutEvidence(pc.plan.Fingerprint, id, env); err != nil {
+		return fmt.Errorf("storing record: %w", err)
+	}
+	if err := store.PutBreakGlass(pc.store, pr.ID, id, env); err != nil {
+		return fmt.Errorf("storing record under %s: %w", pr.ID, err)
+	}
+	notifyBreakGlass(o.F, pc, id, &b)
+	if o.F.JSON {
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlass, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: "break-glass", Incident: o.Incident, Issued: now, Expires: b.Expires})
+	}
+	fmt.Fprintf(o.F.IO.Out, "break-glass by %s for %s, incident %s (%s; expires %s): run it now; the approvers it skips will be notified\n", pr.ID, pc.plan.Fingerprint, bridge.Clean(o.Incident), id, b.Expires.Format(time.RFC3339))
+	return nil
+}
+
+// breakGlassHistory reads, for each principal who signed a break-glass
+// record among evidence, its break-glass records that ran (consumed in the
+// store) and the reviews stored for it. Items that cannot be read are
+// returned as problems: the caller refuses (they may be a run that counts).
+func breakGlassHistory(s store.Store, p *approval.Policy, fp string, evidence []*approval.Envelope) (approval.BreakGlassHistory, []string, error) {
+	var h approval.BreakGlassHistory
+	var problems []string
+	for _, who := range p.Breakers(fp, evidence) {
+		envs, probs, err := store.BreakGlass(s, who)
+		if err != nil {
+			return h, nil, fmt.Errorf("reading %s's break-glass records: %w", who, err)
+		}
+		problems = append(problems, problemStrings(probs)...)
+		var ids []string
+		byID := map[string]*approval.Envelope{}
+		for _, env := range envs {
+			switch env.PayloadType {
+			case approval.TypeBreakGlassReview:
+				h.Reviews = append(h.Reviews, env)
+			case approval.TypeBreakGlass:
+				if id, err := approval.ID(env); err == nil {
+					ids = append(ids, id)
+					byID[id] = env
+				}
+			}
+		}
+		used, err := s.Used(ids)
+		if err != nil {
+			return h, nil, fmt.Errorf("reading %s's break-glass runs: %w", who, err)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			if used[id] > 0 {
+				h.Ran = append(h.Ran, byID[id])
+			}
+		}
+	}
+	return h, problems, nil
+}
+
+// consumeBreakGlassLink spends the second anchor of a break-glass run:
+// one per breaker and count of earlier runs, so of two runs that passed
+// the gate on the same history only one runs (ADR 0015i).
+func consumeBreakGlassLink(pc *planContext, dec *approval.Decision, runID string) error {
+	_, err := pc.store.Consume(dec.BreakGlassLink, 1, runID)
+	if errors.Is(err, store.ErrConsumed) {
+		return pc.refuse(refusal.BreakGlassUnreviewed, "another break-glass run of %s started on the same history: its review comes first", dec.Breaker).Needs("a review of " + dec.Breaker + "'s last break-glass run")
+	}
+	if err != nil {
+		return fmt.Errorf("consuming the break-glass link: %w", err)
+	}
+	return nil
+}
+
+// breakGlassSeen is what the intent keeps of the history the gate judged.
+func breakGlassSeen(dec *approval.Decision, hist approval.BreakGlassHistory, p *approval.Policy) *receipts.BreakGlassSeen {
+	seen := &receipts.BreakGlassSeen{Breaker: dec.Breaker, Ran: []*approval.Envelope{}, Reviews: []*approval.Envelope{}}
+	for _, env := range hist.Ran {
+		if s, err := p.Open(env); err == nil && s.ID != dec.Anchor && s.Signer.ID == dec.Breaker {
+			seen.Ran = append(seen.Ran, env)
+		}
+	}
+	for _, s := range dec.BreakGlassReviews {
+		seen.Reviews = append(seen.Reviews, s.Env)
+	}
+	return seen
+}
+
+// notifyBreakGlass tells every approver the break-glass skips, on every
+// configured bridge, the moment the record is stored (the record can run
+// at once). A bridge that cannot be reached does not undo the record (in
+// an incident the chat may be what is down) but is never silent: a
+// warning names it, run warns again when the ledger holds no post of it,
+// and the run stays unreviewed until someone reviews it
+// (docs/adr/0015i-break-glass.md).
+func notifyBreakGlass(f *Factory, pc *planContext, id string, b *approval.BreakGlass) {
+	var skipped []*approval.Principal
+	var names []string
+	for _, pr := range pc.policy.Principals {
+		if pr.ID == b.Breaker || !pr.InForce(f.Now()) {
+			continue
+		}
+		if (pc.op.Accepts(operations.PathSmithTrinity) && pr.Has(approval.RoleApprover)) || (pc.op.Accepts(operations.PathGera) && pr.Has(approval.RoleGera)) {
+			skipped = append(skipped, pr)
+			names = append(names, pr.ID)
+		}
+	}
+	if !slices.Contains([]bool{slackEnabled(pc.cfg.Bridge), githubEnabled(pc.cfg.Bridge)}, true) {
+		warnf(f, "break-glass %.12s: no bridge is configured, so the skipped approvers (%s) were not notified", id, strings.Join(names, ", "))
+		return
+	}
+	ps, secrets, errs := posters(f, pc.cfg)
+	for _, err := range errs {
+		warnf(f, "break-glass %.12s: approvers not notified: %s", id, bridge.Redact(err.Error(), secrets...))
+	}
+	text := fmt.Sprintf("Break-glass: %s on %s by %s without the usual approvals\nIncident: %s\nReason: %s\nRecord: %s (may run until %s)\nFingerprint: %s\nSkipped: %s\nOnce it has run, review it: prod-write break-glass review RUN (receipts list shows the run)",
+		pc.plan.Operation, pc.plan.Target, b.Breaker, b.Incident, b.Reason, id, b.Expires.UTC().Format(time.RFC3339), pc.plan.Fingerprint, strings.Join(names, ", "))
+	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+	defer cancel()
+	posts, errs := bridge.Announce(ctx, ledger(pc.cfg), ps, pc.plan.Fingerprint, id, f.Now().UTC(), bridge.Notice{Kind: "break-glass", Text: text, Mention: skipped})
+	for _, err := range errs {
+		warnf(f, "break-glass %.12s: %s", id, bridge.Redact(err.Error(), secrets...))
+	}
+	if !f.JSON {
+		for _, p := range posts {
+			fmt.Fprintf(f.IO.Err, "prod-write: break-glass notified on %s%s: %s\n", p.Kind, where(p), strings.Join(names, ", "))
+		}
+	}
+}
+
+func breakGlassReviewRun(o *BreakGlassReviewOptions) error {
+	f := o.F
+	c, err := f.Config()
+	if err != nil {
+		return err
+	}
+	p, err := f.Policy(c)
+	if err != nil {
+		return err
+	}
+	k, pr, err := f.Actor(p, approval.RoleApprover)
+	if err != nil {
+		return err
+	}
+	in, runID, err := findBreakGlassRun(f, o.Run)
+	if err != nil {
+		return err
+	}
+	var rec *approval.Signed
+	for _, env := range in.Evidence {
+		if s, err := p.Open(env); err == nil && s.ID == in.Anchor && s.Type == approval.TypeBreakGlass {
+			rec = s
+		}
+	}
+	if rec == nil {
+		return &dataError{err: fmt.Errorf("run %s's intent does not carry its break-glass record", runID)}
+	}
+	var b approval.BreakGlass
+	if err := rec.Decode(&b); err != nil {
+		return err
+	}
+	if b.Breaker == pr.ID {
+		return refusal.New(refusal.SelfApproval, "%s broke glass in run %s and cannot also review it", pr.ID, runID).For(in.Operation.Name, in.Fingerprint).Needs("a review by another approver")
+	}
+	now := f.Now().UTC()
+	r := approval.BreakGlassReview{Record: rec.ID, Fingerprint: b.Fingerprint, Breaker: b.Breaker, Reviewer: pr.ID, Notes: o.Notes, Issued: now}
+	env, err := approval.Sign(k, approval.TypeBreakGlassReview, r)
+	if err != nil {
+		return err
+	}
+	id, err := approval.ID(env)
+	if err != nil {
+		return err
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return err
+	}
+	if err := store.PutBreakGlass(st, b.Breaker, id, env); err != nil {
+		return fmt.Errorf("storing review: %w", err)
+	}
+	if f.JSON {
+		return printJSON(f.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlassReview, ID: id, Actor: pr.ID, Fingerprint: b.Fingerprint, Verdict: "review", Record: rec.ID, RunID: runID, Issued: now})
+	}
+	fmt.Fprintf(f.IO.Out, "break-glass run %s by %s reviewed by %s (%s)\n", runID, b.Breaker, pr.ID, id)
+	return nil
+}
+
+// findBreakGlassRun finds the intent of run (an id or a prefix of at least
+// 6 digits) in the journal; it must be on the break-glass path.
+func findBreakGlassRun(f *Factory, run string) (*receipts.Intent, string, error) {
+	if len(run) < 6 {
+		return nil, "", &usageError{msg: "RUN is a run id or a prefix of at least 6 of its digits"}
+	}
+	fl, err := openJournal(f)
+	if err != nil {
+		return nil, "", err
+	}
+	defer fl.Close()
+	var found *receipts.Receipt
+	n := 0
+	err = receipts.Scan(fl, func(l receipts.Line) error {
+		_, r, err := receipts.Decode(l.Bytes)
+		if err != nil || r.Kind != receipts.KindIntent || r.Intent == nil || !strings.HasPrefix(r.RunID, run) {
+			return nil
+		}
+		if found == nil || found.RunID != r.RunID {
+			n++
+		}
+		found = r
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case n == 0:
+		return nil, "", &dataError{err: fmt.Errorf("no run %q in the journal", run)}
+	case n > 1:
+		return nil, "", &usageError{msg: fmt.Sprintf("%q is the prefix of %d runs: give more digits", run, n)}
+	case found.Intent.Path != operations.PathBreakGlass:
+		return nil, "", &dataError{err: fmt.Errorf("run %s is not a break-glass run (path %s)", found.RunID, operations.PathName(found.Intent.Path))}
+	}
+	return found.Intent, found.RunID, nil
+}
+
+// storeReviews gives replay the reviews kept in the configured store, when
+// there is one here: a review of a breaker's last run reaches the journal
+// only with its next break-glass. They are signed; replay verifies them.
+func storeReviews(f *Factory) func(string) []*approval.Envelope {
+	return func(breaker string) []*approval.Envelope {
+		c, err := f.Config()
+		if err != nil {
+			return nil
+		}
+		st, err := f.Store(c)
+		if err != nil {
+			return nil
+		}
+		envs, _, err := store.BreakGlass(st, breaker)
+		if err != nil {
+			return nil
+		}
+		var out []*approval.Envelope
+		for _, env := range envs {
+			if env.PayloadType == approval.TypeBreakGlassReview {
+				out = append(out, env)
+			}
+		}
+		return out
+	}
+}
+
+// breakGlassLister marks break-glass intents in receipts list and lists
+// them apart after the table, each with whether a review of it is stored
+// (judged by the gate's rule).
+type breakGlassLister struct {
+	policy  *approval.Policy
+	reviews func(string) []*approval.Envelope
+	now     time.Time
+	runs    []listedBreakGlass
+}
+
+type listedBreakGlass struct {
+	seq uint64
+	run string
+	*receipts.BreakGlassRun
+}
+
+func newBreakGlassLister(f *Factory) *breakGlassLister {
+	l := &breakGlassLister{reviews: storeReviews(f), now: f.Now()}
+	if c, err := f.Config(); err == nil {
+		l.policy, _ = f.Policy(c)
+	}
+	return l
+}
+
+func (l *breakGlassLister) mark(r *receipts.Receipt) *receipts.BreakGlassRun {
+	if r.Intent == nil || r.Intent.Path != operations.PathBreakGlass || l.policy == nil {
+		return nil
+	}
+	for _, env := range r.Intent.Evidence {
+		s, err := l.policy.Open(env)
+		if err != nil || s.ID != r.Intent.Anchor || s.Type != approval.TypeBreakGlass {
+			continue
+		}
+		var b approval.BreakGlass
+		if s.Decode(&b) != nil {
+			continue
+		}
+		bg := &receipts.BreakGlassRun{Breaker: b.Breaker, Incident: b.Incident, Reason: b.Reason, Record: s.ID,
+			Reviewed: l.policy.Reviewed(env, l.reviews(b.Breaker), l.now)}
+		l.runs = append(l.runs, listedBreakGlass{r.Seq, r.RunID, bg})
+		return bg
+	}
+	return nil
+}
+
+func (l *breakGlassLister) print(w io.Writer) {
+	if len(l.runs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nbreak-glass runs:\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tRUN\tBREAKER\tINCIDENT\tREVIEWED")
+	for _, r := range l.runs {
+		rev := "no"
+		if r.Reviewed {
+			rev = "yes"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.seq, r.run, r.Breaker, bridge.Clean(r.Incident), rev)
+	}
+	tw.Flush()
+}
+
+// warnUnnotified is run's second voice: a break-glass run whose record no
+// bridge post in the ledger announces says so on stderr (the run goes on).
+func warnUnnotified(f *Factory, pc *planContext, dec *approval.Decision, runID string) {
+	posts, err := ledger(pc.cfg).Posts(pc.plan.Fingerprint)
+	if err == nil {
+		for _, p := range posts {
+			if p.Record == dec.Anchor {
+				return
+			}
+		}
+	}
+	warnf(f, "break-glass run %s by %s: no bridge post of it is recorded, so the approvers it skips may not know; it stays unreviewed until an approver reviews it", runID, dec.Breaker)
+}

@@ -1,0 +1,100 @@
+package receipts
+
+import (
+	"time"
+
+	"github.com/prod-write/prod-write/approval"
+)
+
+// breakGlassEntry notes a break-glass run the gate let through: what it
+// relied on and what it knew of the breaker's earlier runs, for the
+// in-order stage (issue 22, docs/adr/0015i-break-glass.md).
+func (rp *Replayer) breakGlassEntry(e *entry, in *Intent, dec *approval.Decision) {
+	bg := &bgEntry{id: dec.Anchor, seen: map[string]bool{}}
+	if len(dec.Relied) > 0 {
+		bg.record = dec.Relied[0].Env
+		var b approval.BreakGlass
+		if dec.Relied[0].Decode(&b) == nil {
+			bg.report = Result{Kind: "break-glass", Seq: e.receipt.Seq, RunID: e.receipt.RunID, Time: e.receipt.Time, Fingerprint: in.Fingerprint,
+				Operation: dec.Plan.Operation, Runner: e.receipt.Runner, Problems: []Problem{},
+				BreakGlass: &BreakGlassRun{Breaker: b.Breaker, Incident: b.Incident, Reason: b.Reason, Record: dec.Anchor}}
+		}
+	}
+	if in.BreakGlass == nil || in.BreakGlass.Breaker != dec.Breaker {
+		e.res.add(GateNotSatisfied, "a break-glass intent must say what the gate knew of %s's earlier break-glass runs", dec.Breaker)
+		return
+	}
+	for _, env := range in.BreakGlass.Ran {
+		if id, err := approval.ID(env); err == nil {
+			bg.seen[id] = true
+		}
+	}
+	for _, s := range dec.BreakGlassReviews {
+		var r approval.BreakGlassReview
+		if s.Decode(&r) == nil {
+			bg.reviewed = append(bg.reviewed, r.Record)
+			bg.reviews = append(bg.reviews, s.Env)
+		}
+	}
+	e.bg = bg
+}
+
+// checkBreakGlass is the in-order half of the rule: every earlier
+// break-glass run of the breaker in this journal must be among the runs
+// the gate saw, each of which it found reviewed. A store that hid a run
+// from the gate is found here.
+func (st *state) checkBreakGlass(e *entry) {
+	bg := e.bg
+	who := bg.report.BreakGlass.Breaker
+	for _, prev := range st.bgRuns[who] {
+		if !bg.seen[prev.id] {
+			e.res.add(GateNotSatisfied, "%s: %s broke glass in run %s (seq %d) earlier in this journal, which this run's gate did not see reviewed", BreakGlassUnreviewed, who, prev.report.RunID, prev.report.Seq)
+		}
+	}
+	for _, prev := range st.bgRuns[who] {
+		prev.reviews = append(prev.reviews, bg.reviews...)
+	}
+	st.bgRuns[who] = append(st.bgRuns[who], bg)
+	st.bgOrder = append(st.bgOrder, bg)
+}
+
+// reportBreakGlass emits one result per break-glass run, after the
+// journal's entries: whether a valid review (one carried by a later
+// break-glass of the same breaker, or one of Replayer.BreakGlassReviews)
+// reviews it. Unreviewed ones fail only with FailUnreviewedBreakGlass.
+func (rp *Replayer) reportBreakGlass(st *state, sum *Summary, emit func(Result)) {
+	extra := map[string][]*approval.Envelope{}
+	for _, bg := range st.bgOrder {
+		res := bg.report
+		if res.BreakGlass == nil {
+			continue
+		}
+		who := res.BreakGlass.Breaker
+		if _, ok := extra[who]; !ok && rp.BreakGlassReviews != nil {
+			extra[who] = rp.BreakGlassReviews(who)
+		}
+		reviews := append(append([]*approval.Envelope{}, bg.reviews...), extra[who]...)
+		// Judged at the latest time (a review may come any time after).
+		res.BreakGlass.Reviewed = rp.Policy.Reviewed(bg.record, reviews, maxTime(st.latest, time.Now()))
+		sum.BreakGlass++
+		if !res.BreakGlass.Reviewed {
+			sum.BreakGlassUnreviewed++
+			p := Problem{Code: BreakGlassUnreviewed, Detail: "no approver other than " + who + " has reviewed this break-glass run (prod-write break-glass review " + res.RunID + ")"}
+			if rp.FailUnreviewedBreakGlass {
+				res.Problems = append(res.Problems, p)
+				sum.Failed++
+			} else {
+				res.Warnings = append(res.Warnings, p)
+			}
+		}
+		res.OK = len(res.Problems) == 0
+		emit(res)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
