@@ -307,12 +307,25 @@ func breakGlassReviewRun(o *BreakGlassReviewOptions) error {
 	if err != nil {
 		return err
 	}
+	// The review receipt needs the runner key: settled before anything is
+	// stored.
+	rk, rp, err := f.runnerIdentity(c, p)
+	if err != nil {
+		return err
+	}
 	st, err := f.Store(c)
 	if err != nil {
 		return err
 	}
 	if err := store.PutBreakGlass(st, b.Breaker, id, env); err != nil {
 		return fmt.Errorf("storing review: %w", err)
+	}
+	// And in the journal, signed by the runner, so that replay of the
+	// journal alone sees the run reviewed (ADR 0015i): the reviewer's
+	// signature is what replay verifies.
+	j := &receipts.Journal{Path: c.JournalPath(), Key: rk, Runner: rp.ID, Host: journalHost(c.Host), Now: f.Now, Sync: f.JournalSync}
+	if _, err := j.Append(&receipts.Receipt{Kind: receipts.KindReview, RunID: runID, Review: &receipts.Review{Review: env}}); err != nil {
+		return fmt.Errorf("review %s stored, but writing its review receipt: %w", id, err)
 	}
 	if f.JSON {
 		return printJSON(f.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlassReview, ID: id, Actor: pr.ID, Fingerprint: b.Fingerprint, Verdict: "review", Record: rec.ID, RunID: runID, Issued: now})
