@@ -75,7 +75,9 @@ still wins.`,
 		Short: "Record a review of a break-glass run (role approver, not the breaker)",
 		Long: `review signs a review of the break-glass run RUN (its run id, or a prefix of
 at least 6 digits, as receipts list shows it), read from this host's
-journal: the record reviewed is the one that ran. Until a review exists,
+journal: the record reviewed is the one that ran. The review is stored and
+written to the journal (a review receipt, signed by the runner key), so
+replay of the journal alone sees the run reviewed. Until a review exists,
 the breaker cannot break glass again. Nobody reviews their own.`,
 		Example: "  prod-write break-glass review 5c1f09a2e3b4 --notes 'rollback was right' --key keys/alice.key",
 		Args:    cobra.ExactArgs(1),
