@@ -148,29 +148,48 @@ func breakGlassRule(in Input, plan *operations.Plan, d *Decision) (*Assessed, *r
 	return cand, nil
 }
 
-// reviewOf returns a valid review of the break-glass record id (b): signed
-// by a principal in force with the approver role who is not the breaker,
-// bound to that record, issued after it and not in the future.
+// reviewOf returns a valid review of the break-glass record id (b) among
+// the history's reviews (reviewProblem says what valid is).
 func reviewOf(in Input, id string, b *BreakGlass) *Signed {
 	for _, env := range in.BreakGlass.Reviews {
-		s, err := in.Policy.Open(env)
-		if err != nil || s.Type != TypeBreakGlassReview || !s.Signer.InForce(in.Now) {
-			continue
-		}
-		var r BreakGlassReview
-		if s.Decode(&r) != nil {
-			continue
-		}
-		switch {
-		case r.Record != id, r.Breaker != b.Breaker, r.Fingerprint != b.Fingerprint:
-		case r.Reviewer != s.Signer.ID, !s.Signer.Has(RoleApprover):
-		case r.Reviewer == b.Breaker: // no one reviews their own break-glass
-		case !r.Issued.After(b.Issued), r.Issued.After(in.Now.Add(ClockSkew)):
-		default:
+		if s, why := reviewProblem(in.Policy, env, id, b, in.Now); why == "" {
 			return s
 		}
 	}
 	return nil
+}
+
+// reviewProblem says why env is not a valid review of the break-glass
+// record id (b) at now, or "" when it is: signed by a principal in force
+// with the approver role who is not the breaker, bound to that record,
+// issued after it and not in the future.
+func reviewProblem(p *Policy, env *Envelope, id string, b *BreakGlass, now time.Time) (*Signed, string) {
+	s, err := p.Open(env)
+	if err != nil {
+		return nil, err.Error()
+	}
+	var r BreakGlassReview
+	switch {
+	case s.Type != TypeBreakGlassReview:
+		return nil, "it is not a break-glass review"
+	case !s.Signer.InForce(now):
+		return nil, fmt.Sprintf("its signer %s is not in force at %s", s.Signer.ID, now.UTC().Format(time.RFC3339))
+	case s.Decode(&r) != nil:
+		return nil, "it does not decode"
+	case r.Record != id, r.Breaker != b.Breaker, r.Fingerprint != b.Fingerprint:
+		return nil, fmt.Sprintf("it reviews record %.12s… of %s, not record %.12s… of %s", r.Record, r.Breaker, id, b.Breaker)
+	case r.Reviewer != s.Signer.ID:
+		return nil, fmt.Sprintf("it names reviewer %s but is signed by %s", r.Reviewer, s.Signer.ID)
+	case !s.Signer.Has(RoleApprover):
+		return nil, fmt.Sprintf("its signer %s does not hold the approver role", s.Signer.ID)
+	case r.Reviewer == b.Breaker: // no one reviews their own break-glass
+		return nil, fmt.Sprintf("it is signed by the breaker %s: no one reviews their own break-glass", b.Breaker)
+	case !r.Issued.After(b.Issued):
+		return nil, "it was issued before the record it reviews"
+	case r.Issued.After(now.Add(ClockSkew)):
+		return nil, "it was issued after " + now.UTC().Format(time.RFC3339)
+	}
+	return s, ""
 }
 
 // assessBreakGlass is assess's part for a break-glass record: the reason,
@@ -208,4 +227,20 @@ func (p *Policy) Reviewed(rec *Envelope, reviews []*Envelope, now time.Time) boo
 		return false
 	}
 	return reviewOf(Input{Policy: p, Now: now, BreakGlass: BreakGlassHistory{Reviews: reviews}}, s.ID, &b) != nil
+}
+
+// ReviewProblem says why review is not a valid review of the break-glass
+// record rec at now, by the gate's own rule, or "" when it is (replay
+// judges a review receipt with it).
+func (p *Policy) ReviewProblem(rec, review *Envelope, now time.Time) string {
+	s, err := p.Open(rec)
+	if err != nil || s.Type != TypeBreakGlass {
+		return "the record it reviews is not a break-glass record"
+	}
+	var b BreakGlass
+	if s.Decode(&b) != nil {
+		return "the record it reviews does not decode"
+	}
+	_, why := reviewProblem(p, review, s.ID, &b, now)
+	return why
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
 // breakGlassEntry notes a break-glass run the gate let through: what it
@@ -56,6 +57,47 @@ func (st *state) checkBreakGlass(e *entry) {
 	}
 	st.bgRuns[who] = append(st.bgRuns[who], bg)
 	st.bgOrder = append(st.bgOrder, bg)
+	if _, dup := st.bgByRecord[bg.id]; !dup {
+		st.bgByRecord[bg.id] = bg
+	}
+}
+
+// checkReview judges a review receipt: the reviewer's envelope must be a
+// valid review, by the gate's rule at the receipt's time (an approver in
+// force, not the breaker, bound to the record, issued after it), of a
+// break-glass run earlier in this journal, the one the receipt names. The
+// runner's signature only says this host recorded it. A valid one counts
+// that run as reviewed (reportBreakGlass).
+func (st *state) checkReview(e *entry) {
+	r := e.receipt
+	env := r.Review.Review
+	var rev approval.BreakGlassReview
+	if s, err := st.policy.Open(env); err != nil {
+		code := BadSignature
+		if refusal.Is(err, refusal.PrincipalUnknown) {
+			code = UnknownSigner
+		}
+		e.res.add(code, "review: %v", err)
+		return
+	} else if s.Type != approval.TypeBreakGlassReview || s.Decode(&rev) != nil {
+		e.res.add(Malformed, "review: the envelope is not a break-glass review")
+		return
+	}
+	bg := st.bgByRecord[rev.Record]
+	if bg == nil || bg.report.BreakGlass == nil {
+		e.res.add(ReviewInvalid, "the review names break-glass record %.12s…, which no break-glass run earlier in this journal ran", rev.Record)
+		return
+	}
+	e.res.Operation, e.res.Fingerprint = bg.report.Operation, bg.report.Fingerprint
+	if bg.report.RunID != r.RunID {
+		e.res.add(ReviewInvalid, "the receipt names run %s, but the review is of run %s", r.RunID, bg.report.RunID)
+		return
+	}
+	if why := st.policy.ReviewProblem(bg.record, env, r.Time); why != "" {
+		e.res.add(ReviewInvalid, "the review of run %s is not valid: %s", r.RunID, why)
+		return
+	}
+	bg.reviews = append(bg.reviews, env)
 }
 
 // reportBreakGlass emits one result per break-glass run, after the

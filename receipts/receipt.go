@@ -27,6 +27,10 @@ const (
 	KindIntent  = "intent"
 	KindOutcome = "outcome"
 	KindRepair  = "repair"
+	// KindReview carries a review of a break-glass run earlier in the
+	// journal (issue 22, docs/adr/0015i-break-glass.md); RunID is that
+	// run's. Absent from journals written before it.
+	KindReview = "review"
 )
 
 // Receipt is the payload of one journal entry.
@@ -43,6 +47,14 @@ type Receipt struct {
 	Intent  *Intent  `json:"intent,omitempty"`
 	Outcome *Outcome `json:"outcome,omitempty"`
 	Repair  *Repair  `json:"repair,omitempty"`
+	Review  *Review  `json:"review,omitempty"`
+}
+
+// Review is a break-glass review as the journal keeps it: the reviewer's
+// signed review envelope, which replay verifies (the runner's signature
+// on the receipt says only that this host recorded it).
+type Review struct {
+	Review *dsse.Envelope `json:"review"`
 }
 
 // Intent is written and fsynced before the program starts. It carries all

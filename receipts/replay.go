@@ -53,6 +53,10 @@ const (
 	// gate let a breaker make while an earlier run in the journal was not
 	// among the reviewed runs it saw (issue 22).
 	BreakGlassUnreviewed = "break_glass_unreviewed"
+	// ReviewInvalid: a review receipt whose review is not a valid review
+	// (by the gate's rule) of the break-glass run earlier in the journal
+	// that it names (issue 22).
+	ReviewInvalid = "review_invalid"
 )
 
 // MaxClockSkew is how far a receipt's time may go back from the latest
@@ -204,7 +208,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{bgRuns: map[string][]*bgEntry{}, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
+	st := &state{bgRuns: map[string][]*bgEntry{}, bgByRecord: map[string]*bgEntry{}, policy: rp.Policy, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -391,6 +395,9 @@ func (e *entry) envelopes(dst []*approval.Envelope) []*approval.Envelope {
 		dst = append(dst, e.receipt.Intent.Plan)
 		dst = append(dst, e.receipt.Intent.Evidence...)
 	}
+	if e.receipt != nil && e.receipt.Review != nil && e.receipt.Review.Review != nil {
+		dst = append(dst, e.receipt.Review.Review)
+	}
 	return dst
 }
 
@@ -454,6 +461,14 @@ func (rp *Replayer) verifyOne(e *entry) {
 		code := r.Outcome.ExitCode
 		e.res.ExitCode = &code
 	case KindRepair:
+	case KindReview:
+		if r.Review == nil || r.Review.Review == nil {
+			e.res.add(Malformed, "review without its body")
+			return
+		}
+		if r.RunID == "" {
+			e.res.add(Malformed, "review without the run id it reviews")
+		}
 	default:
 		e.res.add(Malformed, "unknown receipt kind %q", r.Kind)
 	}
@@ -669,6 +684,11 @@ type state struct {
 	// bgRuns are the break-glass runs so far, by breaker, in order.
 	bgRuns  map[string][]*bgEntry
 	bgOrder []*bgEntry
+	// bgByRecord finds a break-glass run by its record's id, for the
+	// review receipts that name it.
+	bgByRecord map[string]*bgEntry
+	// policy judges review receipts (Replayer.Policy).
+	policy *approval.Policy
 }
 
 func (st *state) check(e *entry) {
@@ -727,6 +747,10 @@ func (st *state) check(e *entry) {
 			if n := st.used[k]; int(n) > allowed {
 				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, n, allowed)
 			}
+		}
+	case KindReview:
+		if r.Review != nil && r.Review.Review != nil && len(e.res.Problems) == 0 {
+			st.checkReview(e)
 		}
 	case KindOutcome:
 		if _, ok := st.open[r.RunID]; !ok {

@@ -75,7 +75,9 @@ still wins.`,
 		Short: "Record a review of a break-glass run (role approver, not the breaker)",
 		Long: `review signs a review of the break-glass run RUN (its run id, or a prefix of
 at least 6 digits, as receipts list shows it), read from this host's
-journal: the record reviewed is the one that ran. Until a review exists,
+journal: the record reviewed is the one that ran. The review is stored and
+written to the journal (a review receipt, signed by the runner key), so
+replay of the journal alone sees the run reviewed. Until a review exists,
 the breaker cannot break glass again. Nobody reviews their own.`,
 		Example: "  prod-write break-glass review 5c1f09a2e3b4 --notes 'rollback was right' --key keys/alice.key",
 		Args:    cobra.ExactArgs(1),
@@ -307,12 +309,25 @@ func breakGlassReviewRun(o *BreakGlassReviewOptions) error {
 	if err != nil {
 		return err
 	}
+	// The review receipt needs the runner key: settled before anything is
+	// stored.
+	rk, rp, err := f.runnerIdentity(c, p)
+	if err != nil {
+		return err
+	}
 	st, err := f.Store(c)
 	if err != nil {
 		return err
 	}
 	if err := store.PutBreakGlass(st, b.Breaker, id, env); err != nil {
 		return fmt.Errorf("storing review: %w", err)
+	}
+	// And in the journal, signed by the runner, so that replay of the
+	// journal alone sees the run reviewed (ADR 0015i): the reviewer's
+	// signature is what replay verifies.
+	j := &receipts.Journal{Path: c.JournalPath(), Key: rk, Runner: rp.ID, Host: journalHost(c.Host), Now: f.Now, Sync: f.JournalSync}
+	if _, err := j.Append(&receipts.Receipt{Kind: receipts.KindReview, RunID: runID, Review: &receipts.Review{Review: env}}); err != nil {
+		return fmt.Errorf("review %s stored, but writing its review receipt: %w", id, err)
 	}
 	if f.JSON {
 		return printJSON(f.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlassReview, ID: id, Actor: pr.ID, Fingerprint: b.Fingerprint, Verdict: "review", Record: rec.ID, RunID: runID, Issued: now})
