@@ -118,3 +118,27 @@ func FuzzDecodeChecked(f *testing.F) {
 		}
 	})
 }
+
+type exInner2 struct {
+	A int `json:"a"`
+}
+
+// exAmbiguous promotes "a" from two structs at one depth: encoding/json
+// drops both, so a payload's "a" would be silently ignored.
+type exAmbiguous struct {
+	exInner
+	exInner2
+}
+
+// A key encoding/json drops as ambiguous is refused, not ignored: Check
+// accepts it (a field has that name), the Decoder's DisallowUnknownFields
+// refuses it.
+func TestUnmarshalAmbiguous(t *testing.T) {
+	if exact(reflect.TypeFor[exAmbiguous]()) {
+		t.Fatal("exAmbiguous is exact")
+	}
+	var v exAmbiguous
+	if err := Unmarshal([]byte(`{"a":1}`), &v); err == nil {
+		t.Errorf("a key encoding/json drops was accepted: %+v", v)
+	}
+}
