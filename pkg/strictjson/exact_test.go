@@ -119,15 +119,15 @@ func FuzzDecodeChecked(f *testing.F) {
 	})
 }
 
-type exInner2 struct {
-	A int `json:"a"`
-}
+type exQ1 struct{ Q int }
 
-// exAmbiguous promotes "a" from two structs at one depth: encoding/json
-// drops both, so a payload's "a" would be silently ignored.
+type exQ2 struct{ Q int }
+
+// exAmbiguous promotes "Q" from two structs at one depth: encoding/json
+// drops both, so a payload's "Q" would be silently ignored.
 type exAmbiguous struct {
-	exInner
-	exInner2
+	exQ1
+	exQ2
 }
 
 // A key encoding/json drops as ambiguous is refused, not ignored: Check
@@ -138,7 +138,7 @@ func TestUnmarshalAmbiguous(t *testing.T) {
 		t.Fatal("exAmbiguous is exact")
 	}
 	var v exAmbiguous
-	if err := Unmarshal([]byte(`{"a":1}`), &v); err == nil {
+	if err := Unmarshal([]byte(`{"Q":1}`), &v); err == nil {
 		t.Errorf("a key encoding/json drops was accepted: %+v", v)
 	}
 }
