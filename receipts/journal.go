@@ -392,9 +392,9 @@ func decodeReceipt(b64 string) (*Receipt, error) {
 	if err := strictjson.Check(payload, (*Receipt)(nil)); err != nil {
 		return nil, fmt.Errorf("receipt payload: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
+	// w reads exactly the keys Receipt does (its shadow fields are
+	// Receipt's own, by the same names).
+	if err := strictjson.DecodeChecked(payload, (*Receipt)(nil), &w); err != nil {
 		return nil, fmt.Errorf("receipt payload: %w", err)
 	}
 	r := Receipt(w.plainReceipt)

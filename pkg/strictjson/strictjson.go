@@ -40,9 +40,124 @@ func Unmarshal(data []byte, v any) error {
 	if err := Check(data, v); err != nil {
 		return err
 	}
+	return DecodeChecked(data, v, v)
+}
+
+// DecodeChecked decodes data, which [Check](data, as) accepted, into v,
+// refusing unknown fields; v must read exactly the keys as does. When the
+// type of as has no embedded struct and no two fields of one name, Check
+// has already refused every key encoding/json would not match (exact case
+// and all), so it decodes with json.Unmarshal: one copy and one scan
+// fewer than a Decoder. Otherwise a Decoder refuses unknown fields itself.
+func DecodeChecked(data []byte, as, v any) error {
+	if as != nil {
+		t := reflect.TypeOf(as)
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if exact(t) {
+			return json.Unmarshal(data, v)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+var exacts sync.Map // reflect.Type → bool
+
+// Exact reports whether [DecodeChecked] with as of v's type decodes with
+// json.Unmarshal (see there).
+func Exact(v any) bool {
+	t := reflect.TypeOf(v)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return exact(t)
+}
+
+// exact reports whether Check's field names for t and every type it
+// reaches are exactly those encoding/json matches: every JSON name of a
+// struct, its embedded structs' promoted fields included, is unique.
+// With two fields of one name encoding/json picks one or drops both by
+// depth and tags, which Check only approximates.
+func exact(t reflect.Type) bool {
+	if e, ok := exacts.Load(t); ok {
+		return e.(bool)
+	}
+	e := exactWalk(t, map[reflect.Type]bool{})
+	exacts.Store(t, e)
+	return e
+}
+
+func exactWalk(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true
+	}
+	seen[t] = true
+	switch {
+	case t == rawMessage:
+		return true
+	case t.Kind() == reflect.Pointer:
+		return exactWalk(t.Elem(), seen)
+	case t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler),
+		t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler):
+		// Its own decoder reads it: a Decoder's DisallowUnknownFields
+		// does not reach inside it either.
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Slice, reflect.Array, reflect.Map:
+		return exactWalk(t.Elem(), seen)
+	case reflect.Struct:
+		return exactFields(t, map[string]bool{}, map[reflect.Type]bool{}, seen)
+	}
+	return true
+}
+
+// exactFields adds t's JSON names, promoted ones included, to names and
+// reports whether each was new and every field's type is exact.
+func exactFields(t reflect.Type, names map[string]bool, embedding, seen map[reflect.Type]bool) bool {
+	if embedding[t] {
+		return false
+	}
+	embedding[t] = true
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				if !exactFields(ft, names, embedding, seen) {
+					return false
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if names[name] {
+			return false
+		}
+		names[name] = true
+		if !exactWalk(f.Type, seen) {
+			return false
+		}
+	}
+	return true
 }
 
 // Check reports whether data is exactly one JSON value, with no byte
