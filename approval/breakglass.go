@@ -13,7 +13,7 @@ import (
 )
 
 // RoleBreakGlass may let a plan of an operation that allows it run without
-// the usual approvals (issue 22, docs/adr/0015i-break-glass.md).
+// the usual approvals (issue 22, docs/adr/0028-break-glass.md).
 const RoleBreakGlass = "break-glass"
 
 // DSSE payload types of break-glass records.
@@ -65,7 +65,7 @@ type BreakGlassHistory struct {
 
 // BreakGlassLink is the second anchor a break-glass run consumes: one per
 // breaker and count of its earlier runs, so that of two break-glass runs
-// racing with the same history only one runs (docs/adr/0015i-break-glass.md).
+// racing with the same history only one runs (docs/adr/0028-break-glass.md).
 func BreakGlassLink(breaker string, earlier int) string {
 	sum := sha256.Sum256([]byte("prod-write break-glass link\x00" + breaker + "\x00" + strconv.Itoa(earlier)))
 	return hex.EncodeToString(sum[:])

@@ -12,7 +12,7 @@ import (
 	"time"
 	// Time zones are read from the binary, never from the host: run on a
 	// host and replay in CI must place a freeze at the same instant
-	// (docs/adr/0015c-freezes.md).
+	// (docs/adr/0021-freezes.md).
 	_ "time/tzdata"
 )
 
@@ -23,7 +23,7 @@ const RoleFreeze = "freeze"
 // run, whatever approval they have, unless a principal with the freeze
 // role grants the plan ([FreezeGrant]). It lives in the trust policy, so
 // replay judges each run by the freezes of the policy version it ran under
-// (docs/adr/0015c-freezes.md).
+// (docs/adr/0021-freezes.md).
 type Freeze struct {
 	Name string `toml:"name" json:"name"`
 	// Start and End are RFC 3339 times with an offset, or local times

@@ -31,7 +31,7 @@ type Input struct {
 	Used map[string]int
 	// Precondition is what the caller saw when it ran the plan's
 	// precondition check just now (run), or what an intent recorded that
-	// run saw (replay). Issue 22, docs/adr/0015f-preconditions.md.
+	// run saw (replay). Issue 22, docs/adr/0025-preconditions.md.
 	Precondition *operations.PreconditionSeen
 	// PreconditionUnchecked says the caller did not run the check (status,
 	// the bridges): the gate judges everything else and marks the
@@ -40,7 +40,7 @@ type Input struct {
 	PreconditionUnchecked bool
 	// BreakGlass is what is known of the earlier break-glass runs of the
 	// principals who signed a break-glass record of this plan, and of the
-	// reviews of them (issue 22, docs/adr/0015i-break-glass.md). Run
+	// reviews of them (issue 22, docs/adr/0028-break-glass.md). Run
 	// reads it from the store, replay from the journal.
 	BreakGlass BreakGlassHistory
 }
@@ -49,7 +49,7 @@ type Input struct {
 type Assessed struct {
 	ID string `json:"id"`
 	// Kind is what the record is, in the words people read (ADR
-	// 0014a): KindGera, KindRecord, KindAnswer or KindWithdrawal.
+	// 0014): KindGera, KindRecord, KindAnswer or KindWithdrawal.
 	Kind string `json:"kind"`
 	// By is the principal who acts through the record (the approver a
 	// bridge attests for; else the signer).
@@ -231,7 +231,7 @@ func Evaluate(in Input) (*Decision, error) {
 	}
 
 	// A freeze wins over any approval: only a grant of this plan through
-	// each freeze in force opens it (issue 22, docs/adr/0015c-freezes.md).
+	// each freeze in force opens it (issue 22, docs/adr/0021-freezes.md).
 	if frozen := in.Policy.Frozen(plan.Operation, plan.Target, in.Now); len(frozen) > 0 {
 		var held []*Freeze
 		for _, fr := range frozen {
@@ -293,7 +293,7 @@ func Evaluate(in Input) (*Decision, error) {
 		missing = append(missing, "a gera go")
 	}
 	// The break-glass path, last: an escape when no usual path opens the
-	// gate (issue 22, docs/adr/0015i-break-glass.md).
+	// gate (issue 22, docs/adr/0028-break-glass.md).
 	if in.Op.Accepts(operations.PathBreakGlass) {
 		bg, r := breakGlassRule(in, plan, d)
 		if r != nil {
@@ -531,7 +531,7 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 	// plan; it may veto it, which only reduces what may run.
 	// Break-glass is the one exception: letting a plan run on one's own
 	// word is what it is, and its controls are the notification of the
-	// skipped approvers and the review by another (ADR 0015i).
+	// skipped approvers and the review by another (ADR 0028).
 	if actor.ID == plan.Planner && !a.veto() && s.Type != TypeBreakGlass {
 		return fail(refusal.SelfApproval, "%s planned this and cannot also vouch for, approve or decide it", actor.ID)
 	}
@@ -552,7 +552,7 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 
 // Kinds of evidence as people read them (status, --json, messages). The
 // payload types they come from keep their original names (TypeSmith,
-// TypeTrinity): those are inside signed envelopes (ADR 0014a).
+// TypeTrinity): those are inside signed envelopes (ADR 0014).
 const (
 	KindGera       = "gera"
 	KindRecord     = "record"

@@ -74,7 +74,7 @@ func (p *Principal) Public() keys.Public { return p.pub }
 type Policy struct {
 	Principals []*Principal `toml:"principal"`
 	// Freezes are the policy's freeze windows, inline and from its
-	// calendars, sorted by start (issue 22, docs/adr/0015c-freezes.md).
+	// calendars, sorted by start (issue 22, docs/adr/0021-freezes.md).
 	Freezes   []*Freeze         `toml:"freeze"`
 	Calendars []*FreezeCalendar `toml:"freeze_calendar"`
 	// Digest is the sha256 of the policy file's bytes; receipts record it.

@@ -9,7 +9,7 @@ import (
 )
 
 // record+approvals is what people write; smith+trinity, its older spelling,
-// is what definitions store (ADR 0014a). Either spelling gives the same
+// is what definitions store (ADR 0014). Either spelling gives the same
 // definition and so the same digest, and the default is the stored one, so
 // no operation's digest (and no fingerprint) moved with the rename.
 func TestApprovalPathSpellings(t *testing.T) {

@@ -89,7 +89,7 @@ type Plan struct {
 	Created  time.Time `json:"created,omitzero"`
 	// PreconditionOutput is the check's stdout when planned, kept only
 	// when the operation says show_output and it is small enough
-	// (docs/adr/0015f-preconditions.md). Its digest is bound.
+	// (docs/adr/0025-preconditions.md). Its digest is bound.
 	PreconditionOutput *string `json:"precondition_output,omitempty"`
 }
 

@@ -38,7 +38,7 @@ var DefaultSecurePath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin
 // Approval paths an operation may accept (SPEC §3 rule 4), as stored: in
 // an operation's definition (so in its digest, in every fingerprint made
 // from it and in receipts) and in an intent receipt's path. People type and
-// read PathRecordApprovals for PathSmithTrinity (ADR 0014a): the loader
+// read PathRecordApprovals for PathSmithTrinity (ADR 0014): the loader
 // takes either spelling and stores this one, so a definition's digest is
 // the same whichever it says.
 const (
@@ -49,7 +49,7 @@ const (
 	PathRecordApprovals = "record+approvals"
 	// PathBreakGlass lets a principal with the break-glass role run a
 	// plan without the usual approvals, with compensating controls
-	// (issue 22, docs/adr/0015i-break-glass.md). Only ever beside a usual
+	// (issue 22, docs/adr/0028-break-glass.md). Only ever beside a usual
 	// path: it is an escape from one, not a way of working.
 	PathBreakGlass = "break-glass"
 )
@@ -100,14 +100,14 @@ type Operation struct {
 	Env      Env               `toml:"env" json:"env"`
 	Approval Approval          `toml:"approval" json:"approval"`
 	// Precondition, when set, is a read-only check whose output the plan
-	// binds and run re-checks (issue 22, docs/adr/0015f-preconditions.md).
+	// binds and run re-checks (issue 22, docs/adr/0025-preconditions.md).
 	// Absent, it leaves the definition's digest as it was.
 	Precondition *Precondition `toml:"precondition" json:"precondition,omitempty"`
 	// Requests override the deployment's [requests] for this operation's
 	// decision requests: when to remind, when and where to escalate. They
 	// decide nothing the gate judges, so they are not part of the
 	// definition's digest: changing them leaves every plan's fingerprint
-	// as it was (docs/adr/0015h-what-approvers-see.md).
+	// as it was (docs/adr/0027-what-approvers-see.md).
 	Requests *RequestRules `toml:"requests" json:"requests,omitempty"`
 
 	// Set by Load, not by the TOML file.
@@ -687,7 +687,7 @@ func (op *Operation) check() error {
 	}
 	for i, p := range op.Approval.Paths {
 		if p == PathRecordApprovals {
-			op.Approval.Paths[i] = PathSmithTrinity // stored spelling (ADR 0014a)
+			op.Approval.Paths[i] = PathSmithTrinity // stored spelling (ADR 0014)
 			continue
 		}
 		if p != PathGera && p != PathSmithTrinity && p != PathBreakGlass {

@@ -17,7 +17,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
-// History is what replay judges receipts by (SPEC §7, docs/adr/0014d):
+// History is what replay judges receipts by (SPEC §7, docs/adr/0017):
 // every version of the protected trust policy, by digest, and every
 // operation definition the protected registry holds or held, by digest.
 // A receipt naming a policy digest or carrying a definition that is not
@@ -29,7 +29,7 @@ type History struct {
 	// Definitions holds the digest of every operation definition.
 	Definitions map[string]bool
 	// PolicyTimes and DefinitionTimes are when each version was in force
-	// (history/versions.toml, docs/adr/0015d-history-record.md), by
+	// (history/versions.toml, docs/adr/0023-history-record.md), by
 	// digest. A version without intervals is not bounded in time: the
 	// current one before it is recorded, or any when there is no
 	// versions.toml.

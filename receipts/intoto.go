@@ -18,7 +18,7 @@ import (
 )
 
 // in-toto attestations of runs (issue 20, docs/FORMAT.md §4,
-// docs/adr/0015a-in-toto-export.md): the journal stays in its own format,
+// docs/adr/0019-in-toto-export.md): the journal stays in its own format,
 // and `receipts export --in-toto` restates each run as an in-toto
 // Statement v1 in a DSSE envelope, signed by the runner key, for tools that
 // know in-toto and not prod-write.

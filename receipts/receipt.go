@@ -28,7 +28,7 @@ const (
 	KindOutcome = "outcome"
 	KindRepair  = "repair"
 	// KindReview carries a review of a break-glass run earlier in the
-	// journal (issue 22, docs/adr/0015i-break-glass.md); RunID is that
+	// journal (issue 22, docs/adr/0028-break-glass.md); RunID is that
 	// run's. Absent from journals written before it.
 	KindReview = "review"
 )
@@ -84,7 +84,7 @@ type Intent struct {
 	Precondition *operations.PreconditionSeen `json:"precondition,omitempty"`
 	// BreakGlass is, on the break-glass path, the breaker's earlier
 	// break-glass runs the gate saw and the reviews that let it break glass
-	// again (issue 22, docs/adr/0015i-break-glass.md): replay gives them
+	// again (issue 22, docs/adr/0028-break-glass.md): replay gives them
 	// to the gate again, and checks them against the journal's own.
 	BreakGlass *BreakGlassSeen `json:"break_glass,omitempty"`
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // VersionsFile is the file of a history directory that says when each
-// version was in force (docs/adr/0015d-history-record.md).
+// version was in force (docs/adr/0023-history-record.md).
 const VersionsFile = "versions.toml"
 
 // Versions is history/versions.toml: when each version of the protected
@@ -165,7 +165,7 @@ type Change struct {
 // they replace (an operation gone from the registry is closed too).
 // Running it again with nothing changed writes nothing. It is meant to be
 // run by CI on the protected branch once the change is deployed
-// (docs/adr/0015d-history-record.md): whoever can write dir decides what
+// (docs/adr/0023-history-record.md): whoever can write dir decides what
 // replay accepts.
 func RecordHistory(dir string, trust []byte, defs []*operations.Operation, now time.Time, rollout time.Duration) ([]Change, error) {
 	now = now.UTC().Truncate(time.Second)

@@ -15,7 +15,7 @@ import (
 
 // OwnerName is the object, under a host's prefix, that says whose chain
 // the prefix holds. It is written once, with If-None-Match: *, by the
-// first host to ship there (docs/adr/0014c-one-host-per-prefix.md).
+// first host to ship there (docs/adr/0016-one-host-per-prefix.md).
 const OwnerName = "runner.json"
 
 // Owner is whose journal a prefix holds: the runner principal that signs

@@ -18,7 +18,7 @@ type Announcer interface {
 // Announce posts n to every poster, records each post in the ledger and
 // returns the posts and the errors: a poster that cannot announce is an
 // error too, so that nobody takes silence for a notification made
-// (docs/adr/0015i-break-glass.md).
+// (docs/adr/0028-break-glass.md).
 func Announce(ctx context.Context, l *Ledger, posters []Poster, fp, record string, at time.Time, n Notice) ([]Post, []error) {
 	var posts []Post
 	var errs []error

@@ -16,7 +16,7 @@ import (
 )
 
 // DiffRules say which files a bridge may show approvers a diff of
-// (docs/BRIDGES.md, "What approvers see"; ADR 0015h). A diff shows bytes of
+// (docs/BRIDGES.md, "What approvers see"; ADR 0027). A diff shows bytes of
 // two files to everyone who can read the Slack channel or the GitHub
 // repository, so each side is read only when all of these hold:
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/bridge/bridgetest"
 )
 
-// Each defence of what a diff may show (ADR 0015h) has a case that shows
+// Each defence of what a diff may show (ADR 0027) has a case that shows
 // the secret's bytes if the defence is removed.
 func TestDiffRules(t *testing.T) {
 	const secret = "password = hunter2-do-not-show\n"

@@ -37,7 +37,7 @@ type BreakGlassReviewOptions struct {
 }
 
 // NewCmdBreakGlass builds `break-glass` and `break-glass review` (issue 22,
-// docs/adr/0015i-break-glass.md).
+// docs/adr/0028-break-glass.md).
 func NewCmdBreakGlass(f *Factory, runF func(*BreakGlassOptions) error, reviewF func(*BreakGlassReviewOptions) error) *cobra.Command {
 	opts := &BreakGlassOptions{F: f}
 	cmd := &cobra.Command{
@@ -103,7 +103,7 @@ func breakGlassRun(o *BreakGlassOptions) error {
 	if !pc.op.Accepts(operations.PathBreakGlass) {
 		return pc.refuse(refusal.NoApproval, "operation %s does not allow break-glass", pc.op.Name).Needs("approval.paths with break-glass in the operation's definition")
 	}
-	// The planner may break glass on its own plan (ADR 0015i), so not
+	// The planner may break glass on its own plan (ADR 0028), so not
 	// pc.actor, which refuses it.
 	k, pr, err := o.F.Actor(pc.policy, approval.RoleBreakGlass)
 	if err != nil {
@@ -197,7 +197,7 @@ func breakGlassHistory(s store.Store, p *approval.Policy, fp string, evidence []
 
 // consumeBreakGlassLink spends the second anchor of a break-glass run:
 // one per breaker and count of earlier runs, so of two runs that passed
-// the gate on the same history only one runs (ADR 0015i).
+// the gate on the same history only one runs (ADR 0028).
 func consumeBreakGlassLink(pc *planContext, dec *approval.Decision, runID string) error {
 	_, err := pc.store.Consume(dec.BreakGlassLink, 1, runID)
 	if errors.Is(err, store.ErrConsumed) {
@@ -229,7 +229,7 @@ func breakGlassSeen(dec *approval.Decision, hist approval.BreakGlassHistory, p *
 // an incident the chat may be what is down) but is never silent: a
 // warning names it, run warns again when the ledger holds no post of it,
 // and the run stays unreviewed until someone reviews it
-// (docs/adr/0015i-break-glass.md).
+// (docs/adr/0028-break-glass.md).
 func notifyBreakGlass(f *Factory, pc *planContext, id string, b *approval.BreakGlass) {
 	var skipped []*approval.Principal
 	var names []string
@@ -323,7 +323,7 @@ func breakGlassReviewRun(o *BreakGlassReviewOptions) error {
 		return fmt.Errorf("storing review: %w", err)
 	}
 	// And in the journal, signed by the runner, so that replay of the
-	// journal alone sees the run reviewed (ADR 0015i): the reviewer's
+	// journal alone sees the run reviewed (ADR 0028): the reviewer's
 	// signature is what replay verifies.
 	j := &receipts.Journal{Path: c.JournalPath(), Key: rk, Runner: rp.ID, Host: journalHost(c.Host), Now: f.Now, Sync: f.JournalSync}
 	if _, err := j.Append(&receipts.Receipt{Kind: receipts.KindReview, RunID: runID, Review: &receipts.Review{Review: env}}); err != nil {

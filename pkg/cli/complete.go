@@ -19,7 +19,7 @@ import (
 // fingerprints of stored plans. In local mode they are read here; a client
 // of a runner service (whose state it cannot read) asks the service:
 // `ops list --json` for the registry and the plans-complete call for the
-// fingerprints (docs/adr/0015e-completion-through-the-service.md).
+// fingerprints (docs/adr/0024-completion-through-the-service.md).
 // Completion never hands the service a key, and any failure completes
 // nothing.
 

@@ -147,7 +147,7 @@ func (d *decisionRecord) off() bool {
 // turns a refusal into something else, nor stops a run already allowed
 // (its intent receipt carries the decision id): it is said, on the
 // caller's stderr and, in the service, in the service's log
-// (docs/adr/0015g-decision-log.md).
+// (docs/adr/0026-decision-log.md).
 func (d *decisionRecord) write(e decisionlog.Entry) {
 	d.done = true
 	sink, err := d.f.decisionSink()

@@ -71,7 +71,7 @@ func opsList(f *Factory, reg *operations.Registry) error {
 	ops := reg.All()
 	if f.JSON {
 		// Each definition as hashed (its digest checks): approval paths
-		// in their stored spelling (ADR 0014a).
+		// in their stored spelling (ADR 0014).
 		return printJSON(f.IO.Out, struct {
 			FormatVersion int                     `json:"format_version"`
 			Operations    []*operations.Operation `json:"operations"`

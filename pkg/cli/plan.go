@@ -97,7 +97,7 @@ type planOutput struct {
 	*operations.Plan
 	Stored bool `json:"stored"`
 	// Request is the decision request of a stored plan that needs a
-	// human (docs/adr/0015b-decision-requests.md).
+	// human (docs/adr/0020-decision-requests.md).
 	Request *bridge.DecisionRequest `json:"request,omitempty"`
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// Preconditions (issue 22, docs/adr/0015f-preconditions.md): an operation
+// Preconditions (issue 22, docs/adr/0025-preconditions.md): an operation
 // may name a read-only check whose stdout's digest its plans bind. The
 // check is a plan of its own (a non-mutating operation, signed by the same
 // planner) and runs through runRun like any other: the same reality check,

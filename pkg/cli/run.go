@@ -197,7 +197,7 @@ func runRun(o *RunOptions) (err error) {
 	// counts nothing as spent; an anchor the store finds spent is counted
 	// so and the gate asked again, so the run relies on the next unspent
 	// approval if there is one, and is otherwise refused as the gate
-	// refuses any spent approval (docs/adr/0014b-idempotent-consumption.md).
+	// refuses any spent approval (docs/adr/0015-idempotent-consumption.md).
 	// The precondition check runs again before anything is consumed; the
 	// gate judges what it saw (issue 22, precondition.go).
 	pre, err := pc.precondition(f)
@@ -245,7 +245,7 @@ func runRun(o *RunOptions) (err error) {
 	}
 	// A break-glass run also spends its link: the record first, so that a
 	// crash between the two leaves a record spent (to review) rather than
-	// a breaker who can never break glass again (ADR 0015i).
+	// a breaker who can never break glass again (ADR 0028).
 	if dec.Path == operations.PathBreakGlass {
 		if err := consumeBreakGlassLink(pc, dec, runID); err != nil {
 			return err

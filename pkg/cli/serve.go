@@ -708,7 +708,7 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 	case "plans-complete":
 		// Shell completion of a client: the fingerprints of the stored
 		// plans with a prefix, as `status` and `receipts list` show them
-		// to any caller (docs/adr/0015e-completion-through-the-service.md).
+		// to any caller (docs/adr/0024-completion-through-the-service.md).
 		var a prefixArg
 		if err := args(&a); err != nil {
 			return err

@@ -104,7 +104,7 @@ type Bridge struct {
 }
 
 // Requests configures the decision requests of plans that need a human
-// (docs/adr/0015b-decision-requests.md): how long one stays open, when the
+// (docs/adr/0020-decision-requests.md): how long one stays open, when the
 // bridges remind the approvers asked and when they escalate. Durations are
 // Go durations; empty means the default, "0" turns reminders or escalation
 // off.
@@ -122,7 +122,7 @@ type Requests struct {
 }
 
 // Log configures the decision log (docs/DECISIONS.md,
-// docs/adr/0015g-decision-log.md).
+// docs/adr/0026-decision-log.md).
 type Log struct {
 	// Decisions is where every run attempt's decision is logged: a file
 	// path, or "-" for the standard output of `prod-write serve`. Off when

@@ -33,7 +33,7 @@ type Store interface {
 	// [Consumed]) when every use is spent by other runs. It is idempotent
 	// per run: calling it again with the same run (a retry whose answer was
 	// lost) returns the slot that run already holds and spends nothing
-	// more, and never refuses it as consumed (docs/adr/0014b-idempotent-consumption.md).
+	// more, and never refuses it as consumed (docs/adr/0015-idempotent-consumption.md).
 	Consume(id string, uses int, run string) (slot int, err error)
 	// Used reports how many uses of each record are spent.
 	Used(ids []string) (map[string]int, error)

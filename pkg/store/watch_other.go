@@ -10,7 +10,7 @@ import (
 
 // Watcher is inotify's on Linux ([Dir.Watch] there). Elsewhere there is
 // no watch: [Dir.Watch] returns [ErrNoWatch] and `status --wait` polls
-// with backoff, as it does on DynamoDB (docs/adr/0015b-decision-requests.md).
+// with backoff, as it does on DynamoDB (docs/adr/0020-decision-requests.md).
 type Watcher struct{}
 
 // ErrNoWatch is [Dir.Watch]'s error where the system offers no watch that

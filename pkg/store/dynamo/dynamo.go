@@ -367,7 +367,7 @@ func (s *Store) Evidence(fp string) ([]*dsse.Envelope, []store.Problem, error) {
 // or, where the service does not return it, a strongly consistent read)
 // says why: if it holds rRUN this very run already took a slot (the SDK
 // retried a write whose reply was lost) and that slot is the answer;
-// otherwise every use is spent by other runs (docs/adr/0014b-idempotent-consumption.md).
+// otherwise every use is spent by other runs (docs/adr/0015-idempotent-consumption.md).
 func (s *Store) Consume(id string, uses int, run string) (int, error) {
 	if err := store.CheckID(id); err != nil {
 		return 0, err
