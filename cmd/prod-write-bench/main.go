@@ -417,7 +417,7 @@ func parallelRuns(dir string, service bool) result {
 	wallPerRun := sm / n
 	ceiling := float64(runtime.NumCPU()) * wallPerRun.Seconds() / parPerRun.Seconds()
 	r.extra = append(r.extra, fmt.Sprintf("CPU per run %v one at a time, %v all at once (of which the client processes %v); wall per run one at a time %v: on %d cores no batching of this CPU can exceed %.2f×",
-		perRun.Round(10*time.Microsecond), parPerRun.Round(10*time.Microsecond), (parClients / time.Duration(n*rounds)).Round(10*time.Microsecond), wallPerRun.Round(10*time.Microsecond), runtime.NumCPU(), ceiling))
+		perRun.Round(10*time.Microsecond), parPerRun.Round(10*time.Microsecond), (parClients/time.Duration(n*rounds)).Round(10*time.Microsecond), wallPerRun.Round(10*time.Microsecond), runtime.NumCPU(), ceiling))
 	fmt.Printf("%s: %s\n%s: %s\n", name, r.extra[0], name, r.extra[1])
 	out := pw(dir, env, "replay")
 	if !bytes.Contains(out, []byte(" 0 failed, 0 incomplete")) {
