@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -80,30 +79,9 @@ func (s *Events) List(fp string) ([]Event, error) {
 		return nil, err
 	}
 	dir := filepath.Join(s.Dir, strings.TrimPrefix(fp, "sha256:"))
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	out, err := readJSONDir(dir, func(e Event) bool { return e.Fingerprint == fp }) // else misfiled
 	if err != nil {
 		return nil, err
-	}
-	var out []Event
-	for _, en := range entries {
-		if !en.Type().IsRegular() || !strings.HasSuffix(en.Name(), ".json") || strings.HasPrefix(en.Name(), ".") {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, en.Name()))
-		if err != nil {
-			return nil, err
-		}
-		var e Event
-		if err := json.Unmarshal(data, &e); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, en.Name()), err)
-		}
-		if e.Fingerprint != fp {
-			continue // misfiled
-		}
-		out = append(out, e)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out, nil

@@ -123,6 +123,19 @@ func (l *Ledger) All() ([]Post, error) {
 }
 
 func (l *Ledger) read(dir string) ([]Post, error) {
+	out, err := readJSONDir(dir, func(p Post) bool {
+		return filepath.Base(dir) == strings.TrimPrefix(p.Fingerprint, "sha256:") // else misfiled: not this plan's
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortPosts(out)
+	return out, nil
+}
+
+// readJSONDir decodes each regular *.json file of dir (none when dir does
+// not exist), keeping those keep accepts.
+func readJSONDir[T any](dir string, keep func(T) bool) ([]T, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -130,7 +143,7 @@ func (l *Ledger) read(dir string) ([]Post, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Post
+	var out []T
 	for _, e := range entries {
 		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
 			continue
@@ -139,16 +152,14 @@ func (l *Ledger) read(dir string) ([]Post, error) {
 		if err != nil {
 			return nil, err
 		}
-		var p Post
-		if err := json.Unmarshal(data, &p); err != nil {
+		var v T
+		if err := json.Unmarshal(data, &v); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, e.Name()), err)
 		}
-		if filepath.Base(dir) != strings.TrimPrefix(p.Fingerprint, "sha256:") {
-			continue // misfiled: not this plan's
+		if keep(v) {
+			out = append(out, v)
 		}
-		out = append(out, p)
 	}
-	sortPosts(out)
 	return out, nil
 }
 
