@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/bridge/bridgetest"
 	"github.com/prod-write/prod-write/pkg/keys"
@@ -201,5 +202,27 @@ func TestLookAlikeAnswerDoesNotSwallowAClick(t *testing.T) {
 	res, err := w.Attestor(t).Answer(bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: ch, Issued: now})
 	if err != nil || res.Duplicate {
 		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// The decision's description shows the precondition the approval is given
+// for (issue 22): the check and the digest of what it printed, and, only
+// when the plan kept it (show_output), the output itself, quoted and cut.
+func TestPlanLinesShowThePrecondition(t *testing.T) {
+	p := &operations.Plan{}
+	p.Operation, p.Target, p.Planner = "migrate", "production", "agent"
+	if got := strings.Join(bridge.PlanLines(p), "\n"); strings.Contains(got, "Precondition") {
+		t.Fatalf("a plan without a precondition shows one:\n%s", got)
+	}
+	p.Precondition = &operations.PreconditionBound{Check: "current-version", OutputSHA256: "sha256:" + strings.Repeat("ab", 32)}
+	got := strings.Join(bridge.PlanLines(p), "\n")
+	if !strings.Contains(got, "Precondition: current-version printed sha256:abab") || strings.Contains(got, "Check output") {
+		t.Fatalf("precondition without output:\n%s", got)
+	}
+	out := "v41\n\x1b[2Jcleared" + strings.Repeat("x", 1000)
+	p.PreconditionOutput = &out
+	got = strings.Join(bridge.PlanLines(p), "\n")
+	if !strings.Contains(got, `Check output: "v41\n\x1b[2Jcleared`) || strings.Contains(got, "\x1b") || strings.Count(got, "x") > 520 {
+		t.Fatalf("precondition output not quoted and cut:\n%s", got)
 	}
 }

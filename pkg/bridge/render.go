@@ -89,9 +89,25 @@ func PlanLines(p *operations.Plan) []string {
 			lines = append(lines, fmt.Sprintf("Env:         %s=%s", e.Name, quoteWord(e.Value)))
 		}
 	}
+	if pb := p.Precondition; pb != nil {
+		// What the approval is given for includes the state the check saw
+		// (issue 22): run checks it again and refuses if it changed.
+		lines = append(lines, fmt.Sprintf("Precondition: %s printed %s when planned; run checks it again before anything is spent", quoteWord(pb.Check), pb.OutputSHA256))
+		if out := p.PreconditionOutput; out != nil {
+			shown := *out
+			if len(shown) > maxPreconditionShown {
+				shown = shown[:maxPreconditionShown] + "…"
+			}
+			lines = append(lines, "Check output: "+strconv.Quote(shown))
+		}
+	}
 	lines = append(lines, fmt.Sprintf("Planned by:  %s at %s", p.Planner, stamp(p.Created)))
 	return lines
 }
+
+// maxPreconditionShown bounds how much of a check's output (kept in the
+// plan only when the operation says show_output) a message shows.
+const maxPreconditionShown = 500
 
 // RecordLines describes the certainty record of v.
 func RecordLines(v *View) []string {
