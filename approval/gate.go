@@ -310,14 +310,14 @@ func Evaluate(in Input) (*Decision, error) {
 	why := fmt.Sprintf("no valid approval for this plan (accepted paths: %s)", strings.Join(operations.PathNames(in.Op.Approval.Paths), ", "))
 	for _, c := range []refusal.Code{refusal.Vetoed, refusal.SelfApproval, refusal.EvidenceConsumed, refusal.EvidenceExpired, refusal.SignatureInvalid, refusal.PrincipalUnknown, refusal.RoleMissing} {
 		if a := firstProblem(d.Evidence, c); a != nil {
-			code, why = c, fmt.Sprintf("%s record %.12s… does not count: %s", a.Kind, a.ID, a.Why)
+			code, why = c, fmt.Sprintf("%s %.12s… does not count: %s", evidenceName(a.Kind), a.ID, a.Why)
 			break
 		}
 	}
 	if code == refusal.NoApproval {
 		for _, a := range d.Evidence {
 			if a.Kind == KindBreakGlass && a.relevant && !a.Valid && a.Problem != nil {
-				why = fmt.Sprintf("%s record %.12s… does not count: %s", a.Kind, a.ID, a.Why)
+				why = fmt.Sprintf("%s %.12s… does not count: %s", evidenceName(a.Kind), a.ID, a.Why)
 				break
 			}
 		}
@@ -410,7 +410,7 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 	a.ID, a.Signed, a.Signer = s.ID, s, s.Signer.ID
 	a.Kind = kindOf(s.Type)
 	if !s.Signer.InForce(in.Now) {
-		return fail(refusal.PrincipalUnknown, "%s record %.12s… is signed by %s, whose key does not count at %s (trust.toml since/revoked_at)", a.Kind, a.ID, s.Signer.ID, in.Now.UTC().Format(time.RFC3339))
+		return fail(refusal.PrincipalUnknown, "%s %.12s… is signed by %s, whose key does not count at %s (trust.toml since/revoked_at)", evidenceName(a.Kind), a.ID, s.Signer.ID, in.Now.UTC().Format(time.RFC3339))
 	}
 	actor := s.Signer
 	var fingerprint string
@@ -559,6 +559,20 @@ const (
 	KindAnswer     = "answer"
 	KindWithdrawal = "withdrawal"
 )
+
+// evidenceName is how messages name a piece of evidence of kind (the
+// words of ADR 0014): never "record record".
+func evidenceName(kind string) string {
+	switch kind {
+	case KindRecord:
+		return "certainty record"
+	case KindGera:
+		return "Gera decision"
+	case KindAnswer, KindWithdrawal:
+		return kind
+	}
+	return kind + " record"
+}
 
 func kindOf(payloadType string) string {
 	switch payloadType {
