@@ -125,6 +125,24 @@ func bindPrecondition(f *Factory, reg *operations.Registry, op *operations.Opera
 // params, or a check that cannot run, refuses; a changed output refuses
 // here too, showing both outputs when the operation allows it, and the
 // gate would refuse it anyway.
+// gateBeforeCheck asks the gate everything but the precondition, which is
+// all a refusal can need: the check itself runs only for a plan the gate
+// would otherwise let through (one more read of the evidence, for plans
+// with a precondition only).
+func (pc *planContext) gateBeforeCheck(f *Factory) error {
+	evidence, problems, err := pc.store.Evidence(pc.plan.Fingerprint)
+	if err != nil {
+		return fmt.Errorf("reading evidence: %w", err)
+	}
+	hist, histProblems, err := breakGlassHistory(pc.store, pc.policy, pc.plan.Fingerprint, evidence)
+	if err != nil {
+		return err
+	}
+	_, err = approval.Evaluate(approval.Input{Plan: pc.env, Evidence: evidence, PreconditionUnchecked: true,
+		Unreadable: append(problemStrings(problems), histProblems...), Policy: pc.policy, Op: pc.op, Now: f.Now(), Used: map[string]int{}, BreakGlass: hist})
+	return err
+}
+
 func (pc *planContext) precondition(f *Factory) (*operations.PreconditionSeen, error) {
 	want := pc.plan.Precondition
 	if want == nil || pc.op.Precondition == nil {

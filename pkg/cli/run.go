@@ -199,7 +199,14 @@ func runRun(o *RunOptions) (err error) {
 	// approval if there is one, and is otherwise refused as the gate
 	// refuses any spent approval (docs/adr/0015-idempotent-consumption.md).
 	// The precondition check runs again before anything is consumed; the
-	// gate judges what it saw (issue 22, precondition.go).
+	// gate judges what it saw (issue 22, precondition.go). Not before the
+	// gate has judged everything else: a plan nobody approved (or one
+	// vetoed, withdrawn, frozen) must not make the service run its check.
+	if pc.plan.Precondition != nil {
+		if err := pc.gateBeforeCheck(f); err != nil {
+			return err
+		}
+	}
 	pre, err := pc.precondition(f)
 	if err != nil {
 		return err
@@ -414,7 +421,7 @@ func (pc *planContext) intent(f *Factory, dec *approval.Decision, evidence []*ap
 		if a.Signed == nil {
 			continue
 		}
-		if relied[a.ID] || keep[a.ID] || a.Verdict == approval.NoGo || a.Verdict == approval.Deny || a.Kind == "withdraw" {
+		if relied[a.ID] || keep[a.ID] || a.Verdict == approval.NoGo || a.Verdict == approval.Deny || a.Kind == approval.KindWithdrawal {
 			in.Evidence = append(in.Evidence, a.Signed.Env)
 			in.Signers[a.Signer] = a.Signed.Signer.Public().String()
 		}
