@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -125,9 +126,9 @@ func (e Entry) Line() []byte {
 	}
 	e.Truncated = true
 	e.Reason = clip(e.Reason, maxReason)
-	if len(e.Missing) > maxMissing {
-		e.Missing = e.Missing[:maxMissing]
-	}
+	// A copy: e's slices are the caller's (a refusal's own Missing, which
+	// is printed to the user after the line is logged).
+	e.Missing = slices.Clone(e.Missing[:min(len(e.Missing), maxMissing)])
 	for i := range e.Missing {
 		e.Missing[i] = clip(e.Missing[i], maxItem)
 	}
