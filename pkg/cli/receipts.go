@@ -460,7 +460,10 @@ no receipts.`,
 			if (opts.VSA == "") != (opts.VSAKey == "") {
 				return &usageError{msg: "--vsa and --vsa-key go together"}
 			}
-			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" || opts.Policy != "" || opts.PolicyRegistry != "" || opts.FailUnreviewedBreakGlass {
+			// The service's replay takes no options: any of these is
+			// read here, as the caller, never silently dropped.
+			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" || opts.Policy != "" || opts.PolicyRegistry != "" || opts.FailUnreviewedBreakGlass ||
+				opts.Registry != "" || opts.History != "" || opts.Host != "" || opts.StrictRevocation {
 				// Files the caller names are verified here, with the
 				// caller's own rights: replay needs no privilege.
 				return replayRun(opts)
