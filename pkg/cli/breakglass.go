@@ -95,6 +95,11 @@ the breaker cannot break glass again. Nobody reviews their own.`,
 }
 
 func breakGlassRun(o *BreakGlassOptions) error {
+	// Checked here, not only by the command line: the service takes the
+	// options from any client.
+	if strings.TrimSpace(o.Reason) == "" || strings.TrimSpace(o.Incident) == "" {
+		return &usageError{msg: "--reason and --incident are required"}
+	}
 	o.F.postsDecisions = true // notifying needs prod-write-net
 	pc, err := loadPlan(o.F, o.Fingerprint)
 	if err != nil {
@@ -141,11 +146,13 @@ func breakGlassRun(o *BreakGlassOptions) error {
 			return r
 		}
 	}
-	if err := pc.store.PutEvidence(pc.plan.Fingerprint, id, env); err != nil {
-		return fmt.Errorf("storing record: %w", err)
-	}
+	// The breaker's index first: a record stored as evidence but missing
+	// from it could run while the history the gate counts lacks it.
 	if err := store.PutBreakGlass(pc.store, pr.ID, id, env); err != nil {
 		return fmt.Errorf("storing record under %s: %w", pr.ID, err)
+	}
+	if err := pc.store.PutEvidence(pc.plan.Fingerprint, id, env); err != nil {
+		return fmt.Errorf("storing record: %w", err)
 	}
 	notifyBreakGlass(o.F, pc, id, &b)
 	if o.F.JSON {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -70,6 +71,11 @@ approvals, and the planner cannot grant its own plan.`,
 }
 
 func freezeGrantRun(o *FreezeGrantOptions) error {
+	// Checked here, not only by the command line: the service takes the
+	// options from any client.
+	if strings.TrimSpace(o.Freeze) == "" || strings.TrimSpace(o.Reason) == "" {
+		return &usageError{msg: "--freeze and --reason are required"}
+	}
 	pc, err := loadPlan(o.F, o.Fingerprint)
 	if err != nil {
 		return err
