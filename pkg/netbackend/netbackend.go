@@ -91,11 +91,13 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 	defer stop()
 	b, log := s.Bridge, s.Log
 	var poller *githubbridge.Poller
+	var ghPoster *githubbridge.Poster
 	if b.GitHubRepo != "" {
 		p, err := githubPoster(b, s.GitHubToken)
 		if err != nil {
 			return err
 		}
+		ghPoster = p
 		poller = &githubbridge.Poller{Client: p.Client, Owner: p.Owner, Repo: p.Repo, Attestor: s.Attestor, Ledger: s.Ledger, Log: log, Token: s.GitHubToken}
 	}
 	var srv *http.Server
@@ -151,9 +153,10 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 	if b.SlackChannel != "" {
 		posters = append(posters, &slackbridge.Poster{API: slackClient(b, s.SlackToken), Channel: b.SlackChannel})
 	}
-	if poller != nil {
-		p, _ := githubPoster(b, s.GitHubToken)
-		posters = append(posters, p)
+	if ghPoster != nil {
+		// The poller's own client: one rate limiter for every call to
+		// GitHub, follow-ups included.
+		posters = append(posters, ghPoster)
 	}
 	follow := &bridge.FollowUps{Source: s.Attestor.Source, Ledger: s.Ledger, Events: s.Events, Posters: posters,
 		Settings: s.Requests, Log: log, Now: s.Now}
