@@ -331,8 +331,12 @@ func (b *mcpBackend) remoteWait(ctx context.Context, fp string, deadline time.Ti
 		}
 		var out bytes.Buffer
 		_, err := b.call("status", &StatusOptions{Fingerprint: fp, Wait: true, Timeout: min(left, remoteWaitSlice).String()}, nil, &out, io.Discard)
+		// A slice that ran out is reported either as a bare status or, as
+		// the service prints --timeout's end, as an error line: both mean
+		// "ask again".
 		var exit *ExitError
-		if errors.As(err, &exit) && exit.Code == ExitTimeout {
+		var remote *remoteError
+		if (errors.As(err, &exit) && exit.Code == ExitTimeout) || (errors.As(err, &remote) && remote.Exit == ExitTimeout) {
 			progress("waiting for a decision on " + fp)
 			continue
 		}
