@@ -121,6 +121,7 @@ func (s *serviceState) load() error {
 	lp := &loadedPolicy{reg: reg, policy: policy}
 	lp.runnerKey, lp.runner, lp.runnerErr = runnerIdentity(s.cfg, policy)
 	s.loaded.Store(lp)
+	s.snapshots.Purge()
 	return nil
 }
 

@@ -33,10 +33,11 @@ type SnapshotCache struct {
 	// used is dropped first.
 	Max int
 
-	mu   sync.Mutex
-	m    map[fileID]*cachedSnapshot
-	tick uint64
-	hits uint64
+	mu    sync.Mutex
+	m     map[fileID]*cachedSnapshot
+	bytes int64 // of the snapshots kept
+	tick  uint64
+	hits  uint64
 }
 
 type fileID struct {
@@ -53,9 +54,12 @@ type cachedSnapshot struct {
 	used uint64
 }
 
-// maxCachedSize bounds the snapshots kept: programs are small; a larger file
-// is snapshotted every time.
-const maxCachedSize = 256 << 20
+// maxCachedSize bounds each snapshot kept, and maxCachedBytes all of them:
+// programs are small; a larger one is snapshotted every time.
+const (
+	maxCachedSize  = 64 << 20
+	maxCachedBytes = 256 << 20
+)
 
 // Take is [TakeSnapshot], answered from the cache when the file is
 // unchanged. The caller owns the snapshot returned and closes it.
@@ -126,14 +130,14 @@ func (c *SnapshotCache) keep(id fileID, snap *Snapshot) {
 	if c.m == nil {
 		c.m = map[fileID]*cachedSnapshot{}
 	}
-	if old, ok := c.m[id]; ok {
-		old.snap.Close()
+	if _, ok := c.m[id]; ok {
+		c.drop(id)
 	}
 	max := c.Max
 	if max <= 0 {
 		max = 64
 	}
-	for len(c.m) >= max {
+	for len(c.m) > 0 && (len(c.m) >= max || c.bytes+own.Size > maxCachedBytes) {
 		var lru fileID
 		var least uint64 = ^uint64(0)
 		for k, e := range c.m {
@@ -141,11 +145,28 @@ func (c *SnapshotCache) keep(id fileID, snap *Snapshot) {
 				lru, least = k, e.used
 			}
 		}
-		c.m[lru].snap.Close()
-		delete(c.m, lru)
+		c.drop(lru)
 	}
 	c.tick++
 	c.m[id] = &cachedSnapshot{snap: own, used: c.tick}
+	c.bytes += own.Size
+}
+
+// drop closes and forgets one snapshot; c.mu is held.
+func (c *SnapshotCache) drop(id fileID) {
+	c.bytes -= c.m[id].snap.Size
+	c.m[id].snap.Close()
+	delete(c.m, id)
+}
+
+// Purge drops every snapshot kept (the service's policy was reloaded: what
+// it runs is read afresh).
+func (c *SnapshotCache) Purge() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.m {
+		c.drop(id)
+	}
 }
 
 // reopen opens a new read-only descriptor of the same sealed memfd, with its

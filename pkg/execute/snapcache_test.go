@@ -199,3 +199,40 @@ func TestSnapshotCacheBounds(t *testing.T) {
 		t.Fatalf("a limit below a cached snapshot's size: %v", err)
 	}
 }
+
+// The bytes kept are bounded as well as the count, and Purge drops all.
+func TestSnapshotCacheBytesAndPurge(t *testing.T) {
+	const settle = 100 * time.Millisecond
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, maxCachedSize+1), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join(dir, "small")
+	if err := os.WriteFile(small, []byte("small"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(settle + 50*time.Millisecond)
+	c := &SnapshotCache{Settle: settle}
+	for i := 0; i < 2; i++ {
+		for _, p := range []string{big, small} {
+			s, err := c.Take(p, -1, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+		}
+	}
+	if c.Hits() != 1 || c.bytes != 5 {
+		t.Fatalf("hits %d, bytes kept %d: want only the small program kept", c.Hits(), c.bytes)
+	}
+	c.Purge()
+	s, err := c.Take(small, -1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if c.Hits() != 1 {
+		t.Fatal("a purged snapshot was answered from the cache")
+	}
+}
