@@ -148,6 +148,8 @@ func Explain(in ExplainInput) *Explanation {
 			fmt.Fprintf(&b, "Allowed by path gera: %s", relianceWords(e.Relied))
 		case operations.PathSmithTrinity:
 			fmt.Fprintf(&b, "Allowed by path record+approvals: %s", relianceWords(e.Relied))
+		case operations.PathBreakGlass:
+			fmt.Fprintf(&b, "Allowed by break-glass, without the usual approvals: %s", relianceWords(e.Relied))
 		default:
 			fmt.Fprintf(&b, "Allowed without approval: operation %s is not mutating", in.Operation)
 		}
@@ -186,6 +188,8 @@ func relianceWords(rs []Reliance) string {
 			parts = append(parts, fmt.Sprintf("certainty record %s by %s", id, r.By))
 		case KindAnswer:
 			approvals = append(approvals, fmt.Sprintf("%s via %s", r.By, channelWords(r.Channel)))
+		case KindBreakGlass:
+			parts = append(parts, fmt.Sprintf("break-glass record %s by %s (to be reviewed)", id, r.By))
 		default:
 			parts = append(parts, fmt.Sprintf("record %s", id))
 		}
@@ -298,6 +302,18 @@ func Describe(env *Envelope) *Assessed {
 			return nil
 		}
 		a.By, a.Verdict, a.Issued = w.Planner, "withdraw", w.Issued
+	case TypeBreakGlass:
+		var g BreakGlass
+		if json.Unmarshal(body, &g) != nil {
+			return nil
+		}
+		a.By, a.Verdict, a.Uses, a.Issued, a.Expires = g.Breaker, "break-glass", 1, g.Issued, g.Expires
+	case TypeFreezeGrant:
+		var g FreezeGrant
+		if json.Unmarshal(body, &g) != nil {
+			return nil
+		}
+		a.By, a.Verdict, a.Issued, a.Expires = g.Granter, "grant", g.Issued, g.Expires
 	default:
 		return nil
 	}
