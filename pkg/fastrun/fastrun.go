@@ -103,13 +103,34 @@ func ParseRun(args []string) (Line, bool) {
 }
 
 // Try makes the run call through the service when it can and returns its
-// exit status; ok false means nothing was sent and the command line is the
+// exit status, for the process to exit with (its signal handling is left
+// in place); ok false means nothing was sent and the command line is the
 // command tree's.
 func Try(e Env) (code int, ok bool) {
 	l, ok := ParseRun(e.Args)
 	if !ok {
 		return 0, false
 	}
+	// ^C and kill reach the program as requests to the service; a client
+	// that dies anyway changes nothing in the service's order. The first
+	// signal.Notify of a process starts a thread for signals and waits for
+	// it (0.3 ms): started here, it overlaps reading the configuration and
+	// dialling, and it is in place before the request is sent, as before.
+	sigs := make(chan os.Signal, 4)
+	notified := make(chan struct{})
+	go func() {
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+		close(notified)
+	}()
+	defer func() {
+		// Only when the command tree takes the line back: after a call
+		// the process exits, and Stop would wait for the signal thread
+		// again.
+		if !ok {
+			<-notified
+			signal.Stop(sigs)
+		}
+	}()
 	cwd, err := e.Getwd()
 	if err != nil {
 		return 0, false
@@ -164,11 +185,7 @@ func Try(e Env) (code int, ok bool) {
 		return 0, false
 	}
 	defer conn.Close()
-	// ^C and kill reach the program as requests to the service; a client
-	// that dies anyway changes nothing in the service's order.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	<-notified
 	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: e.LookupEnv}, sigs)
 	var notSent *service.NotSentError
 	switch {
