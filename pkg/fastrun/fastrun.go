@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -111,6 +112,10 @@ func Try(e Env) (code int, ok bool) {
 	if !ok {
 		return 0, false
 	}
+	// The client mostly waits on its socket: one P is enough, and a second
+	// one only spins looking for work (0.7 ms of CPU per run, measured,
+	// which 32 clients at once take from the service's two cores).
+	procs := runtime.GOMAXPROCS(1)
 	// ^C and kill reach the program as requests to the service; a client
 	// that dies anyway changes nothing in the service's order. The first
 	// signal.Notify of a process starts a thread for signals and waits for
@@ -125,10 +130,11 @@ func Try(e Env) (code int, ok bool) {
 	defer func() {
 		// Only when the command tree takes the line back: after a call
 		// the process exits, and Stop would wait for the signal thread
-		// again.
+		// again. The tree gets its processors back.
 		if !ok {
 			<-notified
 			signal.Stop(sigs)
+			runtime.GOMAXPROCS(procs)
 		}
 	}()
 	cwd, err := e.Getwd()
