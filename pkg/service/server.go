@@ -131,12 +131,45 @@ type Server struct {
 	Handler Handler
 	// MaxCalls bounds calls in progress; one more is answered busy.
 	MaxCalls int
+	// MaxCallsPerAccount bounds the calls in progress of one calling
+	// account (its uid, from SO_PEERCRED), connections still sending
+	// their request included: one more is answered busy. Without it one
+	// account could hold every slot (idle connections, status --wait) and
+	// keep every other account from being served. 0 means half of
+	// MaxCalls.
+	MaxCallsPerAccount int
 	// RequestTimeout bounds how long a client may take to send its
 	// request once connected.
 	RequestTimeout time.Duration
 	Log            *log.Logger
 
 	wg sync.WaitGroup
+
+	mu     sync.Mutex
+	byPeer map[uint32]int
+}
+
+// admit takes one of uid's slots, or reports that it has none left.
+func (s *Server) admit(uid uint32, max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byPeer[uid] >= max {
+		return false
+	}
+	if s.byPeer == nil {
+		s.byPeer = map[uint32]int{}
+	}
+	s.byPeer[uid]++
+	return true
+}
+
+// release gives back one of uid's slots.
+func (s *Server) release(uid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byPeer[uid]--; s.byPeer[uid] <= 0 {
+		delete(s.byPeer, uid)
+	}
 }
 
 // Serve accepts connections until ctx is done, then waits for the calls in
@@ -145,6 +178,10 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	maxCalls := s.MaxCalls
 	if maxCalls <= 0 {
 		maxCalls = 256
+	}
+	perAccount := s.MaxCallsPerAccount
+	if perAccount <= 0 {
+		perAccount = max(1, maxCalls/2)
 	}
 	slots := make(chan struct{}, maxCalls)
 	go func() {
@@ -169,19 +206,31 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 			}
 			return err
 		}
+		peer, err := PeerOf(c)
+		if err != nil {
+			s.logf("refusing a connection: %v", err)
+			c.Close()
+			continue
+		}
+		if !s.admit(peer.UID, perAccount) {
+			// Not logged: an account hammering the socket would fill
+			// the log.
+			busy(c, "too many calls of this account in progress; try again")
+			continue
+		}
 		select {
 		case slots <- struct{}{}:
 		default:
-			conn := NewConn(c)
-			conn.Send(Failure{T: "failure", Code: CodeBusy, Error: "too many calls in progress; try again"})
-			conn.Close()
+			s.release(peer.UID)
+			busy(c, "too many calls in progress; try again")
 			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-slots }()
-			s.serveConn(ctx, c)
+			defer s.release(peer.UID)
+			s.serveConn(ctx, c, peer)
 		}()
 	}
 }
@@ -192,14 +241,16 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn) {
+// busy answers a connection that gets no slot, and closes it.
+func busy(c *net.UnixConn, msg string) {
+	conn := NewConn(c)
+	conn.Send(Failure{T: "failure", Code: CodeBusy, Error: msg})
+	conn.Close()
+}
+
+func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn, peer Peer) {
 	conn := NewConn(uc)
 	defer conn.Close()
-	peer, err := PeerOf(uc)
-	if err != nil {
-		s.logf("refusing a connection: %v", err)
-		return
-	}
 	timeout := s.RequestTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -440,4 +441,132 @@ func FuzzDecodeRequest(f *testing.F) {
 			seen[n] = true
 		}
 	})
+}
+
+// One account cannot hold every slot: its calls beyond
+// MaxCallsPerAccount are answered busy at once while the service still
+// has room for others, and its slots come back when its calls end.
+func TestBusyPerAccount(t *testing.T) {
+	release := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, c *Call) int { <-release; return 0 })
+	sock := startServer(t, h, func(s *Server) { s.MaxCalls, s.MaxCallsPerAccount = 8, 2 })
+	var held []*net.UnixConn
+	for range 2 {
+		held = append(held, rawSend(t, sock, nil)) // idle: still sending its request
+	}
+	time.Sleep(200 * time.Millisecond)
+	c := rawSend(t, sock, nil)
+	if got := readFailure(t, c); got != CodeBusy {
+		t.Fatalf("a third call of one account got %s, want busy", got)
+	}
+	c.Close()
+	for _, c := range held {
+		c.Close()
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, res, err := call(t, sock, Request{Op: "status"}, answers{}, nil)
+		if err == nil && res.Failure == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the account's slots never came back: %+v %v", res, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Another account is served while one account holds all its slots. The
+// other account is this test's own thread with its uid changed (root only):
+// SO_PEERCRED records the connecting thread's credentials.
+func TestOtherAccountServedWhileOneIsAtItsCap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to connect as a second account")
+	}
+	dir, err := os.MkdirTemp("", "prod-write-peers-") // t.TempDir's parent is 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s.sock")
+	l, err := Listen(sock, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uids := make(chan uint32, 8)
+	h := HandlerFunc(func(ctx context.Context, c *Call) int { uids <- c.Peer.UID; return 0 })
+	s := &Server{Handler: h, MaxCalls: 8, MaxCallsPerAccount: 2, RequestTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	defer func() { cancel(); <-done }()
+
+	// This account (root) tries to hold every slot with idle connections:
+	// it gets two.
+	var idle []*net.UnixConn
+	for range 8 {
+		c := rawSend(t, sock, nil)
+		defer c.Close()
+		idle = append(idle, c)
+	}
+	time.Sleep(200 * time.Millisecond)
+	busyN := 0
+	for _, c := range idle {
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if b, _, err := NewConn(c).Recv(); err == nil && strings.Contains(string(b), string(CodeBusy)) {
+			busyN++
+		}
+	}
+	if busyN != 6 {
+		t.Fatalf("%d of root's 8 idle calls were answered busy, want 6", busyN)
+	}
+
+	// nobody (65534) is still served.
+	type result struct {
+		reply string
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with its changed uid
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 65534, 65534, 65534); e != 0 {
+			got <- result{err: fmt.Errorf("setresuid: %v", e)}
+			return
+		}
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer unix.Close(fd)
+		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
+			got <- result{err: fmt.Errorf("connect as nobody: %w", err)}
+			return
+		}
+		if _, err := unix.Write(fd, []byte(`{"v":1,"op":"status"}`)); err != nil {
+			got <- result{err: err}
+			return
+		}
+		buf := make([]byte, 4096)
+		n, err := unix.Read(fd, buf)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		got <- result{reply: string(buf[:n])}
+	}()
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if !strings.Contains(r.reply, `"exit"`) {
+		t.Fatalf("nobody's call got %s, want its exit status", r.reply)
+	}
+	if uid := <-uids; uid != 65534 {
+		t.Fatalf("the handler saw uid %d, want 65534", uid)
+	}
 }
