@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -154,6 +155,9 @@ func (u *Updater) queue(name string, d *delivery) error {
 	if err := durable.MkdirAll(u.dir, 0o700); err != nil {
 		return fmt.Errorf("queuing a Slack %s: %w", d.Kind, err)
 	}
+	if err := u.private(); err != nil {
+		return fmt.Errorf("queuing a Slack %s: %w", d.Kind, err)
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if err := u.write(name, d); err != nil {
@@ -176,6 +180,9 @@ func (u *Updater) write(name string, d *delivery) error {
 }
 
 func (u *Updater) read(name string) (*delivery, error) {
+	if err := u.private(); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(filepath.Join(u.dir, name))
 	if err != nil {
 		return nil, err
@@ -196,7 +203,36 @@ func (u *Updater) Pending() (int, error) {
 	return len(names), err
 }
 
+// private checks that only this process's account can add or change a
+// pending delivery: whatever the outbox holds is posted with the bot's
+// token, and a reply may say anything to anyone. The directory must be a
+// directory (not a link to one) owned by this account, with no group or
+// other write permission. One that does not exist yet is private: queue
+// creates it 0700.
+func (u *Updater) private() error {
+	fi, err := os.Lstat(u.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("the Slack outbox %s is not a directory (a symbolic link?): nothing in it is delivered", u.dir)
+	case !ok || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("the Slack outbox %s is not owned by this account (uid %d): nothing in it is delivered", u.dir, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("the Slack outbox %s is writable by other accounts (mode %04o): nothing in it is delivered", u.dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
 func (u *Updater) list() ([]string, error) {
+	if err := u.private(); err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(u.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -252,3 +252,74 @@ func TestDenyConfirmationStatesTheVetoRule(t *testing.T) {
 		t.Errorf("docs/BRIDGES.md does not state the veto rule as the dialog does")
 	}
 }
+
+// Whatever the outbox holds is posted with the bot's token, and a reply
+// may say anything to anyone: an outbox another account can write to (or a
+// link to a directory elsewhere) delivers nothing, and says why. The same
+// planted file is delivered once the directory is private again, so the
+// refusal is the directory's, not the file's.
+func TestOutboxOthersCanWriteDeliversNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, dir string) (fix func())
+		want    string
+	}{
+		{"world-writable", func(t *testing.T, dir string) func() {
+			must(t, os.Chmod(dir, 0o777))
+			return func() { must(t, os.Chmod(dir, 0o700)) }
+		}, "writable by other accounts"},
+		{"group-writable", func(t *testing.T, dir string) func() {
+			must(t, os.Chmod(dir, 0o770))
+			return func() { must(t, os.Chmod(dir, 0o700)) }
+		}, "writable by other accounts"},
+		{"a symbolic link", func(t *testing.T, dir string) func() {
+			elsewhere := filepath.Join(t.TempDir(), "planted")
+			must(t, os.Rename(dir, elsewhere))
+			must(t, os.Symlink(elsewhere, dir))
+			return func() {
+				must(t, os.Remove(dir))
+				must(t, os.Rename(elsewhere, dir))
+			}
+		}, "not a directory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 1)
+			r.stop()
+			dir := r.updates.Dir()
+			must(t, os.MkdirAll(dir, 0o700))
+			planted := `{"kind":"reply","channel":"C1","user":"UBOB","text":"planted: your approval was recorded","queued":"` +
+				time.Now().UTC().Format(time.RFC3339Nano) + `","attempts":0,"nonce":"n"}` + "\n"
+			must(t, os.WriteFile(filepath.Join(dir, "reply-planted.json"), []byte(planted), 0o600))
+			fix := tc.prepare(t, dir)
+
+			f := bridgetest.NewFakeSlack(botToken)
+			t.Cleanup(f.Stop)
+			log := &syncBuilder{}
+			u := newUpdater(r.w, slack.New(botToken, slack.OptionAPIURL(f.APIURL())), log)
+			if _, err := u.Pending(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Pending on the outbox: %v, want an error saying %q", err, tc.want)
+			}
+			stop := run(t, u)
+			time.Sleep(300 * time.Millisecond)
+			stop()
+			if n := len(f.Calls("chat.postEphemeral")); n != 0 {
+				t.Fatalf("the planted reply was posted %d times", n)
+			}
+			if !strings.Contains(log.String(), tc.want) {
+				t.Errorf("the log does not say why nothing was delivered:\n%s", log)
+			}
+
+			fix()
+			u = newUpdater(r.w, slack.New(botToken, slack.OptionAPIURL(f.APIURL())), log)
+			run(t, u)
+			waitCalls(t, f, "chat.postEphemeral", 1, 5*time.Second)
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
