@@ -1,6 +1,8 @@
 package bridge
 
 import (
+	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,6 +44,27 @@ func (a *Attestor) Now() time.Time { return a.now().UTC() }
 
 // Principal is the bridge's own principal.
 func (a *Attestor) Principal() *approval.Principal { return a.self }
+
+// markDomain separates the bridge's marks from everything else its key
+// signs (DSSE envelopes sign "DSSEv1 …", never this prefix).
+const markDomain = "prod-write bridge mark v1\x00"
+
+// Mark signs what with the bridge's key, for a mark that only this bridge
+// can leave where anyone may write (a refusal reply among a pull request's
+// comments). The signature is base64url, without padding or spaces.
+func (a *Attestor) Mark(what string) string {
+	sig, err := a.key.Sign(context.Background(), []byte(markDomain+what))
+	if err != nil {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// Marked reports whether sig is the bridge's [Attestor.Mark] of what.
+func (a *Attestor) Marked(what, sig string) bool {
+	b, err := base64.RawURLEncoding.DecodeString(sig)
+	return err == nil && keys.Verify(a.key.Public(), []byte(markDomain+what), b)
+}
 
 // Request is an answer a bridge authenticated: who (Channel), what
 // (Verdict on Record of Fingerprint) and when (Issued, the channel's own

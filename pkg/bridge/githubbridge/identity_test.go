@@ -1,6 +1,7 @@
 package githubbridge_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,34 @@ func TestStrangerGetsNoReply(t *testing.T) {
 	}
 	if !strings.Contains(r.log.String(), "maps to no principal") {
 		t.Errorf("log:\n%s", r.log)
+	}
+}
+
+// The marker that tells a restarted bridge it already replied to a refused
+// command is signed with the bridge's key: a marker anyone else writes (for
+// a command the bridge has not answered yet, or with the signature of
+// another command) silences nothing, and the reply is still made once.
+func TestForgedRefusalMarkerSilencesNothing(t *testing.T) {
+	r := newRig(t, 1, 0)
+	cmd := r.gh.AddCommentBy(r.post.GitHubIssue, "alice", 4242, "/approve "+r.w.FP, time.Now().Add(-2*time.Minute), false)
+	// A genuine marker of the bridge's, but for another command id.
+	other := r.poller(t)
+	genuineOther := fmt.Sprintf("<!-- prod-write: refused comment %d %s -->", cmd+1, r.w.Attestor(t).Mark(other.RefusalMark("comment", cmd+1)))
+	for _, body := range []string{
+		fmt.Sprintf("<!-- prod-write: refused comment %d -->", cmd),          // the old, unsigned form
+		fmt.Sprintf("<!-- prod-write: refused comment %d AAAA -->", cmd),     // a made-up signature
+		strings.Replace(genuineOther, fmt.Sprint(cmd+1), fmt.Sprint(cmd), 1), // another command's signature
+	} {
+		r.gh.AddComment(r.post.GitHubIssue, "mallory", body, time.Now().Add(-time.Minute), false)
+	}
+	if n := poll(t, r.poller(t)); n.Refused != 1 {
+		t.Fatalf("poll: %+v\n%s", n, r.log)
+	}
+	if got := len(r.replies("Not recorded:")); got != 1 {
+		t.Fatalf("%d replies to the refused command with forged markers beside it, want 1", got)
+	}
+	poll(t, r.poller(t)) // a restarted bridge honours its own marker
+	if got := len(r.replies("Not recorded:")); got != 1 {
+		t.Errorf("%d replies after a restart, want 1", got)
 	}
 }

@@ -213,7 +213,7 @@ func (p *Poller) pollIssue(ctx context.Context, number int, posts []bridge.Post,
 	}
 	replied := map[itemKey]bool{}
 	for _, c := range comments {
-		if k, ok := refusalReplyTo(c.GetBody()); ok {
+		if k, ok := p.refusalReplyTo(c.GetBody()); ok {
 			replied[k] = true
 		}
 	}
@@ -376,18 +376,31 @@ func (p *Poller) acknowledge(ctx context.Context, it item, res *bridge.Result) {
 }
 
 // refusalMarker tags a reply to a refused command, so that a restarted
-// bridge, reading the issue again, does not reply twice.
-const refusalMarker = "<!-- prod-write: refused %s %d -->"
+// bridge, reading the issue again, does not reply twice. It carries the
+// bridge's signature of what it marks ([bridge.Attestor.Mark]): anyone who
+// can comment could otherwise write the marker of a command the bridge has
+// not answered, and silence the reply that says why it does not count.
+const refusalMarker = "<!-- prod-write: refused %s %d %s -->"
 
-// refusalReplyTo returns the command a comment is the refusal reply to.
-func refusalReplyTo(body string) (itemKey, bool) {
-	var what string
+// refusalMark is what the marker of the reply to command id ("comment" or
+// "review") in this repository signs.
+func (p *Poller) refusalMark(what string, id int64) string {
+	return fmt.Sprintf("github refusal reply %s/%s %s %d", p.Owner, p.Repo, what, id)
+}
+
+// refusalReplyTo returns the command a comment is the bridge's refusal
+// reply to: a marker whose signature is not the bridge's is no reply.
+func (p *Poller) refusalReplyTo(body string) (itemKey, bool) {
+	var what, sig string
 	var id int64
 	i := strings.LastIndex(body, "<!-- prod-write: refused ")
 	if i < 0 {
 		return itemKey{}, false
 	}
-	if _, err := fmt.Sscanf(body[i:], refusalMarker, &what, &id); err != nil || (what != "comment" && what != "review") {
+	if _, err := fmt.Sscanf(body[i:], refusalMarker, &what, &id, &sig); err != nil || (what != "comment" && what != "review") {
+		return itemKey{}, false
+	}
+	if !p.Attestor.Marked(p.refusalMark(what, id), sig) {
 		return itemKey{}, false
 	}
 	return itemKey{review: what == "review", id: id}, true
@@ -404,7 +417,7 @@ func (p *Poller) replyRefused(ctx context.Context, it item, r *refusal.Error, re
 	var b strings.Builder
 	fmt.Fprintf(&b, "Not recorded: the %s by @%s (%s %d) does not count (%s).\n\n", it.what(), it.login, it.what(), it.id, r.Code)
 	fence(&b, []string{r.Reason})
-	fmt.Fprintf(&b, refusalMarker+"\n", it.what(), it.id)
+	fmt.Fprintf(&b, refusalMarker+"\n", it.what(), it.id, p.Attestor.Mark(p.refusalMark(it.what(), it.id)))
 	p.comment(ctx, it.number, b.String(), "replying to a refused command")
 }
 
