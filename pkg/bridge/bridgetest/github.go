@@ -19,11 +19,14 @@ import (
 
 // FakeGitHub is an httptest fake of the parts of GitHub's REST API the
 // bridge uses (issues, issue comments, with pagination, `since` and
+// conditional requests; a pull request's reviews, with pagination and
 // conditional requests), for one repository, under the path prefix
 // /api/v3/ as on GitHub Enterprise Server, so a client that builds
-// absolute paths fails. It keeps a primary rate limit the way GitHub
-// does (a 304 costs nothing) and [FakeGitHub.Throttle] makes it answer
-// with a rate-limit response.
+// absolute paths fails; and of its GraphQL API (at /api/graphql, as on
+// GitHub Enterprise Server), the one query the bridge sends: whether
+// reviews were edited. It keeps a primary rate limit the way GitHub does
+// (a 304 costs nothing) and [FakeGitHub.Throttle] makes it answer with a
+// rate-limit response.
 type FakeGitHub struct {
 	*httptest.Server
 	Owner, Repo, Token string
@@ -34,7 +37,9 @@ type FakeGitHub struct {
 	issues    map[int]*FakeIssue
 	nextID    int64
 	throttled []throttle
-	stats     FakeGitHubStats
+	// graphQLFail is how many GraphQL queries to answer with an error.
+	graphQLFail int
+	stats       FakeGitHubStats
 	// rmu guards remaining, which is charged while mu is held.
 	rmu       sync.Mutex
 	remaining int
@@ -47,6 +52,12 @@ type FakeGitHubStats struct {
 	// Lists is how many comment listings were answered in full (200);
 	// NotModified how many with 304.
 	Lists, NotModified int
+	// ReviewLists is how many review listings (pages) were answered in
+	// full; ReviewsNotModified how many with 304.
+	ReviewLists, ReviewsNotModified int
+	// GraphQL is how many GraphQL queries were answered, and GraphQLIDs
+	// how many node ids they asked for.
+	GraphQL, GraphQLIDs int
 	// Throttled is how many got a rate-limit response.
 	Throttled int
 	// Since is the since parameter of the last comment listing.
@@ -73,6 +84,8 @@ type FakeIssue struct {
 	State       string
 	StateReason string
 	Comments    []*FakeComment
+	// Reviews are a pull request's reviews, oldest first.
+	Reviews []*FakeReview
 }
 
 // FakeComment is an issue comment of the fake.
@@ -98,6 +111,8 @@ func NewFakeGitHub(owner, repo, token string) *FakeGitHub {
 	mux.HandleFunc("PATCH "+prefix+"/issues/{n}", f.editIssue)
 	mux.HandleFunc("GET "+prefix+"/issues/{n}/comments", f.listComments)
 	mux.HandleFunc("POST "+prefix+"/issues/{n}/comments", f.createComment)
+	mux.HandleFunc("GET "+prefix+"/pulls/{n}/reviews", f.listReviews)
+	mux.HandleFunc("POST /api/graphql", f.graphQL)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+f.Token {
 			w.WriteHeader(http.StatusUnauthorized)
@@ -450,14 +465,190 @@ func (f *FakeGitHub) IssueCommentPayload(action string, number int, pr bool, c F
 	return b
 }
 
-// FakeReview is a pull request review, for [FakeGitHub.ReviewPayload].
+// FakeReview is a pull request review, for [FakeGitHub.ReviewPayload] and
+// [FakeGitHub.AddReview].
 type FakeReview struct {
 	ID          int64
 	Login       string
 	UserID      int64
 	Body        string
-	State       string // approved, changes_requested, commented (webhooks spell it in lower case)
+	State       string // approved, changes_requested, commented, dismissed (webhooks spell it in lower case, the REST API in upper case)
 	SubmittedAt time.Time
+	// LastEditedAt is when the body was last edited (GraphQL's
+	// lastEditedAt); zero if never. The REST API does not show it.
+	LastEditedAt time.Time
+	// graphQLBody, when set, is the body GraphQL still shows: a replica
+	// behind the one the REST API read.
+	graphQLBody *string
+}
+
+// NodeID is the review's global node id, as the REST API gives it and
+// GraphQL's nodes query takes it.
+func (rv *FakeReview) NodeID() string { return fmt.Sprintf("PRR_fake%d", rv.ID) }
+
+// AddReview adds review rv to pull request number as submitted, with no
+// webhook delivered (the bridge was down, or the delivery was lost). An
+// ID of 0 gets a fresh one; a zero SubmittedAt is now. It returns the
+// review as stored.
+func (f *FakeGitHub) AddReview(number int, rv FakeReview) FakeReview {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	is := f.issues[number]
+	if is == nil {
+		return FakeReview{}
+	}
+	if rv.ID == 0 {
+		f.nextID++
+		rv.ID = f.nextID
+	}
+	if rv.SubmittedAt.IsZero() {
+		rv.SubmittedAt = time.Now()
+	}
+	rv.SubmittedAt = rv.SubmittedAt.UTC().Truncate(time.Second)
+	is.Reviews = append(is.Reviews, &rv)
+	return rv
+}
+
+// EditReview changes the body of review id on pull request number, as a
+// repository admin can: the REST API shows the new body and nothing else,
+// GraphQL's lastEditedAt says when. With stale, GraphQL answers from a
+// replica that has not seen the edit yet: the old body, never edited.
+func (f *FakeGitHub) EditReview(number int, id int64, body string, stale bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, rv := range f.issues[number].Reviews {
+		if rv.ID == id {
+			if stale {
+				old := rv.Body
+				rv.graphQLBody = &old
+			} else {
+				rv.LastEditedAt = time.Now().UTC().Truncate(time.Second)
+			}
+			rv.Body = body
+		}
+	}
+}
+
+// DismissReview dismisses review id on pull request number.
+func (f *FakeGitHub) DismissReview(number int, id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, rv := range f.issues[number].Reviews {
+		if rv.ID == id {
+			rv.State = "dismissed"
+		}
+	}
+}
+
+// FailGraphQL makes the next n GraphQL queries answer 200 with an error
+// and no data, as GitHub does for a query it cannot run.
+func (f *FakeGitHub) FailGraphQL(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.graphQLFail += n
+}
+
+// listReviews pages like GitHub: per_page (default 30), page (from 1),
+// and a Link header with rel="next" while more remain, oldest first; no
+// since. A response carries an ETag, and a request whose If-None-Match
+// names the ETag of what it would get is answered 304 with no body.
+func (f *FakeGitHub) listReviews(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	is := f.issue(w, r)
+	if is == nil {
+		return
+	}
+	q := r.URL.Query()
+	per, _ := strconv.Atoi(q.Get("per_page"))
+	if per <= 0 || per > 100 {
+		per = 30
+	}
+	page, _ := strconv.Atoi(q.Get("page"))
+	if page <= 0 {
+		page = 1
+	}
+	start, end := (page-1)*per, page*per
+	out := []map[string]any{}
+	for i, rv := range is.Reviews {
+		if i >= start && i < end {
+			out = append(out, map[string]any{"id": rv.ID, "node_id": rv.NodeID(), "body": rv.Body, "state": strings.ToUpper(rv.State),
+				"submitted_at": rv.SubmittedAt.Format(time.RFC3339), "commit_id": "0123456789abcdef0123456789abcdef01234567",
+				"user":     map[string]any{"login": rv.Login, "id": rv.UserID, "type": "User"},
+				"html_url": fmt.Sprintf("https://github.invalid/%s/%s/pull/%d#pullrequestreview-%d", f.Owner, f.Repo, is.Number, rv.ID)})
+		}
+	}
+	if end < len(is.Reviews) {
+		w.Header().Set("Link", fmt.Sprintf(`<%s%s?per_page=%d&page=%d>; rel="next"`, f.URL, r.URL.Path, per, page+1))
+	}
+	body, _ := json.Marshal(out)
+	sum := sha256.Sum256(append([]byte(w.Header().Get("Link")), body...))
+	etag := `W/"` + hex.EncodeToString(sum[:16]) + `"`
+	w.Header().Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		f.stats.ReviewsNotModified++
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	f.stats.ReviewLists++
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_, _ = w.Write(body)
+}
+
+// graphQL answers the one query the bridge sends: nodes(ids: $ids) with a
+// review's body, lastEditedAt and includesCreatedEdit. An id that is no
+// review of the fake's is null, with a NOT_FOUND error, as GitHub answers.
+func (f *FakeGitHub) graphQL(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Query     string `json:"query"`
+		Variables struct {
+			IDs []string `json:"ids"`
+		} `json:"variables"`
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if json.NewDecoder(r.Body).Decode(&req) != nil || !strings.Contains(req.Query, "nodes(ids: $ids)") ||
+		!strings.Contains(req.Query, "lastEditedAt") || !strings.Contains(req.Query, "includesCreatedEdit") {
+		fmt.Fprint(w, `{"errors":[{"message":"the fake answers only the bridge's query"}]}`)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats.GraphQL++
+	f.stats.GraphQLIDs += len(req.Variables.IDs)
+	if f.graphQLFail > 0 {
+		f.graphQLFail--
+		fmt.Fprint(w, `{"errors":[{"type":"SERVICE_UNAVAILABLE","message":"Something went wrong while executing your query."}]}`)
+		return
+	}
+	nodes := []any{}
+	var errs []any
+	for i, id := range req.Variables.IDs {
+		var node any
+		for _, is := range f.issues {
+			for _, rv := range is.Reviews {
+				if rv.NodeID() != id {
+					continue
+				}
+				body, edited := rv.Body, any(nil)
+				if rv.graphQLBody != nil {
+					body = *rv.graphQLBody
+				}
+				if !rv.LastEditedAt.IsZero() {
+					edited = rv.LastEditedAt.Format(time.RFC3339)
+				}
+				node = map[string]any{"id": id, "body": body, "lastEditedAt": edited, "includesCreatedEdit": edited != nil}
+			}
+		}
+		if node == nil {
+			errs = append(errs, map[string]any{"type": "NOT_FOUND", "path": []any{"nodes", i}, "message": fmt.Sprintf("Could not resolve to a node with the global id of '%s'", id)})
+		}
+		nodes = append(nodes, node)
+	}
+	out := map[string]any{"data": map[string]any{"nodes": nodes}}
+	if errs != nil {
+		out["errors"] = errs
+	}
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // ReviewPayload is the payload of a pull_request_review webhook for review
