@@ -8,7 +8,9 @@
 // Answers reach the bridge two ways: GitHub's webhooks ([Webhook], the
 // real-time path) and polling ([Poller], the fallback), which sends
 // conditional requests (a 304 costs no rate limit) for comments updated
-// since the last it saw. Both judge a command the same way, and the
+// since the last it saw and for a decision pull request's reviews, and
+// asks GraphQL whether a review was edited (the REST API does not say)
+// before it judges the review. Both judge a command the same way, and the
 // [Limiter] keeps every request inside GitHub's rate limits.
 //
 // A comment counts only when its first line is the command and the plan's
@@ -186,7 +188,7 @@ func Body(v *bridge.View) string {
 	fmt.Fprintf(&b, "Only comments by GitHub accounts mapped to an approver in the trust policy (by numeric user id, "+
 		"with the login it names) count. The planner (%s) and the filer may deny, never approve. An edited comment never counts. "+
 		"On a decision pull request, a review (Approve or Request changes) whose first line is the matching command "+
-		"counts too, when the bridge takes GitHub's webhooks. An approval lives %s from its comment.\n\n%s\n", v.Plan.Planner, bridge.Duration(approval.DefaultAnswerTTL), bridge.VetoRule)
+		"counts too, unless it was edited. An approval lives %s from its comment.\n\n%s\n", v.Plan.Planner, bridge.Duration(approval.DefaultAnswerTTL), bridge.VetoRule)
 	return b.String()
 }
 

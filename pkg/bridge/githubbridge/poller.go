@@ -19,9 +19,10 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
-// Poller reads decision comments and records the answers that count. It is
-// the fallback to [Webhook], which shares its judgement (and so what it
-// has settled) when given the same Poller.
+// Poller reads decision comments (and, on a decision pull request, its
+// reviews) and records the answers that count. It is the fallback to
+// [Webhook], which shares its judgement (and so what it has settled) when
+// given the same Poller.
 type Poller struct {
 	Client      *github.Client
 	Owner, Repo string
@@ -37,15 +38,23 @@ type Poller struct {
 	// (the store's dedupe covers restarts); busy those being judged now,
 	// by the poller or a webhook delivery.
 	settled, busy map[itemKey]bool
-	// cursors are where reading each issue's comments got to.
-	cursors map[int]*cursor
+	// replied holds the commands a refusal reply of the bridge's (its
+	// signed marker) was seen for, in any listing so far: a command judged
+	// in a later poll than the one that read the reply (a review, whose
+	// listing may fail after the comments were read) gets no second one.
+	replied map[itemKey]bool
+	// cursors are where reading each issue's comments got to;
+	// reviewCursors hold the ETag of each pull request's last review
+	// listing.
+	cursors, reviewCursors map[int]*cursor
 }
 
 // Counts is what one poll did.
 type Counts struct {
 	Recorded, Duplicates, Refused, Ignored int
-	// NotModified counts issues GitHub answered 304 for: nothing new, and
-	// no rate limit spent.
+	// NotModified counts listings (an issue's comments, a pull request's
+	// reviews) GitHub answered 304 for: nothing new, and no rate limit
+	// spent.
 	NotModified int
 }
 
@@ -94,6 +103,14 @@ func commentItem(number int, c *github.IssueComment) item {
 		body: c.GetBody(), issued: c.GetCreatedAt().Time, edited: edited(c)}
 }
 
+// reviewItem is review rv of pull request number, as a webhook delivers it
+// or the REST API lists it. Whether it was edited is not in it: a
+// delivery's action says so, a listing's [Poller.editedReviews].
+func reviewItem(number int, rv *github.PullRequestReview) item {
+	return item{review: true, id: rv.GetID(), number: number, login: rv.GetUser().GetLogin(), userID: rv.GetUser().GetID(),
+		body: rv.GetBody(), issued: rv.GetSubmittedAt().Time, state: strings.ToUpper(rv.GetState())}
+}
+
 // Run polls every interval until ctx is done. While GitHub's rate limit
 // holds requests back it waits for the limit instead, and says so once.
 func (p *Poller) Run(ctx context.Context, interval time.Duration) {
@@ -123,8 +140,9 @@ func (p *Poller) Run(ctx context.Context, interval time.Duration) {
 }
 
 // PollOnce reads the new comments of every open decision in the repository
-// and records the answers among them. It stops at the first request the
-// rate limit holds back, returning a [*RateLimitedError].
+// (and the reviews of a decision pull request) and records the answers
+// among them. It stops at the first request the rate limit holds back,
+// returning a [*RateLimitedError].
 func (p *Poller) PollOnce(ctx context.Context) (Counts, error) {
 	var n Counts
 	byIssue, err := p.decisions()
@@ -202,7 +220,23 @@ func (p *Poller) open(posts []bridge.Post) bool {
 	return false
 }
 
+// pollIssue reads an issue's new comments and, when decisions were posted
+// on it as a pull request, the pull request's reviews.
 func (p *Poller) pollIssue(ctx context.Context, number int, posts []bridge.Post, n *Counts) error {
+	if err := p.pollComments(ctx, number, posts, n); err != nil {
+		return err
+	}
+	for _, post := range posts {
+		if post.GitHubPR {
+			return p.pollReviews(ctx, number, posts, n)
+		}
+	}
+	return nil
+}
+
+// pollComments reads an issue's comments since the last it read and judges
+// those that carry a command.
+func (p *Poller) pollComments(ctx context.Context, number int, posts []bridge.Post, n *Counts) error {
 	comments, cur, err := p.comments(ctx, number)
 	if err != nil {
 		return err
@@ -211,12 +245,17 @@ func (p *Poller) pollIssue(ctx context.Context, number int, posts []bridge.Post,
 		n.NotModified++
 		return nil
 	}
-	replied := map[itemKey]bool{}
+	var seen []itemKey
 	for _, c := range comments {
 		if k, ok := p.refusalReplyTo(c.GetBody()); ok {
-			replied[k] = true
+			seen = append(seen, k)
 		}
 	}
+	p.mu.Lock()
+	for _, k := range seen {
+		p.replied[k] = true
+	}
+	p.mu.Unlock()
 	for _, c := range comments {
 		it := commentItem(number, c)
 		if it.id == 0 {
@@ -225,7 +264,7 @@ func (p *Poller) pollIssue(ctx context.Context, number int, posts []bridge.Post,
 		if _, _, _, ok := ParseCommand(it.body); !ok {
 			continue
 		}
-		if _, err := p.judge(ctx, it, posts, n, replied[it.key()]); err != nil {
+		if _, err := p.judge(ctx, it, posts, n); err != nil {
 			// Read this issue from where it was next time.
 			return err
 		}
@@ -239,7 +278,8 @@ func (p *Poller) pollIssue(ctx context.Context, number int, posts []bridge.Post,
 // init makes the poller's maps; p.mu is held.
 func (p *Poller) init() {
 	if p.settled == nil {
-		p.settled, p.busy, p.cursors = map[itemKey]bool{}, map[itemKey]bool{}, map[int]*cursor{}
+		p.settled, p.busy, p.replied = map[itemKey]bool{}, map[itemKey]bool{}, map[itemKey]bool{}
+		p.cursors, p.reviewCursors = map[int]*cursor{}, map[int]*cursor{}
 	}
 }
 
@@ -255,11 +295,11 @@ const (
 // judge decides what a command counts for, records it if it does, and
 // answers on GitHub: an acknowledgement when recorded, a reply saying why
 // when refused and its author is someone the trust policy knows (by login
-// or id; a stranger gets no reply, so the bot cannot be made to spam).
-// replied says a reply to this refusal already exists on GitHub. It
+// or id; a stranger gets no reply, so the bot cannot be made to spam),
+// unless a reply of the bridge's to it was already read on GitHub. It
 // returns an error only when the answer could not be stored; the command
 // is then judged again later.
-func (p *Poller) judge(ctx context.Context, it item, posts []bridge.Post, n *Counts, replied bool) (string, error) {
+func (p *Poller) judge(ctx context.Context, it item, posts []bridge.Post, n *Counts) (string, error) {
 	k := it.key()
 	p.mu.Lock()
 	p.init()
@@ -268,6 +308,7 @@ func (p *Poller) judge(ctx context.Context, it item, posts []bridge.Post, n *Cou
 		return outSettled, nil
 	}
 	p.busy[k] = true
+	replied := p.replied[k]
 	p.mu.Unlock()
 	settle := true
 	defer func() {
@@ -291,6 +332,16 @@ func (p *Poller) judge(ctx context.Context, it item, posts []bridge.Post, n *Cou
 		return outIgnored, nil
 	}
 	if it.review {
+		switch it.state {
+		case "DISMISSED", "PENDING":
+			// A listing shows a review as it is now: dismissed (after
+			// it was recorded, perhaps, which dismissing does not
+			// undo) or not yet submitted. Neither answers anything,
+			// and neither is told it was refused.
+			log.Info("github: a " + strings.ToLower(it.state) + " review does not count")
+			n.Ignored++
+			return outIgnored, nil
+		}
 		want := map[string]string{"APPROVED": approval.Approve, "CHANGES_REQUESTED": approval.Deny}[it.state]
 		if want != verdict {
 			r := refusal.New(refusal.ParamInvalid, "the review's state is %s but its first line is /%s: a review counts only as Approve with /approve, or Request changes with /deny", it.state, verdict)
@@ -442,46 +493,18 @@ func (p *Poller) comments(ctx context.Context, number int) ([]*github.IssueComme
 	if prev != nil && !prev.since.IsZero() {
 		q.Set("since", prev.since.UTC().Format(time.RFC3339))
 	}
-	first := fmt.Sprintf("repos/%s/%s/issues/%d/comments?%s", url.PathEscape(p.Owner), url.PathEscape(p.Repo), number, q.Encode())
-	next := &cursor{url: first}
-	if prev != nil {
-		next.since = prev.since
+	path := fmt.Sprintf("repos/%s/%s/issues/%d/comments", url.PathEscape(p.Owner), url.PathEscape(p.Repo), number)
+	all, next, notModified, err := list[*github.IssueComment](ctx, p.Client, path, q, prev)
+	if notModified {
+		return nil, prev, nil
 	}
-	all := []*github.IssueComment{} // not nil: nil means not modified
-	u := first
-	for page := 1; page <= 1000; page++ {
-		req, err := p.Client.NewRequest(http.MethodGet, u, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		if page == 1 && prev != nil && prev.etag != "" && prev.url == first {
-			req.Header.Set("If-None-Match", prev.etag)
-		}
-		var cs []*github.IssueComment
-		resp, err := p.Client.Do(ctx, req, &cs)
-		if page == 1 && resp != nil && resp.StatusCode == http.StatusNotModified {
-			return nil, prev, nil
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("listing comments of #%d: %w", number, err)
-		}
-		all = append(all, cs...)
-		if resp.NextPage == 0 {
-			// An ETag stands for one page: only a listing that fits in
-			// one may be answered 304 next time, or a comment added to
-			// a later page would go unseen.
-			if page == 1 {
-				next.etag = resp.Header.Get("ETag")
-			}
-			break
-		}
-		nq := url.Values{}
-		for k, v := range q {
-			nq[k] = v
-		}
-		nq.Set("page", fmt.Sprint(resp.NextPage))
-		u = fmt.Sprintf("repos/%s/%s/issues/%d/comments?%s", url.PathEscape(p.Owner), url.PathEscape(p.Repo), number, nq.Encode())
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing comments of #%d: %w", number, err)
 	}
+	if all == nil {
+		all = []*github.IssueComment{} // not nil: nil means not modified
+	}
+	next.since = sinceOf(prev)
 	for _, c := range all {
 		// GitHub's since keeps comments updated at or after it: the
 		// newest read is read again next time, and a comment made in
@@ -496,6 +519,53 @@ func (p *Poller) comments(ctx context.Context, number int) ([]*github.IssueComme
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].GetID() < all[j].GetID() })
 	return all, next, nil
+}
+
+// maxPages bounds one listing.
+const maxPages = 1000
+
+// list GETs path with the query q and the pages that follow (at most
+// [maxPages]), each a JSON array of T. On the first page it sends
+// If-None-Match with prev's ETag when prev listed the same first URL, and
+// a 304 returns notModified (and costs no rate limit). next names the
+// first URL and, when the listing fit in one page, its ETag: an ETag
+// stands for one page, so a listing longer than one is fetched in full
+// next time, or an item added to a later page would go unseen.
+func list[T any](ctx context.Context, c *github.Client, path string, q url.Values, prev *cursor) (all []T, next *cursor, notModified bool, err error) {
+	first := path + "?" + q.Encode()
+	next = &cursor{url: first}
+	u := first
+	for page := 1; page <= maxPages; page++ {
+		req, err := c.NewRequest(http.MethodGet, u, nil)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		if page == 1 && prev != nil && prev.etag != "" && prev.url == first {
+			req.Header.Set("If-None-Match", prev.etag)
+		}
+		var items []T
+		resp, err := c.Do(ctx, req, &items)
+		if page == 1 && resp != nil && resp.StatusCode == http.StatusNotModified {
+			return nil, nil, true, nil
+		}
+		if err != nil {
+			return nil, nil, false, err
+		}
+		all = append(all, items...)
+		if resp.NextPage == 0 {
+			if page == 1 {
+				next.etag = resp.Header.Get("ETag")
+			}
+			break
+		}
+		nq := url.Values{}
+		for k, v := range q {
+			nq[k] = v
+		}
+		nq.Set("page", fmt.Sprint(resp.NextPage))
+		u = path + "?" + nq.Encode()
+	}
+	return all, next, false, nil
 }
 
 func sinceOf(c *cursor) time.Time {

@@ -153,12 +153,10 @@ func (h *Webhook) handle(ctx context.Context, parsed any) (int, string) {
 		it = commentItem(ev.GetIssue().GetNumber(), ev.Comment)
 	case *github.PullRequestReviewEvent:
 		repo, action = ev.GetRepo(), ev.GetAction()
-		rv := ev.GetReview()
 		if ev.Review == nil || ev.PullRequest == nil {
 			return http.StatusNoContent, ""
 		}
-		it = item{review: true, id: rv.GetID(), number: ev.GetPullRequest().GetNumber(), login: rv.GetUser().GetLogin(),
-			userID: rv.GetUser().GetID(), body: rv.GetBody(), issued: rv.GetSubmittedAt().Time, state: strings.ToUpper(rv.GetState())}
+		it = reviewItem(ev.GetPullRequest().GetNumber(), ev.Review)
 	default:
 		return http.StatusNoContent, ""
 	}
@@ -186,7 +184,7 @@ func (h *Webhook) handle(ctx context.Context, parsed any) (int, string) {
 		return http.StatusNoContent, ""
 	}
 	var n Counts
-	out, err := p.judge(ctx, it, posts, &n, false)
+	out, err := p.judge(ctx, it, posts, &n)
 	if err != nil {
 		p.Log.Warn("github: webhook answer not stored", "error", bridge.Redact(err.Error(), p.Token))
 		return http.StatusInternalServerError, "the answer could not be stored; redeliver"
