@@ -1,14 +1,13 @@
 package approval
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
 // Explanation answers "why was this allowed?" (issue 20): the path the
@@ -265,52 +264,55 @@ func vetoChecks(in ExplainInput) []Check {
 }
 
 // Describe reads what a record says, without verifying its signature: for
-// explaining a receipt, whose evidence replay verifies. It returns nil for
-// an envelope it cannot decode.
+// explaining a receipt, whose evidence replay verifies. It decodes as the
+// gate does ([Signed.Decode]: pkg/strictjson), so a payload the gate
+// refuses as unreadable is never described as saying something. It
+// returns nil for an envelope it cannot decode.
 func Describe(env *Envelope) *Assessed {
 	id, err := ID(env)
 	if err != nil {
 		return nil
 	}
-	body, err := base64.StdEncoding.DecodeString(env.Payload)
+	body, err := decodePayload(env)
 	if err != nil {
 		return nil
 	}
 	a := &Assessed{ID: id, Kind: kindOf(env.PayloadType)}
+	read := func(v any) bool { return strictjson.Unmarshal(body, v) == nil }
 	switch env.PayloadType {
 	case TypeGera:
 		var g GeraDecision
-		if json.Unmarshal(body, &g) != nil {
+		if !read(&g) {
 			return nil
 		}
 		a.By, a.Verdict, a.Uses, a.Issued, a.Expires = g.Decider, g.Decision, g.Uses, g.Issued, g.Expires
 	case TypeSmith:
 		var c CertaintyRecord
-		if json.Unmarshal(body, &c) != nil {
+		if !read(&c) {
 			return nil
 		}
 		a.By, a.Verdict, a.Uses, a.Issued, a.Expires = c.Filer, "record", 1, c.Issued, c.Expires
 	case TypeTrinity:
 		var t Answer
-		if json.Unmarshal(body, &t) != nil {
+		if !read(&t) {
 			return nil
 		}
 		a.By, a.Verdict, a.Record, a.Channel, a.Issued, a.Expires = t.Approver, t.Answer, t.Record, t.Channel, t.Issued, t.Expires
 	case TypeWithdraw:
 		var w Withdrawal
-		if json.Unmarshal(body, &w) != nil {
+		if !read(&w) {
 			return nil
 		}
 		a.By, a.Verdict, a.Issued = w.Planner, "withdraw", w.Issued
 	case TypeBreakGlass:
 		var g BreakGlass
-		if json.Unmarshal(body, &g) != nil {
+		if !read(&g) {
 			return nil
 		}
 		a.By, a.Verdict, a.Uses, a.Issued, a.Expires = g.Breaker, "break-glass", 1, g.Issued, g.Expires
 	case TypeFreezeGrant:
 		var g FreezeGrant
-		if json.Unmarshal(body, &g) != nil {
+		if !read(&g) {
 			return nil
 		}
 		a.By, a.Verdict, a.Issued, a.Expires = g.Granter, "grant", g.Issued, g.Expires

@@ -1,12 +1,16 @@
 package approval_test
 
 import (
+	"context"
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/dsse"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -77,5 +81,63 @@ func TestDescribeReadsTheChannel(t *testing.T) {
 	env.Payload = "!"
 	if approval.Describe(env) != nil {
 		t.Error("Describe of a payload that is not base64 should be nil")
+	}
+}
+
+// Describe reads a record by the gate's strict rules (pkg/strictjson): a
+// payload the gate refuses as unreadable is described as nothing (the
+// explanation counts it unreadable), never as what encoding/json makes of
+// it. Each bad payload names a second actor under a key that differs only
+// in case, which encoding/json reads as the same field, last one winning.
+func TestDescribeDecodesAsTheGateDoes(t *testing.T) {
+	p := mustPolicy(t, demoCast)
+	fp := "sha256:" + strings.Repeat("a", 64)
+	for _, tc := range []struct {
+		name, signer, payloadType string
+		v                         any
+		actor                     string // the JSON key of who acts
+	}{
+		{"gera", "gera", approval.TypeGera, geraGo(fp, "gera", 1), "decider"},
+		{"record", "smith", approval.TypeSmith, smithRecord(fp, "smith"), "filer"},
+		{"answer", "alice", approval.TypeTrinity, answer(fp, strings.Repeat("b", 64), approval.Deny, "alice"), "approver"},
+		{"withdrawal", "agent", approval.TypeWithdraw, approval.Withdrawal{Fingerprint: fp, Planner: "agent", Issued: testNow}, "planner"},
+		{"break-glass", "alice", approval.TypeBreakGlass, approval.BreakGlass{Fingerprint: fp, Breaker: "alice", Reason: "r", Incident: "INC-1", Issued: testNow, Expires: testNow.Add(time.Hour)}, "breaker"},
+		{"freeze grant", "alice", approval.TypeFreezeGrant, approval.FreezeGrant{Fingerprint: fp, Freeze: "f", Granter: "alice", Reason: "r", Issued: testNow, Expires: testNow.Add(time.Hour)}, "granter"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, err := json.Marshal(tc.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sign := func(body []byte) *approval.Envelope {
+				env, err := dsse.Sign(context.Background(), keyFor(tc.signer), tc.payloadType, body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return env
+			}
+			if a := approval.Describe(sign(body)); a == nil || a.By != tc.signer {
+				t.Fatalf("the well-formed record: %+v", a)
+			}
+			for _, bad := range []string{
+				strings.TrimSuffix(string(body), "}") + `,"` + strings.ToUpper(tc.actor) + `":"mallory"}`,
+				strings.TrimSuffix(string(body), "}") + `,"` + tc.actor + `":"mallory"}`,
+				strings.TrimSuffix(string(body), "}") + `,"note":"mallory"}`,
+				string(body) + ` {}`,
+			} {
+				env := sign([]byte(bad))
+				s, err := p.Open(env)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := reflect.New(reflect.TypeOf(tc.v)).Interface()
+				if s.Decode(v) == nil {
+					t.Fatalf("the gate reads %s", bad)
+				}
+				if a := approval.Describe(env); a != nil {
+					t.Errorf("Describe reads %s as a %s by %s; the gate refuses it", bad, a.Kind, a.By)
+				}
+			}
+		})
 	}
 }

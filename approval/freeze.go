@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 	// Time zones are read from the binary, never from the host: run on a
 	// host and replay in CI must place a freeze at the same instant
@@ -69,18 +71,62 @@ type FreezeCalendar struct {
 // by file and digest. The caller checks the digest.
 type CalendarReader func(file, digest string) ([]byte, error)
 
-// DirCalendars reads calendars relative to dir (trust.toml's directory).
+// DirCalendars reads calendars relative to dir (trust.toml's directory),
+// by [ReadCalendarFile].
 func DirCalendars(dir string) CalendarReader {
 	return func(file, _ string) ([]byte, error) {
 		if !filepath.IsAbs(file) {
 			file = filepath.Join(dir, file)
 		}
-		return os.ReadFile(file)
+		return ReadCalendarFile(file)
 	}
 }
 
 // MaxCalendar bounds a freeze calendar's size.
 const MaxCalendar = 1 << 20
+
+// ReadCalendarFile reads the freeze calendar at path: a regular file of at
+// most MaxCalendar bytes. Whoever can write where the policy points can
+// make the file huge, or put a FIFO or a device there: it is checked
+// before it is opened (opening a FIFO blocks, opening a device may act)
+// and again once open, and no more than MaxCalendar+1 bytes are read.
+// Every error names the file.
+func ReadCalendarFile(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading freeze calendar: %w", err)
+	}
+	if err := calendarIsRegular(path, fi); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading freeze calendar: %w", err)
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, fmt.Errorf("reading freeze calendar %s: %w", path, err)
+	}
+	if err := calendarIsRegular(path, fi); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxCalendar+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading freeze calendar %s: %w", path, err)
+	}
+	if len(data) > MaxCalendar {
+		return nil, fmt.Errorf("freeze calendar %s is larger than %d bytes", path, MaxCalendar)
+	}
+	return data, nil
+}
+
+// calendarIsRegular refuses a calendar that is not a regular file.
+func calendarIsRegular(path string, fi os.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("freeze calendar %s is not a regular file", path)
+	}
+	return nil
+}
 
 // FreezeGrant lets one plan run through one freeze: signed by a principal
 // with the freeze role, bound to the fingerprint, expiring. It is not

@@ -4,9 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -282,6 +285,83 @@ func TestFreezeCalendar(t *testing.T) {
 	if _, err := approval.ParsePolicy(filepath.Join(dir, "trust.toml"), []byte(toml)); err == nil || !strings.Contains(err.Error(), "hashes to") {
 		t.Fatalf("a changed calendar: %v", err)
 	}
+}
+
+// A freeze calendar is whatever file the policy names, and whoever can
+// write there can make it huge or put a FIFO or a device in its place:
+// it is read only as a regular file, and never more than MaxCalendar+1
+// bytes of it, with an error naming the file.
+func TestFreezeCalendarFileBounded(t *testing.T) {
+	dir := t.TempDir()
+	sum := sha256.Sum256([]byte(sampleICS))
+	policy := func(file string) []byte {
+		return []byte(policyTOML(freezeCast) + "\n[[freeze_calendar]]\nfile = \"" + file + "\"\nsha256 = \"sha256:" + hex.EncodeToString(sum[:]) + "\"\n")
+	}
+	parse := func(t *testing.T, file, want string) {
+		t.Helper()
+		_, err := approval.ParsePolicy(filepath.Join(dir, "trust.toml"), policy(file))
+		var ce *approval.ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want a config error saying %q", err, want)
+		}
+	}
+
+	t.Run("oversized", func(t *testing.T) {
+		// Sparse: 64 MiB that take no disk, and that reading whole
+		// would allocate.
+		big := filepath.Join(dir, "big.ics")
+		f, err := os.Create(big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(64 << 20); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		parse(t, "big.ics", fmt.Sprintf("freeze calendar %s is larger than %d bytes", big, approval.MaxCalendar))
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+			t.Fatalf("refusing a 64 MiB calendar allocated %d bytes: it was read whole", got)
+		}
+	})
+
+	t.Run("fifo", func(t *testing.T) {
+		fifo := filepath.Join(dir, "fifo.ics")
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// A writer that hands the calendar the policy binds to whoever
+		// opens the FIFO: read, it would load.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			w.Write([]byte(sampleICS))
+			w.Close()
+		}()
+		t.Cleanup(func() {
+			// A reader of our own lets the writer finish if nothing
+			// opened the FIFO.
+			if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+				<-done
+				r.Close()
+			}
+		})
+		parse(t, "fifo.ics", "freeze calendar "+fifo+" is not a regular file")
+	})
+
+	t.Run("device", func(t *testing.T) {
+		parse(t, "/dev/null", "freeze calendar /dev/null is not a regular file")
+	})
+
+	t.Run("directory", func(t *testing.T) {
+		parse(t, ".", "freeze calendar "+dir+" is not a regular file")
+	})
 }
 
 func FuzzParseICalendar(f *testing.F) {

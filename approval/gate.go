@@ -352,6 +352,23 @@ func judgePrecondition(in Input, plan *operations.Plan, d *Decision) *refusal.Er
 		return refusal.New(refusal.PreconditionChanged, "precondition %s was not run again before this run", want.Check).Needs("the precondition re-checked by run")
 	case seen.CheckFingerprint != want.CheckFingerprint:
 		return refusal.New(refusal.PreconditionChanged, "the check that ran (%s) is not the precondition the plan binds (%s)", short(seen.CheckFingerprint), short(want.CheckFingerprint)).Needs("a new plan")
+	case seen.CheckPlan == nil:
+		return refusal.New(refusal.PreconditionChanged, "what run saw of precondition %s does not carry the check's own plan, so whether it is this plan's check cannot be judged", want.Check).Needs("the precondition re-checked by run")
+	}
+	// Which check the plan binds is a rule over signed records, not
+	// something run observes: judged here, on the check's own plan, so
+	// replay judges it too (docs/adr/0030c-the-gate-judges-the-precondition-check.md).
+	check, _, err := in.Policy.DecodePlan(seen.CheckPlan)
+	if err != nil {
+		return refusal.New(refusal.PreconditionChanged, "the plan of precondition %s does not verify: %v", want.Check, err).Needs("a new plan")
+	}
+	if check.Fingerprint != want.CheckFingerprint {
+		return refusal.New(refusal.PreconditionChanged, "the check plan run saw (%s) is not the one the plan binds (%s)", short(check.Fingerprint), short(want.CheckFingerprint)).Needs("a new plan")
+	}
+	if err := IsPreconditionCheck(in.Op, plan, check); err != nil {
+		return refusal.New(refusal.PreconditionChanged, "%v", err).Needs("a new plan")
+	}
+	switch {
 	case seen.ExitCode != 0:
 		return refusal.New(refusal.PreconditionChanged, "precondition %s exited %d now; it succeeded when planned", want.Check, seen.ExitCode).Needs("a new plan of what is there now")
 	case seen.OutputSHA256 != want.OutputSHA256:

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prod-write/prod-write/pkg/dsse"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -50,13 +51,16 @@ type PreconditionBound struct {
 
 // PreconditionSeen is what run saw when it ran a plan's precondition check
 // again: the check's fingerprint, the run that did it (its receipts), its
-// exit status and the sha256 of its stdout. The intent keeps it, so replay
-// asks the gate the same question run did.
+// exit status and the sha256 of its stdout, and the check's own signed
+// plan, by which the gate judges that the check is the operation's
+// precondition for this plan. The intent keeps it, so replay asks the gate
+// the same question run did (docs/adr/0030c-the-gate-judges-the-precondition-check.md).
 type PreconditionSeen struct {
-	CheckFingerprint string `json:"check_fingerprint"`
-	RunID            string `json:"run_id"`
-	ExitCode         int    `json:"exit_code"`
-	OutputSHA256     string `json:"output_sha256"`
+	CheckFingerprint string         `json:"check_fingerprint"`
+	RunID            string         `json:"run_id"`
+	ExitCode         int            `json:"exit_code"`
+	OutputSHA256     string         `json:"output_sha256"`
+	CheckPlan        *dsse.Envelope `json:"check_plan,omitempty"`
 }
 
 // EnvVar is one variable of the program's environment as bound.

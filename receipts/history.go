@@ -106,7 +106,7 @@ func LoadHistory(dir string, current *approval.Policy, defs []*operations.Operat
 		// (DIR/calendars/sha256-HEX.ics), checked against the digest the
 		// policy binds them by.
 		p, err := approval.ParsePolicyWith(path, data, func(_, digest string) ([]byte, error) {
-			return os.ReadFile(filepath.Join(dir, "calendars", strings.Replace(digest, ":", "-", 1)+".ics"))
+			return approval.ReadCalendarFile(filepath.Join(dir, "calendars", strings.Replace(digest, ":", "-", 1)+".ics"))
 		})
 		if err != nil {
 			return err

@@ -59,10 +59,11 @@ type Source struct {
 type View struct {
 	Plan     *operations.Plan
 	RecordID string
-	// Record is nil when no record with RecordID is stored for the plan or
-	// its signature does not verify.
+	// Record is nil when no record with RecordID is stored for the plan,
+	// its signature does not verify or the gate cannot read it.
 	Record *approval.CertaintyRecord
-	// RecordProblem says why the record does not count, or "".
+	// RecordProblem says why the record does not count, or "": with a nil
+	// Record, why the gate cannot read the record.
 	RecordProblem string
 	Answers       []AnswerView
 	// Gate is "open" when run would pass the gate now, else the refusal
@@ -90,6 +91,9 @@ type AnswerView struct {
 	Channel *approval.Channel
 	Valid   bool
 	Why     string
+	// Unreadable: the gate could not read the answer (its payload is not
+	// strict JSON of an answer); it says nothing and does not count.
+	Unreadable bool
 }
 
 // Closed reports whether the decision can no longer change what runs: the
@@ -196,8 +200,13 @@ func (j *Judgement) View(recordID string) *View {
 	for _, a := range dec.Evidence {
 		switch {
 		case a.Kind == approval.KindRecord && a.ID == recordID && a.Signed != nil:
+			// Decoded as the gate decoded it (strictly): a record the
+			// gate cannot read is shown as unreadable, never as what a
+			// looser reading makes of it.
 			var c approval.CertaintyRecord
-			if a.Signed.Decode(&c) == nil && c.Fingerprint == fp {
+			if err := a.Signed.Decode(&c); err != nil {
+				v.RecordProblem = a.Why
+			} else if c.Fingerprint == fp {
 				v.Record = &c
 				if !a.Valid {
 					v.RecordProblem = a.Why
@@ -205,7 +214,8 @@ func (j *Judgement) View(recordID string) *View {
 			}
 		case a.Kind == approval.KindAnswer && a.Signed != nil:
 			v.Answers = append(v.Answers, AnswerView{ID: a.ID, By: a.By, Verdict: a.Verdict, Record: a.Record,
-				Issued: a.Issued, Channel: a.Channel, Valid: a.Valid, Why: a.Why})
+				Issued: a.Issued, Channel: a.Channel, Valid: a.Valid, Why: a.Why,
+				Unreadable: a.Problem != nil && *a.Problem == refusal.EvidenceUnreadable})
 		}
 	}
 	return v

@@ -111,6 +111,9 @@ const maxPreconditionShown = 500
 
 // RecordLines describes the certainty record of v.
 func RecordLines(v *View) []string {
+	if v.Record == nil && v.RecordProblem != "" {
+		return []string{fmt.Sprintf("Certainty record %s: unreadable, it does not count: %s", v.RecordID, v.RecordProblem)}
+	}
 	if v.Record == nil {
 		return []string{fmt.Sprintf("Certainty record %s: not found or does not verify", v.RecordID)}
 	}
@@ -176,6 +179,10 @@ func DiffLines(d FileDiff) []string {
 func StatusLines(v *View) []string {
 	var lines []string
 	for _, a := range v.Answers {
+		if a.Unreadable {
+			lines = append(lines, fmt.Sprintf("Unreadable answer %.12s… — does not count: %s", a.ID, a.Why))
+			continue
+		}
 		via := "CLI"
 		if a.Channel != nil {
 			switch a.Channel.Kind {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"maps"
 	"strconv"
 	"strings"
 	"unicode"
@@ -157,10 +156,12 @@ func (pc *planContext) precondition(f *Factory) (*operations.PreconditionSeen, e
 	}
 	// The plan names its check by fingerprint; that check must be this
 	// operation's precondition for this plan, or an agent could bind a
-	// harmless check whose output never changes.
-	name, params := pc.op.PreconditionRequest(pc.plan.Target, pc.plan.Params)
-	if cpc.plan.Operation != name || cpc.plan.Target != pc.plan.Target || !maps.Equal(cpc.plan.Params, params) || cpc.plan.Planner != pc.plan.Planner {
-		return nil, refuse("the check the plan binds (%s on %s) is not precondition %s of this plan", cpc.plan.Operation, cpc.plan.Target, name)
+	// harmless check whose output never changes. Asked before the check
+	// runs; the gate asks again of the check plan seen carries, and so
+	// does replay.
+	name := pc.op.Precondition.Check
+	if err := approval.IsPreconditionCheck(pc.op, pc.plan, cpc.plan); err != nil {
+		return nil, refuse("%v", err)
 	}
 	seen, out, err := runCheck(f, want.CheckFingerprint)
 	if err != nil {
@@ -172,6 +173,7 @@ func (pc *planContext) precondition(f *Factory) (*operations.PreconditionSeen, e
 		}
 		return nil, refuse("precondition check %s could not run again: %s", name, why)
 	}
+	seen.CheckPlan = cpc.env
 	if seen.ExitCode == 0 && seen.OutputSHA256 == want.OutputSHA256 {
 		return seen, nil
 	}

@@ -91,9 +91,21 @@ func TestRunRefusesABorrowedCheck(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.dir, "version-b.txt"), []byte("b2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	journal := func() string {
+		b, err := os.ReadFile(filepath.Join(h.dir, "state", "journal", "receipts.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	before := journal()
 	code, _, stderr := h.run("run", forged.Fingerprint, "--json")
 	if code != 77 || !strings.Contains(stderr, `"code":"precondition_changed"`) || !strings.Contains(stderr, "is not precondition ver of this plan") {
 		t.Fatalf("run of a plan with a borrowed check: exit %d\n%s", code, stderr)
+	}
+	// Refused before the borrowed check ran: no receipt of it either.
+	if journal() != before {
+		t.Fatal("the borrowed check ran")
 	}
 	if _, err := os.Stat(filepath.Join(h.dir, "deployed-b")); err == nil {
 		t.Fatal("the deploy ran")
