@@ -156,7 +156,10 @@ func statusWaitClient(o *StatusOptions) error {
 		err := f.dispatch("status", &call, nil, func() error { return statusRun(&call) })
 		var ee *ExitError
 		if errors.As(err, &ee) && ee.Code == ExitTimeout && ee.Msg == "" && f.call == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
-			continue // the service's bounded wait ended; ask again
+			// The service's bounded wait ended; ask again, without
+			// saying again that we wait.
+			o.Resumed = true
+			continue
 		}
 		return err
 	}
@@ -180,9 +183,11 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 			deadline, capped = limit, true
 		}
 	}
-	said := false
+	// Said once per wait: a client of the service asking again after a
+	// bounded wait ran out has said it already (Resumed).
+	said := o.Resumed
 	s, err := waitDecision(context.Background(), f, o.Fingerprint, deadline, d, func(s *statusReport) {
-		if !said && !capped {
+		if !said {
 			fmt.Fprintf(f.IO.Err, "prod-write: waiting for a decision on %s: %s; missing: %s\n", s.Request.ID, s.Request.Sentence(), strings.Join(s.Request.Missing, "; "))
 		}
 		said = true
