@@ -102,6 +102,9 @@ func TestWaitClientAsksAgainResumed(t *testing.T) {
 	}
 	f, _, stderr := testFactory(t, dir)
 	f.LookupEnv = func(k string) (string, bool) { return cfg, k == "PROD_WRITE_CONFIG" }
+	// No stdin: a reader that is not a file is copied into a pipe by each
+	// call, and the calls of one wait would share it.
+	f.IO.In = nil
 	if code := Run([]string{"status", "sha256:" + strings.Repeat("0", 64), "--wait"}, f); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
