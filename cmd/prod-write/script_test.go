@@ -68,6 +68,8 @@ func TestScript(t *testing.T) {
 			"waitlines":       cmdWaitLines,
 			"spawn":           cmdSpawn,
 			"reap":            cmdReap,
+			"awaitline":       cmdAwaitLine,
+			"spawnkill":       cmdSpawnKill,
 			"historize":       cmdHistorize,
 			"setmatch":        cmdSetMatch,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {

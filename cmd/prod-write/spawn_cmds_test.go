@@ -10,9 +10,11 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
 )
 
 // spawned is a command started by spawn and not yet reaped.
@@ -158,5 +160,93 @@ func cmdReap(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if fmt.Sprint(code) != strings.TrimSpace(want) {
 		ts.Fatalf("reap %s: exit status %d, want %s", args[0], code, want)
+	}
+}
+
+// spawnedAs returns the command spawned as name, still running or exited
+// but not yet reaped.
+func spawnedAs(ts *testscript.TestScript, name string) *spawned {
+	spawnMu.Lock()
+	defer spawnMu.Unlock()
+	s := spawns[spawnKey(ts, name)]
+	if s == nil {
+		ts.Fatalf("nothing spawned as %s", name)
+	}
+	return s
+}
+
+// cmdAwaitLine waits until a line of a spawned command's stdout or stderr
+// matches REGEXP, at most WITHIN (a Go duration; 60 s if not given): a
+// script waits for what a command logged (a service's line for a call)
+// rather than for a time, and WITHIN, when given, is a generous bound on
+// when it must come.
+//
+//	awaitline serve 'status: exit 128 .*the client went away' 15s
+func cmdAwaitLine(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: awaitline NAME REGEXP [WITHIN]")
+	}
+	within := 60 * time.Second
+	if len(args) == 3 {
+		d, err := time.ParseDuration(args[2])
+		ts.Check(err)
+		within = d
+	}
+	s := spawnedAs(ts, args[0])
+	re, err := regexp.Compile("(?m)" + args[1])
+	ts.Check(err)
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		s.mu.Lock()
+		out := s.stdout.String() + s.stderr.String()
+		s.mu.Unlock()
+		if re.MatchString(out) {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("awaitline %s: no line matched %q in %s:\n%s", args[0], args[1], within, out)
+		}
+	}
+}
+
+// cmdSpawnKill sends a spawned command SIGKILL (a client that goes away
+// without a word), or SIGINT or SIGTERM, waits for its process to exit
+// whatever its status, and forgets it. It does not wait for the command's
+// stdout and stderr to close: a runner service may still hold them.
+//
+//	spawnkill NAME [INT|TERM|KILL]
+func cmdSpawnKill(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: spawnkill NAME [INT|TERM|KILL]")
+	}
+	sig := os.Kill
+	if len(args) == 2 {
+		switch args[1] {
+		case "INT":
+			sig = os.Interrupt
+		case "TERM":
+			sig = syscall.SIGTERM
+		case "KILL":
+		default:
+			ts.Fatalf("spawnkill: signal %q: want INT, TERM or KILL", args[1])
+		}
+	}
+	s := spawnedAs(ts, args[0])
+	spawnMu.Lock()
+	delete(spawns, spawnKey(ts, args[0]))
+	spawnMu.Unlock()
+	ts.Check(s.cmd.Process.Signal(sig))
+	exited := make(chan struct{})
+	go func() {
+		// WNOWAIT: the process is left for cmd.Wait to reap (ECHILD if
+		// it already has).
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, s.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		ts.Fatalf("spawnkill %s: still running after 60 s", args[0])
 	}
 }

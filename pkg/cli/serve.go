@@ -567,7 +567,13 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 	if err != nil {
 		printError(f, err)
 	}
-	h.st.log.Printf("uid %d pid %d: %s: exit %d (%s)", c.Peer.UID, c.Peer.PID, c.Request.Op, code, time.Since(start).Round(time.Microsecond))
+	gone := ""
+	select {
+	case <-c.Gone():
+		gone = "; the client went away"
+	default:
+	}
+	h.st.log.Printf("uid %d pid %d: %s: exit %d (%s%s)", c.Peer.UID, c.Peer.PID, c.Request.Op, code, time.Since(start).Round(time.Microsecond), gone)
 	return code
 }
 

@@ -22,6 +22,10 @@ type StatusOptions struct {
 	// or expired, or Timeout (a Go duration; "" for none) passes.
 	Wait    bool
 	Timeout string
+	// Resumed is a client's call after the service's bounded wait ran
+	// out (statusWaitClient): the "waiting" line was printed already. Not
+	// a flag.
+	Resumed bool `json:",omitempty"`
 }
 
 // NewCmdStatus builds `status`.

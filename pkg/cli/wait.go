@@ -156,7 +156,10 @@ func statusWaitClient(o *StatusOptions) error {
 		err := f.dispatch("status", &call, nil, func() error { return statusRun(&call) })
 		var ee *ExitError
 		if errors.As(err, &ee) && ee.Code == ExitTimeout && ee.Msg == "" && f.call == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
-			continue // the service's bounded wait ended; ask again
+			// The service's bounded wait ended; ask again, without
+			// saying again that we wait.
+			o.Resumed = true
+			continue
 		}
 		return err
 	}
@@ -180,13 +183,22 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 			deadline, capped = limit, true
 		}
 	}
-	said := false
-	s, err := waitDecision(context.Background(), f, o.Fingerprint, deadline, d, func(s *statusReport) {
-		if !said && !capped {
+	ctx, cancel := f.clientContext()
+	defer cancel()
+	// Said once per wait: a client of the service asking again after a
+	// bounded wait ran out has said it already (Resumed).
+	said := o.Resumed
+	s, err := waitDecision(ctx, f, o.Fingerprint, deadline, d, func(s *statusReport) {
+		if !said {
 			fmt.Fprintf(f.IO.Err, "prod-write: waiting for a decision on %s: %s; missing: %s\n", s.Request.ID, s.Request.Sentence(), strings.Join(s.Request.Missing, "; "))
 		}
 		said = true
 	})
+	if f.clientGone() {
+		// Nobody reads the answer, and what the judgement asked the
+		// client for may be missing from it: end the call, silently.
+		return &ExitError{Code: ExitSignalled}
+	}
 	if errors.Is(err, errWaitTimeout) {
 		if capped {
 			// Silent: the client asks again (statusWaitClient).
@@ -204,6 +216,38 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 		return err
 	}
 	return printStatus(f, s)
+}
+
+// clientContext is done once the client of a call in the service has gone
+// (service.Call.Gone); in local mode, and for MCP over HTTP, only when
+// cancelled.
+func (f *Factory) clientContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if f.call == nil || f.call.c == nil {
+		return ctx, cancel
+	}
+	gone := f.call.c.Gone()
+	go func() {
+		select {
+		case <-gone:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// clientGone reports whether the client of a call in the service has gone.
+func (f *Factory) clientGone() bool {
+	if f.call == nil || f.call.c == nil {
+		return false
+	}
+	select {
+	case <-f.call.c.Gone():
+		return true
+	default:
+		return false
+	}
 }
 
 func isRefusal(err error) bool { _, ok := refusal.As(err); return ok }

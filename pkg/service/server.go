@@ -27,16 +27,91 @@ type Call struct {
 	// Files are the descriptors attached to the request, by name.
 	Files map[string]*os.File
 
-	conn    *Conn
-	mu      sync.Mutex // one Need in flight at a time
+	conn *Conn
+	mu   sync.Mutex // one Need in flight at a time
+	// running is set once Signals is called: a program runs, and the
+	// client can no longer be asked anything.
+	running bool
+	// The client's messages after its request, as read: answers to
+	// Needs, and relayed signals.
+	answers chan reply
 	signals chan os.Signal
-	watch   sync.Once
+	gone    chan struct{} // closed once the client's end is closed
 }
+
+// reply is one message the client sent after its request: an answer to a
+// Need, or a message that could not be read.
+type reply struct {
+	b     []byte
+	files []*os.File
+	err   error
+}
+
+func newCall(peer Peer, req *Request, conn *Conn) *Call {
+	return &Call{
+		Peer: peer, Request: req, Files: map[string]*os.File{}, conn: conn,
+		answers: make(chan reply, 1),
+		signals: make(chan os.Signal, 4),
+		gone:    make(chan struct{}),
+	}
+}
+
+// read reads what the client sends until its end of the connection is
+// closed (or ours is, once the call has ended), then closes c.gone. It is
+// the connection's only reader once the request is read: a signal goes to
+// Signals' channel, anything else to the Need waiting for it, and a
+// message nobody waits for is dropped.
+func (c *Call) read() {
+	defer close(c.gone)
+	for {
+		b, files, err := c.conn.Recv()
+		if err != nil {
+			var pe *Error
+			if !errors.As(err, &pe) {
+				return // EOF, or a socket that can no longer be read
+			}
+			c.deliver(reply{err: err}) // too large, bad rights: the client is still there
+			continue
+		}
+		var s Signal
+		if strictJSON(b, &s) == nil && s.T == "signal" {
+			closeAll(files)
+			if sig, ok := Signals[s.Signal]; ok {
+				select {
+				case c.signals <- sig:
+				default: // a burst of ^C is one request
+				}
+			}
+			continue
+		}
+		c.deliver(reply{b: b, files: files})
+	}
+}
+
+// deliver hands r to the Need waiting for an answer, or drops it.
+func (c *Call) deliver(r reply) {
+	select {
+	case c.answers <- r:
+	default:
+		closeAll(r.files)
+	}
+}
+
+// Gone is closed once the client's end of the connection is closed: the
+// client exited, was killed, or closed its socket. A handler that waits
+// (status --wait) stops waiting then, rather than hold the call's slot for
+// a client that will read nothing. A program that runs does not stop (see
+// Signals).
+func (c *Call) Gone() <-chan struct{} { return c.gone }
 
 // NeedTimeout bounds how long the service waits for a client to answer a
 // Need: a client that stops answering holds only its own call, and not for
 // long.
 var NeedTimeout = 10 * time.Second
+
+// ErrClientGone is a Need's error when the client's end of the connection
+// was closed before it answered.
+var ErrClientGone = errors.New("runner service: the client went away")
 
 // Env asks the client for the value of an environment variable an
 // operation passes by value (SPEC §9 env.pass). It is the only part of the
@@ -70,59 +145,55 @@ func (c *Call) File(path string) (*os.File, error) {
 func (c *Call) need(n Need) (*Give, []*os.File, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.signals != nil {
+	if c.running {
 		return nil, nil, errors.New("runner service: no questions once a program runs")
+	}
+	// An answer sent before the question (or after an earlier one timed
+	// out) is not this question's answer.
+	select {
+	case r := <-c.answers:
+		closeAll(r.files)
+	default:
 	}
 	if err := c.conn.Send(n); err != nil {
 		return nil, nil, fmt.Errorf("asking the client: %w", err)
 	}
-	c.conn.c.SetReadDeadline(time.Now().Add(NeedTimeout))
-	defer c.conn.c.SetReadDeadline(time.Time{})
-	b, files, err := c.conn.Recv()
-	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return nil, nil, protoErr(CodeTimeout, "the client did not answer within %s", NeedTimeout)
+	t := time.NewTimer(NeedTimeout)
+	defer t.Stop()
+	var r reply
+	select {
+	case r = <-c.answers:
+	case <-c.gone:
+		// read delivers before it closes gone: an answer sent just
+		// before the client went is here.
+		select {
+		case r = <-c.answers:
+		default:
+			return nil, nil, ErrClientGone
 		}
-		return nil, nil, fmt.Errorf("reading the client's answer: %w", err)
+	case <-t.C:
+		return nil, nil, protoErr(CodeTimeout, "the client did not answer within %s", NeedTimeout)
+	}
+	if r.err != nil {
+		return nil, nil, fmt.Errorf("reading the client's answer: %w", r.err)
 	}
 	var g Give
-	if err := strictJSON(b, &g); err != nil || g.T != "give" {
-		closeAll(files)
+	if err := strictJSON(r.b, &g); err != nil || g.T != "give" {
+		closeAll(r.files)
 		return nil, nil, protoErr(CodeBadRequest, "not an answer: %v", err)
 	}
-	return &g, files, nil
+	return &g, r.files, nil
 }
 
-// Signals returns the signals the client relays from now on. After the first
-// call the client can no longer be asked anything: the connection only
-// carries signals and, at the end, the exit status. A client that goes away
-// sends nothing more; the program and its receipts carry on regardless.
+// Signals returns the signals the client relays (those relayed before the
+// first call are kept, a burst as one). After the first call the client can
+// no longer be asked anything: the connection only carries signals and, at
+// the end, the exit status. A client that goes away sends nothing more; the
+// program and its receipts carry on regardless.
 func (c *Call) Signals() <-chan os.Signal {
-	c.watch.Do(func() {
-		c.mu.Lock()
-		c.signals = make(chan os.Signal, 4)
-		c.mu.Unlock()
-		go func() {
-			for {
-				b, files, err := c.conn.Recv()
-				closeAll(files)
-				if err != nil {
-					return
-				}
-				var s Signal
-				if strictJSON(b, &s) != nil || s.T != "signal" {
-					continue
-				}
-				if sig, ok := Signals[s.Signal]; ok {
-					select {
-					case c.signals <- sig:
-					default: // a burst of ^C is one request
-					}
-				}
-			}
-		}()
-	})
+	c.mu.Lock()
+	c.running = true
+	c.mu.Unlock()
 	return c.signals
 }
 
@@ -282,7 +353,10 @@ func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn, peer Peer) {
 		conn.Send(Failure{T: "failure", Code: pe.Code, Error: pe.Msg})
 		return
 	}
-	call := &Call{Peer: peer, Request: req, Files: map[string]*os.File{}, conn: conn}
+	call := newCall(peer, req, conn)
+	// Read from now on, so that the call learns when its client goes
+	// (Gone); the deferred Close above ends the reading.
+	go call.read()
 	for i, n := range req.FDs {
 		call.Files[n] = files[i]
 	}

@@ -570,3 +570,93 @@ func TestOtherAccountServedWhileOneIsAtItsCap(t *testing.T) {
 		t.Fatalf("the handler saw uid %d, want 65534", uid)
 	}
 }
+
+// A client whose end of the connection closes (it exited, was killed) is
+// seen gone at once: a handler waiting on Gone stops waiting, and a
+// question the service asked it ends with ErrClientGone rather than after
+// NeedTimeout.
+func TestClientGone(t *testing.T) {
+	old := NeedTimeout
+	NeedTimeout = 30 * time.Second
+	t.Cleanup(func() { NeedTimeout = old })
+	for _, tc := range []struct {
+		name, args string
+	}{
+		{"waiting", `{}`},
+		{"asked a question", `{"ask":"X"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			started := make(chan struct{})
+			ended := make(chan string, 1)
+			h := HandlerFunc(func(ctx context.Context, c *Call) int {
+				close(started)
+				if strings.Contains(string(c.Request.Args), "ask") {
+					_, _, err := c.Env("X")
+					ended <- fmt.Sprintf("asked: %v", err)
+					return 0
+				}
+				select {
+				case <-c.Gone():
+					ended <- "gone"
+				case <-time.After(30 * time.Second):
+					ended <- "still waiting after 30 s"
+				}
+				return 0
+			})
+			sock := startServer(t, h, nil)
+			c := rawSend(t, sock, []byte(`{"v":1,"op":"status","args":`+tc.args+`}`))
+			<-started
+			if tc.args != `{}` {
+				// The question reached the client: it goes without answering.
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				if b, _, err := NewConn(c).Recv(); err != nil || !strings.Contains(string(b), `"need"`) {
+					t.Fatalf("got %q %v, want the service's question", b, err)
+				}
+			}
+			c.Close()
+			want := "gone"
+			if tc.args != `{}` {
+				want = "asked: " + ErrClientGone.Error()
+			}
+			if got := <-ended; got != want {
+				t.Fatalf("the handler ended with %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// A client that is still there is not gone: its answers and relayed
+// signals reach the handler, and a signal relayed before the handler asks
+// for signals is kept for it.
+func TestClientThereIsNotGone(t *testing.T) {
+	got := make(chan string, 1)
+	h := HandlerFunc(func(ctx context.Context, c *Call) int {
+		v, ok, err := c.Env("X")
+		var sig os.Signal
+		select {
+		case sig = <-c.Signals():
+		case <-time.After(10 * time.Second):
+		}
+		select {
+		case <-c.Gone():
+			got <- "gone"
+		default:
+			got <- fmt.Sprintf("X=%q %v %v, signal %v", v, ok, err, sig)
+		}
+		return 0
+	})
+	sock := startServer(t, h, nil)
+	conn, err := Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sigs := make(chan os.Signal, 1)
+	sigs <- unix.SIGINT
+	if res, err := Do(conn, Request{Op: "run"}, nil, answers{"X": "x"}, sigs); err != nil || res.Code != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if s, want := <-got, `X="x" true <nil>, signal interrupt`; s != want {
+		t.Fatalf("the handler saw %s, want %s", s, want)
+	}
+}

@@ -14,8 +14,12 @@
 //	client → service   Request{v, op, args, fds, json}   + descriptors named by fds
 //	service → client   Need{…}                            (zero or more)
 //	client → service   Give{…}                            + descriptors, one per Need
-//	client → service   Signal{…}                          (any time while a program runs)
+//	client → service   Signal{…}                          (any time; for a program that runs)
 //	service → client   Exit{code} or Failure{code, error}  (last)
+//
+// The service reads the connection throughout a call, so it sees at once
+// when the client's end closes ([Call.Gone]): a wait for a decision then
+// ends rather than hold the call's slot for nobody.
 //
 // The service identifies the caller's account by SO_PEERCRED. Who may plan,
 // file, decide or run is still decided by signatures, never by the account.
