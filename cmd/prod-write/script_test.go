@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -58,6 +59,7 @@ func TestScript(t *testing.T) {
 			"fakegithub":      cmdFakeGitHub,
 			"appendenv":       cmdAppendEnv,
 			"waitsock":        cmdWaitSock,
+			"waittcp":         cmdWaitTCP,
 			"mcpcall":         cmdMCPCall,
 			"mcphttp":         cmdMCPHTTP,
 			"freeaddr":        cmdFreeAddr,
@@ -140,6 +142,25 @@ func cmdWaitSock(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Fatalf("no socket at %s after 10s", path)
+}
+
+// cmdWaitTCP waits up to 10 s until something accepts connections at
+// ADDR: a server's Unix socket can exist before its TCP listener does.
+//
+//	waittcp $MCP_ADDR
+func cmdWaitTCP(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waittcp ADDR")
+	}
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", args[0], time.Second); err == nil {
+			c.Close()
+			return
+		}
+	}
+	ts.Fatalf("nothing accepts connections at %s after 10s: %v", args[0], err)
 }
 
 // cmdWaitLines waits up to 20 s until a file holds at least N complete
