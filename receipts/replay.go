@@ -507,14 +507,7 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	// Signatures, roles and the gate, as they stood at the receipt's time.
 	// The gate also recomputes the plan's fingerprint from its recorded
 	// inputs.
-	var hist approval.BreakGlassHistory
-	if in.BreakGlass != nil {
-		hist = approval.BreakGlassHistory{Ran: in.BreakGlass.Ran, Reviews: in.BreakGlass.Reviews}
-	}
-	dec, gateErr := approval.Evaluate(approval.Input{
-		Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: in.Operation, Now: e.receipt.Time,
-		Precondition: in.Precondition, BreakGlass: hist,
-	})
+	dec, gateErr := approval.Evaluate(gateInput(in, policy, in.Operation, e.receipt.Time))
 	if gateErr == nil && rp.History != nil {
 		rp.judgeRevocation(res, dec, e.receipt.Time)
 	}
@@ -573,6 +566,24 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	case r.Code == refusal.FingerprintMismatch && len(res.Problems) > 0:
 	default:
 		res.add(GateNotSatisfied, "%s: %s", r.Code, r.Reason)
+	}
+}
+
+// gateInput is what the gate is given for the run of in, judged by policy
+// and op at its time: everything the intent recorded of what run gave the
+// gate (the evidence, the precondition seen, the break-glass history). Uses
+// are not among them: replay counts them along the journal. Replay's own
+// judgement and the audit of a proposed policy (Audit.judge) both ask the
+// gate with it, so that an unchanged proposal refuses nothing replay lets
+// through.
+func gateInput(in *Intent, policy *approval.Policy, op *operations.Operation, at time.Time) approval.Input {
+	var hist approval.BreakGlassHistory
+	if in.BreakGlass != nil {
+		hist = approval.BreakGlassHistory{Ran: in.BreakGlass.Ran, Reviews: in.BreakGlass.Reviews}
+	}
+	return approval.Input{
+		Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: op, Now: at,
+		Precondition: in.Precondition, BreakGlass: hist,
 	}
 }
 
