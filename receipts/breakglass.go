@@ -33,8 +33,7 @@ func (rp *Replayer) breakGlassEntry(e *entry, in *Intent, dec *approval.Decision
 	for _, s := range dec.BreakGlassReviews {
 		var r approval.BreakGlassReview
 		if s.Decode(&r) == nil {
-			bg.reviewed = append(bg.reviewed, r.Record)
-			bg.reviews = append(bg.reviews, s.Env)
+			bg.carried = append(bg.carried, carriedReview{record: r.Record, env: s.Env})
 		}
 	}
 	e.bg = bg
@@ -52,14 +51,20 @@ func (st *state) checkBreakGlass(e *entry) {
 			e.res.add(GateNotSatisfied, "%s: %s broke glass in run %s (seq %d) earlier in this journal, which this run's gate did not see reviewed", BreakGlassUnreviewed, who, prev.report.RunID, prev.report.Seq)
 		}
 	}
-	for _, prev := range st.bgRuns[who] {
-		prev.reviews = append(prev.reviews, bg.reviews...)
+	// Each review the gate relied on goes to the earlier runs of the
+	// record it reviews (the breaker's: the gate matched the record to
+	// them), and only to them: a review of another record never reviews a
+	// run (approval.Policy.Reviewed), so handing every review to every
+	// earlier run of the breaker, as before, decided the same at a cost
+	// quadratic in the breaker's runs.
+	for _, c := range bg.carried {
+		for _, prev := range st.bgByRecord[c.record] {
+			prev.reviews = append(prev.reviews, c.env)
+		}
 	}
 	st.bgRuns[who] = append(st.bgRuns[who], bg)
 	st.bgOrder = append(st.bgOrder, bg)
-	if _, dup := st.bgByRecord[bg.id]; !dup {
-		st.bgByRecord[bg.id] = bg
-	}
+	st.bgByRecord[bg.id] = append(st.bgByRecord[bg.id], bg)
 }
 
 // checkReview judges a review receipt: the reviewer's envelope must be a
@@ -83,7 +88,10 @@ func (st *state) checkReview(e *entry) {
 		e.res.add(Malformed, "review: the envelope is not a break-glass review")
 		return
 	}
-	bg := st.bgByRecord[rev.Record]
+	var bg *bgEntry
+	if runs := st.bgByRecord[rev.Record]; len(runs) > 0 {
+		bg = runs[0] // the first run of the record (another is evidence_reused)
+	}
 	if bg == nil || bg.report.BreakGlass == nil {
 		e.res.add(ReviewInvalid, "the review names break-glass record %.12s…, which no break-glass run earlier in this journal ran", rev.Record)
 		return
@@ -105,7 +113,7 @@ func (st *state) checkReview(e *entry) {
 // break-glass of the same breaker, or one of Replayer.BreakGlassReviews)
 // reviews it. Unreviewed ones fail only with FailUnreviewedBreakGlass.
 func (rp *Replayer) reportBreakGlass(st *state, sum *Summary, emit func(Result)) {
-	extra := map[string][]*approval.Envelope{}
+	extra := map[string]map[string][]*approval.Envelope{} // breaker → record → reviews
 	for _, bg := range st.bgOrder {
 		res := bg.report
 		if res.BreakGlass == nil {
@@ -113,9 +121,9 @@ func (rp *Replayer) reportBreakGlass(st *state, sum *Summary, emit func(Result))
 		}
 		who := res.BreakGlass.Breaker
 		if _, ok := extra[who]; !ok && rp.BreakGlassReviews != nil {
-			extra[who] = rp.BreakGlassReviews(who)
+			extra[who] = reviewsByRecord(rp.Policy, rp.BreakGlassReviews(who))
 		}
-		reviews := append(append([]*approval.Envelope{}, bg.reviews...), extra[who]...)
+		reviews := append(bg.reviews[:len(bg.reviews):len(bg.reviews)], extra[who][bg.id]...)
 		// Judged at the latest time (a review may come any time after).
 		res.BreakGlass.Reviewed = rp.Policy.Reviewed(bg.record, reviews, maxTime(st.latest, time.Now()))
 		sum.BreakGlass++
@@ -132,6 +140,22 @@ func (rp *Replayer) reportBreakGlass(st *state, sum *Summary, emit func(Result))
 		res.OK = len(res.Problems) == 0
 		emit(res)
 	}
+}
+
+// reviewsByRecord sorts reviews by the record each names, so that a run
+// is judged with the reviews of its own record only: what does not open
+// as a break-glass review, or names another record, never reviews it
+// (approval.Policy.Reviewed), and a breaker's many reviews are not judged
+// again for each of its runs.
+func reviewsByRecord(p *approval.Policy, envs []*approval.Envelope) map[string][]*approval.Envelope {
+	out := map[string][]*approval.Envelope{}
+	for _, env := range envs {
+		var r approval.BreakGlassReview
+		if s, err := p.Open(env); err == nil && s.Type == approval.TypeBreakGlassReview && s.Decode(&r) == nil {
+			out[r.Record] = append(out[r.Record], env)
+		}
+	}
+	return out
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -92,3 +92,59 @@ func TestAuditBreakGlass(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakGlassReviewSources: a break-glass run is reviewed by a review
+// from any of replay's sources, each reaching the run of the record it
+// reviews and no other: a review receipt, a review a later break-glass of
+// the breaker relied on (here with the review receipt made invalid), and
+// one kept in the store (Replayer.BreakGlassReviews).
+func TestBreakGlassReviewSources(t *testing.T) {
+	w := newTwoBreakGlassWorld(t)
+	policy, err := approval.LoadPolicy(filepath.Join(w.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rc, err := receipts.Decode([]byte(w.journal[4]))
+	if err != nil || rc.Kind != receipts.KindReview {
+		t.Fatalf("line 5 is not a review receipt: %v", err)
+	}
+	review := rc.Review.Review
+	_, gera, _ := receipts.Decode([]byte(w.journal[2]))
+	// The review receipt names another run: it reviews nothing.
+	invalid := append([]string(nil), w.journal...)
+	bad := *rc
+	bad.RunID = gera.RunID
+	invalid[4] = w.sign(&bad, w.runner)
+	for _, tc := range []struct {
+		name     string
+		lines    []string
+		stored   []*approval.Envelope
+		reviewed map[string]bool // incident → reviewed
+	}{
+		{"review receipt and the later break-glass", w.journal, nil, map[string]bool{"INC-1": true, "INC-2": false}},
+		{"the later break-glass alone", invalid, nil, map[string]bool{"INC-1": true, "INC-2": false}},
+		{"no review", w.journal[:4], nil, map[string]bool{"INC-1": false}},
+		{"the store", w.journal[:4], []*approval.Envelope{review}, map[string]bool{"INC-1": true}},
+		{"the store, a review of another run", invalid[5:], []*approval.Envelope{review}, map[string]bool{"INC-2": false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rp := &receipts.Replayer{Policy: policy, BreakGlassReviews: func(string) []*approval.Envelope { return tc.stored }}
+			got := map[string]bool{}
+			if _, err := rp.Replay(strings.NewReader(strings.Join(tc.lines, "\n")+"\n"), func(r receipts.Result) {
+				if r.BreakGlass != nil {
+					got[r.BreakGlass.Incident] = r.BreakGlass.Reviewed
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.reviewed) {
+				t.Fatalf("break-glass runs %v, want %v", got, tc.reviewed)
+			}
+			for inc, want := range tc.reviewed {
+				if got[inc] != want {
+					t.Errorf("%s reviewed %v, want %v", inc, got[inc], want)
+				}
+			}
+		})
+	}
+}

@@ -183,12 +183,22 @@ type entry struct {
 
 // bgEntry is a break-glass intent as the in-order stage needs it.
 type bgEntry struct {
-	report   Result
-	record   *approval.Envelope
-	id       string
-	seen     map[string]bool // earlier runs the gate saw (reviewed)
-	reviews  []*approval.Envelope
-	reviewed []string // records the reviews it carries review
+	report Result
+	record *approval.Envelope
+	id     string
+	seen   map[string]bool // earlier runs the gate saw (reviewed)
+	// carried are the reviews of earlier runs the gate relied on, each
+	// with the record it reviews.
+	carried []carriedReview
+	// reviews are reviews of this run: carried by a later break-glass of
+	// the breaker, or in a review receipt.
+	reviews []*approval.Envelope
+}
+
+// carriedReview is a review a break-glass intent's gate relied on.
+type carriedReview struct {
+	record string
+	env    *approval.Envelope
 }
 
 // Replay reads a journal from r, calling emit with the result for every
@@ -208,7 +218,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{bgRuns: map[string][]*bgEntry{}, bgByRecord: map[string]*bgEntry{}, policy: rp.Policy, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
+	st := &state{bgRuns: map[string][]*bgEntry{}, bgByRecord: map[string][]*bgEntry{}, policy: rp.Policy, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -695,9 +705,9 @@ type state struct {
 	// bgRuns are the break-glass runs so far, by breaker, in order.
 	bgRuns  map[string][]*bgEntry
 	bgOrder []*bgEntry
-	// bgByRecord finds a break-glass run by its record's id, for the
-	// review receipts that name it.
-	bgByRecord map[string]*bgEntry
+	// bgByRecord finds the break-glass runs of a record by its id (more
+	// than one only when it was reused), for the reviews that name it.
+	bgByRecord map[string][]*bgEntry
 	// policy judges review receipts (Replayer.Policy).
 	policy *approval.Policy
 }
