@@ -1,6 +1,8 @@
 package receipts
 
 import (
+	"errors"
+	"io"
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
@@ -11,7 +13,7 @@ import (
 // relied on and what it knew of the breaker's earlier runs, for the
 // in-order stage (issue 22, docs/adr/0028-break-glass.md).
 func (rp *Replayer) breakGlassEntry(e *entry, in *Intent, dec *approval.Decision) {
-	bg := &bgEntry{id: dec.Anchor, seen: map[string]bool{}}
+	bg := &bgEntry{line: e.line.No, id: dec.Anchor, seen: map[string]bool{}}
 	if len(dec.Relied) > 0 {
 		bg.record = dec.Relied[0].Env
 		var b approval.BreakGlass
@@ -106,6 +108,31 @@ func (st *state) checkReview(e *entry) {
 		return
 	}
 	bg.reviews = append(bg.reviews, env)
+}
+
+// BreakGlassRuns replays the journal r for its break-glass runs alone and
+// returns them by the line of their intent (the first line of r is 1),
+// each saying whether it is reviewed, as Replay reports them: the same
+// code decides, so that receipts list says what replay says
+// (docs/adr/0028-break-glass.md). Only what can bear on that is verified:
+// intents carrying a break-glass record, and review receipts; the in-order
+// checks a review receipt must pass (the chain, the time, the host) run on
+// every entry, as in Replay. What else would fail Replay is not looked at.
+func (rp *Replayer) BreakGlassRuns(r io.Reader) (map[int]*BreakGlassRun, error) {
+	light := *rp
+	light.breakGlassOnly, light.Audit, light.Relied, light.Checkpoint, light.FailUnreviewedBreakGlass = true, nil, nil, nil, false
+	_, st, err := light.replay(r, func(Result) {})
+	var nr *NotReceiptsError
+	if err != nil && !errors.As(err, &nr) {
+		return nil, err
+	}
+	out := map[int]*BreakGlassRun{}
+	for _, bg := range st.bgOrder {
+		if bg.report.BreakGlass != nil {
+			out[bg.line] = bg.report.BreakGlass
+		}
+	}
+	return out, nil
 }
 
 // reportBreakGlass emits one result per break-glass run, after the

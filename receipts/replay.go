@@ -160,6 +160,10 @@ type Replayer struct {
 	// kept outside the journal (the store's): reviews of a breaker's last
 	// run reach the journal only with its next break-glass.
 	BreakGlassReviews func(breaker string) []*approval.Envelope
+
+	// breakGlassOnly verifies only the entries that bear on break-glass
+	// runs (BreakGlassRuns).
+	breakGlassOnly bool
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -183,6 +187,7 @@ type entry struct {
 
 // bgEntry is a break-glass intent as the in-order stage needs it.
 type bgEntry struct {
+	line   int // the intent's
 	report Result
 	record *approval.Envelope
 	id     string
@@ -206,6 +211,11 @@ type carriedReview struct {
 // streams: signatures are checked in parallel batches and memory does not
 // grow with the journal beyond one record per evidence id and open run.
 func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
+	sum, _, err := rp.replay(r, emit)
+	return sum, err
+}
+
+func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, error) {
 	rp.Policy.CacheVerifications()
 	if rp.History != nil {
 		for _, p := range rp.History.Policies {
@@ -291,10 +301,10 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 		}
 	}
 	if scanErr != nil {
-		return sum, scanErr
+		return sum, st, scanErr
 	}
 	if sum.Entries > 0 && st.decoded == 0 {
-		return sum, &NotReceiptsError{Msg: "no line of the input is a receipt"}
+		return sum, st, &NotReceiptsError{Msg: "no line of the input is a receipt"}
 	}
 	left := make([]*Result, 0, len(st.open))
 	for _, res := range st.open {
@@ -331,7 +341,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	}
 	sum.Head = st.prevHash
 	sum.OK = sum.Failed == 0 && sum.Incomplete == 0
-	return sum, nil
+	return sum, st, nil
 }
 
 // verifyParallel does everything that needs no order: decoding, the
@@ -358,11 +368,16 @@ func verifyParallel(rp *Replayer, batch []*entry, workers int) {
 				envs = envs[:0]
 				for _, e := range part {
 					e.decode()
+					if rp.breakGlassOnly && !e.bearsOnBreakGlass() {
+						continue
+					}
 					envs = e.envelopes(envs)
 				}
 				rp.Policy.VerifyBatch(envs)
 				for _, e := range part {
-					rp.verifyOne(e)
+					if !rp.breakGlassOnly || e.bearsOnBreakGlass() {
+						rp.verifyOne(e)
+					}
 				}
 			}
 		}()
@@ -392,6 +407,28 @@ func (e *entry) decode() {
 	if env.PayloadType == PayloadType {
 		e.receipt, e.decodeErr = decodeReceipt(env.Payload)
 	}
+}
+
+// bearsOnBreakGlass says whether e can bear on whether a break-glass run
+// is reviewed (Replayer.BreakGlassRuns): a review receipt, or an intent
+// carrying a break-glass record, without which the gate takes no
+// break-glass path.
+func (e *entry) bearsOnBreakGlass() bool {
+	r := e.receipt
+	if r == nil {
+		return false
+	}
+	if r.Kind == KindReview {
+		return true
+	}
+	if r.Intent != nil {
+		for _, env := range r.Intent.Evidence {
+			if env != nil && env.PayloadType == approval.TypeBreakGlass {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // envelopes appends the signed records of e: the receipt, and for an
