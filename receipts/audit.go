@@ -45,7 +45,10 @@ func (a *Audit) judge(res *Result, in *Intent, plan *operations.Plan, policy *ap
 	if a.Policy != nil {
 		policy = a.Policy
 	}
-	_, err := approval.Evaluate(approval.Input{Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: op, Now: at, Precondition: in.Precondition})
+	// The same question replay's own judgement asks (gateInput), the
+	// break-glass history included: a proposal that no longer counts a
+	// review the gate relied on would refuse the break-glass after it.
+	_, err := approval.Evaluate(gateInput(in, policy, op, at))
 	if err == nil {
 		return
 	}

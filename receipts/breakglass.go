@@ -1,6 +1,8 @@
 package receipts
 
 import (
+	"errors"
+	"io"
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
@@ -11,7 +13,7 @@ import (
 // relied on and what it knew of the breaker's earlier runs, for the
 // in-order stage (issue 22, docs/adr/0028-break-glass.md).
 func (rp *Replayer) breakGlassEntry(e *entry, in *Intent, dec *approval.Decision) {
-	bg := &bgEntry{id: dec.Anchor, seen: map[string]bool{}}
+	bg := &bgEntry{line: e.line.No, id: dec.Anchor, seen: map[string]bool{}}
 	if len(dec.Relied) > 0 {
 		bg.record = dec.Relied[0].Env
 		var b approval.BreakGlass
@@ -33,8 +35,7 @@ func (rp *Replayer) breakGlassEntry(e *entry, in *Intent, dec *approval.Decision
 	for _, s := range dec.BreakGlassReviews {
 		var r approval.BreakGlassReview
 		if s.Decode(&r) == nil {
-			bg.reviewed = append(bg.reviewed, r.Record)
-			bg.reviews = append(bg.reviews, s.Env)
+			bg.carried = append(bg.carried, carriedReview{record: r.Record, env: s.Env})
 		}
 	}
 	e.bg = bg
@@ -52,14 +53,20 @@ func (st *state) checkBreakGlass(e *entry) {
 			e.res.add(GateNotSatisfied, "%s: %s broke glass in run %s (seq %d) earlier in this journal, which this run's gate did not see reviewed", BreakGlassUnreviewed, who, prev.report.RunID, prev.report.Seq)
 		}
 	}
-	for _, prev := range st.bgRuns[who] {
-		prev.reviews = append(prev.reviews, bg.reviews...)
+	// Each review the gate relied on goes to the earlier runs of the
+	// record it reviews (the breaker's: the gate matched the record to
+	// them), and only to them: a review of another record never reviews a
+	// run (approval.Policy.Reviewed), so handing every review to every
+	// earlier run of the breaker, as before, decided the same at a cost
+	// quadratic in the breaker's runs.
+	for _, c := range bg.carried {
+		for _, prev := range st.bgByRecord[c.record] {
+			prev.reviews = append(prev.reviews, c.env)
+		}
 	}
 	st.bgRuns[who] = append(st.bgRuns[who], bg)
 	st.bgOrder = append(st.bgOrder, bg)
-	if _, dup := st.bgByRecord[bg.id]; !dup {
-		st.bgByRecord[bg.id] = bg
-	}
+	st.bgByRecord[bg.id] = append(st.bgByRecord[bg.id], bg)
 }
 
 // checkReview judges a review receipt: the reviewer's envelope must be a
@@ -83,7 +90,10 @@ func (st *state) checkReview(e *entry) {
 		e.res.add(Malformed, "review: the envelope is not a break-glass review")
 		return
 	}
-	bg := st.bgByRecord[rev.Record]
+	var bg *bgEntry
+	if runs := st.bgByRecord[rev.Record]; len(runs) > 0 {
+		bg = runs[0] // the first run of the record (another is evidence_reused)
+	}
 	if bg == nil || bg.report.BreakGlass == nil {
 		e.res.add(ReviewInvalid, "the review names break-glass record %.12s…, which no break-glass run earlier in this journal ran", rev.Record)
 		return
@@ -100,12 +110,37 @@ func (st *state) checkReview(e *entry) {
 	bg.reviews = append(bg.reviews, env)
 }
 
+// BreakGlassRuns replays the journal r for its break-glass runs alone and
+// returns them by the line of their intent (the first line of r is 1),
+// each saying whether it is reviewed, as Replay reports them: the same
+// code decides, so that receipts list says what replay says
+// (docs/adr/0028-break-glass.md). Only what can bear on that is verified:
+// intents carrying a break-glass record, and review receipts; the in-order
+// checks a review receipt must pass (the chain, the time, the host) run on
+// every entry, as in Replay. What else would fail Replay is not looked at.
+func (rp *Replayer) BreakGlassRuns(r io.Reader) (map[int]*BreakGlassRun, error) {
+	light := *rp
+	light.breakGlassOnly, light.Audit, light.Relied, light.Checkpoint, light.FailUnreviewedBreakGlass = true, nil, nil, nil, false
+	_, st, err := light.replay(r, func(Result) {})
+	var nr *NotReceiptsError
+	if err != nil && !errors.As(err, &nr) {
+		return nil, err
+	}
+	out := map[int]*BreakGlassRun{}
+	for _, bg := range st.bgOrder {
+		if bg.report.BreakGlass != nil {
+			out[bg.line] = bg.report.BreakGlass
+		}
+	}
+	return out, nil
+}
+
 // reportBreakGlass emits one result per break-glass run, after the
 // journal's entries: whether a valid review (one carried by a later
 // break-glass of the same breaker, or one of Replayer.BreakGlassReviews)
 // reviews it. Unreviewed ones fail only with FailUnreviewedBreakGlass.
 func (rp *Replayer) reportBreakGlass(st *state, sum *Summary, emit func(Result)) {
-	extra := map[string][]*approval.Envelope{}
+	extra := map[string]map[string][]*approval.Envelope{} // breaker → record → reviews
 	for _, bg := range st.bgOrder {
 		res := bg.report
 		if res.BreakGlass == nil {
@@ -113,9 +148,9 @@ func (rp *Replayer) reportBreakGlass(st *state, sum *Summary, emit func(Result))
 		}
 		who := res.BreakGlass.Breaker
 		if _, ok := extra[who]; !ok && rp.BreakGlassReviews != nil {
-			extra[who] = rp.BreakGlassReviews(who)
+			extra[who] = reviewsByRecord(rp.Policy, rp.BreakGlassReviews(who))
 		}
-		reviews := append(append([]*approval.Envelope{}, bg.reviews...), extra[who]...)
+		reviews := append(bg.reviews[:len(bg.reviews):len(bg.reviews)], extra[who][bg.id]...)
 		// Judged at the latest time (a review may come any time after).
 		res.BreakGlass.Reviewed = rp.Policy.Reviewed(bg.record, reviews, maxTime(st.latest, time.Now()))
 		sum.BreakGlass++
@@ -132,6 +167,22 @@ func (rp *Replayer) reportBreakGlass(st *state, sum *Summary, emit func(Result))
 		res.OK = len(res.Problems) == 0
 		emit(res)
 	}
+}
+
+// reviewsByRecord sorts reviews by the record each names, so that a run
+// is judged with the reviews of its own record only: what does not open
+// as a break-glass review, or names another record, never reviews it
+// (approval.Policy.Reviewed), and a breaker's many reviews are not judged
+// again for each of its runs.
+func reviewsByRecord(p *approval.Policy, envs []*approval.Envelope) map[string][]*approval.Envelope {
+	out := map[string][]*approval.Envelope{}
+	for _, env := range envs {
+		var r approval.BreakGlassReview
+		if s, err := p.Open(env); err == nil && s.Type == approval.TypeBreakGlassReview && s.Decode(&r) == nil {
+			out[r.Record] = append(out[r.Record], env)
+		}
+	}
+	return out
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -160,6 +160,10 @@ type Replayer struct {
 	// kept outside the journal (the store's): reviews of a breaker's last
 	// run reach the journal only with its next break-glass.
 	BreakGlassReviews func(breaker string) []*approval.Envelope
+
+	// breakGlassOnly verifies only the entries that bear on break-glass
+	// runs (BreakGlassRuns).
+	breakGlassOnly bool
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -183,12 +187,23 @@ type entry struct {
 
 // bgEntry is a break-glass intent as the in-order stage needs it.
 type bgEntry struct {
-	report   Result
-	record   *approval.Envelope
-	id       string
-	seen     map[string]bool // earlier runs the gate saw (reviewed)
-	reviews  []*approval.Envelope
-	reviewed []string // records the reviews it carries review
+	line   int // the intent's
+	report Result
+	record *approval.Envelope
+	id     string
+	seen   map[string]bool // earlier runs the gate saw (reviewed)
+	// carried are the reviews of earlier runs the gate relied on, each
+	// with the record it reviews.
+	carried []carriedReview
+	// reviews are reviews of this run: carried by a later break-glass of
+	// the breaker, or in a review receipt.
+	reviews []*approval.Envelope
+}
+
+// carriedReview is a review a break-glass intent's gate relied on.
+type carriedReview struct {
+	record string
+	env    *approval.Envelope
 }
 
 // Replay reads a journal from r, calling emit with the result for every
@@ -196,6 +211,11 @@ type bgEntry struct {
 // streams: signatures are checked in parallel batches and memory does not
 // grow with the journal beyond one record per evidence id and open run.
 func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
+	sum, _, err := rp.replay(r, emit)
+	return sum, err
+}
+
+func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, error) {
 	rp.Policy.CacheVerifications()
 	if rp.History != nil {
 		for _, p := range rp.History.Policies {
@@ -208,7 +228,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{bgRuns: map[string][]*bgEntry{}, bgByRecord: map[string]*bgEntry{}, policy: rp.Policy, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
+	st := &state{bgRuns: map[string][]*bgEntry{}, bgByRecord: map[string][]*bgEntry{}, policy: rp.Policy, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -281,10 +301,10 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 		}
 	}
 	if scanErr != nil {
-		return sum, scanErr
+		return sum, st, scanErr
 	}
 	if sum.Entries > 0 && st.decoded == 0 {
-		return sum, &NotReceiptsError{Msg: "no line of the input is a receipt"}
+		return sum, st, &NotReceiptsError{Msg: "no line of the input is a receipt"}
 	}
 	left := make([]*Result, 0, len(st.open))
 	for _, res := range st.open {
@@ -321,7 +341,7 @@ func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	}
 	sum.Head = st.prevHash
 	sum.OK = sum.Failed == 0 && sum.Incomplete == 0
-	return sum, nil
+	return sum, st, nil
 }
 
 // verifyParallel does everything that needs no order: decoding, the
@@ -348,11 +368,16 @@ func verifyParallel(rp *Replayer, batch []*entry, workers int) {
 				envs = envs[:0]
 				for _, e := range part {
 					e.decode()
+					if rp.breakGlassOnly && !e.bearsOnBreakGlass() {
+						continue
+					}
 					envs = e.envelopes(envs)
 				}
 				rp.Policy.VerifyBatch(envs)
 				for _, e := range part {
-					rp.verifyOne(e)
+					if !rp.breakGlassOnly || e.bearsOnBreakGlass() {
+						rp.verifyOne(e)
+					}
 				}
 			}
 		}()
@@ -382,6 +407,28 @@ func (e *entry) decode() {
 	if env.PayloadType == PayloadType {
 		e.receipt, e.decodeErr = decodeReceipt(env.Payload)
 	}
+}
+
+// bearsOnBreakGlass says whether e can bear on whether a break-glass run
+// is reviewed (Replayer.BreakGlassRuns): a review receipt, or an intent
+// carrying a break-glass record, without which the gate takes no
+// break-glass path.
+func (e *entry) bearsOnBreakGlass() bool {
+	r := e.receipt
+	if r == nil {
+		return false
+	}
+	if r.Kind == KindReview {
+		return true
+	}
+	if r.Intent != nil {
+		for _, env := range r.Intent.Evidence {
+			if env != nil && env.PayloadType == approval.TypeBreakGlass {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // envelopes appends the signed records of e: the receipt, and for an
@@ -507,14 +554,7 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	// Signatures, roles and the gate, as they stood at the receipt's time.
 	// The gate also recomputes the plan's fingerprint from its recorded
 	// inputs.
-	var hist approval.BreakGlassHistory
-	if in.BreakGlass != nil {
-		hist = approval.BreakGlassHistory{Ran: in.BreakGlass.Ran, Reviews: in.BreakGlass.Reviews}
-	}
-	dec, gateErr := approval.Evaluate(approval.Input{
-		Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: in.Operation, Now: e.receipt.Time,
-		Precondition: in.Precondition, BreakGlass: hist,
-	})
+	dec, gateErr := approval.Evaluate(gateInput(in, policy, in.Operation, e.receipt.Time))
 	if gateErr == nil && rp.History != nil {
 		rp.judgeRevocation(res, dec, e.receipt.Time)
 	}
@@ -573,6 +613,24 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	case r.Code == refusal.FingerprintMismatch && len(res.Problems) > 0:
 	default:
 		res.add(GateNotSatisfied, "%s: %s", r.Code, r.Reason)
+	}
+}
+
+// gateInput is what the gate is given for the run of in, judged by policy
+// and op at its time: everything the intent recorded of what run gave the
+// gate (the evidence, the precondition seen, the break-glass history). Uses
+// are not among them: replay counts them along the journal. Replay's own
+// judgement and the audit of a proposed policy (Audit.judge) both ask the
+// gate with it, so that an unchanged proposal refuses nothing replay lets
+// through.
+func gateInput(in *Intent, policy *approval.Policy, op *operations.Operation, at time.Time) approval.Input {
+	var hist approval.BreakGlassHistory
+	if in.BreakGlass != nil {
+		hist = approval.BreakGlassHistory{Ran: in.BreakGlass.Ran, Reviews: in.BreakGlass.Reviews}
+	}
+	return approval.Input{
+		Plan: in.Plan, Evidence: in.Evidence, Policy: policy, Op: op, Now: at,
+		Precondition: in.Precondition, BreakGlass: hist,
 	}
 }
 
@@ -684,9 +742,9 @@ type state struct {
 	// bgRuns are the break-glass runs so far, by breaker, in order.
 	bgRuns  map[string][]*bgEntry
 	bgOrder []*bgEntry
-	// bgByRecord finds a break-glass run by its record's id, for the
-	// review receipts that name it.
-	bgByRecord map[string]*bgEntry
+	// bgByRecord finds the break-glass runs of a record by its id (more
+	// than one only when it was reused), for the reviews that name it.
+	bgByRecord map[string][]*bgEntry
 	// policy judges review receipts (Replayer.Policy).
 	policy *approval.Policy
 }

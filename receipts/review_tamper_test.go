@@ -103,6 +103,10 @@ func (w *world) replayAlone(lines []string) (int, []receipts.Result) {
 // the signature's code) and leaves the run unreviewed.
 func TestReviewReceipt(t *testing.T) {
 	w, run := newReviewWorld(t)
+	policy, err := approval.LoadPolicy(filepath.Join(w.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := func(id string) *keys.Private {
 		k, err := keys.Load(filepath.Join(w.dir, "keys", id+".key"))
 		if err != nil {
@@ -167,6 +171,12 @@ func TestReviewReceipt(t *testing.T) {
 			}
 			if reviewed == nil {
 				t.Fatalf("no break-glass run reported: %+v", res)
+			}
+			// receipts list's pass (BreakGlassRuns, which verifies
+			// only what bears on break-glass) says the same.
+			runs, err := (&receipts.Replayer{Policy: policy}).BreakGlassRuns(strings.NewReader(strings.Join(tc.lines, "\n") + "\n"))
+			if err != nil || len(runs) != 1 || runs[1] == nil || runs[1].Reviewed != *reviewed {
+				t.Fatalf("BreakGlassRuns gives %v, %v; want line 1 reviewed %v, as replay says", runs, err, *reviewed)
 			}
 			valid := tc.code == "" && len(tc.lines) == 5
 			if *reviewed != valid || (code == 0) != valid {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -408,14 +409,13 @@ func storeReviews(f *Factory) func(string) []*approval.Envelope {
 	}
 }
 
-// breakGlassLister marks break-glass intents in receipts list and lists
-// them apart after the table, each with whether a review of it is stored
-// (judged by the gate's rule).
+// breakGlassLister marks break-glass runs in receipts list and lists them
+// apart after the table, each with whether it is reviewed: as replay of
+// the configured journal says (receipts.Replayer.BreakGlassRuns, the same
+// code), so that the two never disagree (docs/adr/0028-break-glass.md).
 type breakGlassLister struct {
-	policy  *approval.Policy
-	reviews func(string) []*approval.Envelope
-	now     time.Time
-	runs    []listedBreakGlass
+	runs   map[int]*receipts.BreakGlassRun // by line
+	listed []listedBreakGlass
 }
 
 type listedBreakGlass struct {
@@ -424,43 +424,44 @@ type listedBreakGlass struct {
 	*receipts.BreakGlassRun
 }
 
-func newBreakGlassLister(f *Factory) *breakGlassLister {
-	l := &breakGlassLister{reviews: storeReviews(f), now: f.Now()}
-	if c, err := f.Config(); err == nil {
-		l.policy, _ = f.Policy(c)
+// newBreakGlassLister replays journal, the lines list will list, for its
+// break-glass runs. Without a trust policy, registry or history to judge
+// by, it marks none, and says so.
+func newBreakGlassLister(f *Factory, journal io.Reader) (*breakGlassLister, error) {
+	l := &breakGlassLister{}
+	j, err := newReplayJudge(&ReplayOptions{F: f})
+	if err != nil {
+		warnf(f, "break-glass runs are not marked: %v", err)
+		return l, nil
 	}
-	return l
+	// As replay does (replayRun): collected only when memory nears a
+	// fixed bound, which keeps the pass's run ids well under 100 MB.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
+	if l.runs, err = j.rp.BreakGlassRuns(journal); err != nil {
+		return nil, fmt.Errorf("reading the journal for break-glass runs: %w", err)
+	}
+	return l, nil
 }
 
-func (l *breakGlassLister) mark(r *receipts.Receipt) *receipts.BreakGlassRun {
-	if r.Intent == nil || r.Intent.Path != operations.PathBreakGlass || l.policy == nil {
-		return nil
+// mark returns the break-glass run whose intent is the nth line listed, if
+// it is one.
+func (l *breakGlassLister) mark(n int, r *receipts.Receipt) *receipts.BreakGlassRun {
+	bg := l.runs[n]
+	if bg != nil {
+		l.listed = append(l.listed, listedBreakGlass{r.Seq, r.RunID, bg})
 	}
-	for _, env := range r.Intent.Evidence {
-		s, err := l.policy.Open(env)
-		if err != nil || s.ID != r.Intent.Anchor || s.Type != approval.TypeBreakGlass {
-			continue
-		}
-		var b approval.BreakGlass
-		if s.Decode(&b) != nil {
-			continue
-		}
-		bg := &receipts.BreakGlassRun{Breaker: b.Breaker, Incident: b.Incident, Reason: b.Reason, Record: s.ID,
-			Reviewed: l.policy.Reviewed(env, l.reviews(b.Breaker), l.now)}
-		l.runs = append(l.runs, listedBreakGlass{r.Seq, r.RunID, bg})
-		return bg
-	}
-	return nil
+	return bg
 }
 
 func (l *breakGlassLister) print(w io.Writer) {
-	if len(l.runs) == 0 {
+	if len(l.listed) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "\nbreak-glass runs:\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tRUN\tBREAKER\tINCIDENT\tREVIEWED")
-	for _, r := range l.runs {
+	for _, r := range l.listed {
 		rev := "no"
 		if r.Reviewed {
 			rev = "yes"

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -38,8 +39,13 @@ func NewCmdReceipts(f *Factory) *cobra.Command {
 	}
 	var last int
 	list := &cobra.Command{
-		Use:     "list",
-		Short:   "List the journal's entries (unverified; use replay to verify)",
+		Use:   "list",
+		Short: "List the journal's entries (unverified; use replay to verify)",
+		Long: `list prints the journal's entries without verifying them: replay does that.
+Break-glass runs are the exception: their intents are marked, and they are
+listed after the table with whether they are reviewed, as replay of the
+configured journal judges them (the same code), so list reads its lines
+twice. With --last N, the runs of the N lines are judged by those lines.`,
 		Example: "  prod-write receipts list --json\n  prod-write receipts list --last 20",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -113,6 +119,52 @@ func receiptsList(f *Factory, last int) error {
 		return err
 	}
 	defer fl.Close()
+	fi, err := fl.Stat()
+	if err != nil {
+		return err
+	}
+	// The lines listed: the journal as it is now, or its last N, read
+	// from the end (what that costs is the N lines, not the journal).
+	// Both passes below read the same lines.
+	var window [][]byte
+	if last > 0 {
+		err = receipts.ScanBack(fl, fi.Size(), func(line []byte) bool {
+			window = append(window, line)
+			return len(window) == last
+		})
+		if err != nil {
+			return err
+		}
+		slices.Reverse(window)
+	}
+	lines := func() io.Reader {
+		if last == 0 {
+			return io.NewSectionReader(fl, 0, fi.Size())
+		}
+		var b bytes.Buffer
+		for _, l := range window {
+			b.Write(l)
+			b.WriteByte('\n')
+		}
+		return &b
+	}
+	scan := func(fn func(receipts.Line) error) error { return receipts.Scan(lines(), fn) }
+	if last > 0 {
+		scan = func(fn func(receipts.Line) error) error {
+			for _, l := range window {
+				if err := fn(receipts.Line{Bytes: l}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	// First the break-glass runs, as replay judges them: whether one is
+	// reviewed may be said by any later line.
+	bgs, err := newBreakGlassLister(f, lines())
+	if err != nil {
+		return err
+	}
 	out := bufio.NewWriterSize(f.IO.Out, 64<<10)
 	defer out.Flush()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -125,33 +177,9 @@ func receiptsList(f *Factory, last int) error {
 	// intent's. Only runs whose outcome is still to come are remembered.
 	type planned struct{ op, fp string }
 	open := map[string]planned{}
-	bgs := newBreakGlassLister(f)
-	rows := 0
-	scan := func(fn func(receipts.Line) error) error { return receipts.Scan(fl, fn) }
-	if last > 0 {
-		// From the end: what it costs is the N lines, not the journal.
-		scan = func(fn func(receipts.Line) error) error {
-			fi, err := fl.Stat()
-			if err != nil {
-				return err
-			}
-			var lines [][]byte
-			err = receipts.ScanBack(fl, fi.Size(), func(line []byte) bool {
-				lines = append(lines, line)
-				return len(lines) == last
-			})
-			if err != nil {
-				return err
-			}
-			for i := len(lines) - 1; i >= 0; i-- {
-				if err := fn(receipts.Line{Bytes: lines[i]}); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
+	rows, n := 0, 0
 	err = scan(func(l receipts.Line) error {
+		n++ // the line's number in what both passes read
 		_, r, err := receipts.Decode(l.Bytes)
 		if err != nil {
 			fmt.Fprintf(f.IO.Err, "prod-write: line %d is not a receipt: %v\n", l.No, err)
@@ -159,7 +187,7 @@ func receiptsList(f *Factory, last int) error {
 		}
 		op, fp, exit := "", "", ""
 		var exitCode *int
-		bg := bgs.mark(r)
+		bg := bgs.mark(n, r)
 		kind := r.Kind
 		if bg != nil {
 			kind += " (break-glass)"
@@ -203,7 +231,7 @@ func receiptsList(f *Factory, last int) error {
 		return err
 	}
 	if !f.JSON {
-		bgs.print(f.IO.Out)
+		bgs.print(out) // after the table, which out still holds
 	}
 	return nil
 }
@@ -487,13 +515,24 @@ no receipts.`,
 	return cmd
 }
 
-func replayRun(o *ReplayOptions) error {
+// replayJudge is what replay judges a journal by: the options, and the
+// configuration for what they leave out.
+type replayJudge struct {
+	rp                *receipts.Replayer
+	policy            *approval.Policy
+	trust, path, host string
+}
+
+// newReplayJudge resolves o into the Replayer replay runs. receipts list
+// builds its own with no options, so that it says of break-glass runs what
+// `prod-write replay` of the configured journal says.
+func newReplayJudge(o *ReplayOptions) (*replayJudge, error) {
 	f := o.F
 	trust, path, host, registry := o.Trust, o.Path, o.Host, o.Registry
 	if trust == "" || path == "" || registry == "" {
 		c, err := f.Config()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if trust == "" {
 			trust = c.Trust
@@ -510,11 +549,11 @@ func replayRun(o *ReplayOptions) error {
 	}
 	policy, err := approval.LoadPolicy(trust)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defs, err := readDefinitions(registry)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	histDir := o.History
 	if histDir == "" {
@@ -522,10 +561,20 @@ func replayRun(o *ReplayOptions) error {
 	}
 	hist, err := receipts.LoadHistory(histDir, policy, defs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rp := &receipts.Replayer{Policy: policy, Host: host, History: hist, StrictRevocation: o.StrictRevocation, FailUnreviewedBreakGlass: o.FailUnreviewedBreakGlass}
 	rp.BreakGlassReviews = storeReviews(f)
+	return &replayJudge{rp: rp, policy: policy, trust: trust, path: path, host: host}, nil
+}
+
+func replayRun(o *ReplayOptions) error {
+	f := o.F
+	j, err := newReplayJudge(o)
+	if err != nil {
+		return err
+	}
+	rp, policy, trust, path, host := j.rp, j.policy, j.trust, j.path, j.host
 	if o.Policy != "" || o.PolicyRegistry != "" {
 		if rp.Audit, err = loadAudit(o.Policy, o.PolicyRegistry); err != nil {
 			return err
