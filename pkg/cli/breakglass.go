@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -17,6 +16,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -106,27 +106,27 @@ func breakGlassRun(o *BreakGlassOptions) error {
 	if err != nil {
 		return err
 	}
-	if !pc.op.Accepts(operations.PathBreakGlass) {
-		return pc.refuse(refusal.NoApproval, "operation %s does not allow break-glass", pc.op.Name).Needs("approval.paths with break-glass in the operation's definition")
+	if !pc.Op.Accepts(operations.PathBreakGlass) {
+		return pc.Refuse(refusal.NoApproval, "operation %s does not allow break-glass", pc.Op.Name).Needs("approval.paths with break-glass in the operation's definition")
 	}
 	// The planner may break glass on its own plan (ADR 0028), so not
 	// pc.actor, which refuses it.
-	k, pr, err := o.F.Actor(pc.policy, approval.RoleBreakGlass)
+	k, pr, err := o.F.Actor(pc.Policy, approval.RoleBreakGlass)
 	if err != nil {
 		if r, ok := refusal.As(err); ok {
-			r.For(pc.plan.Operation, pc.plan.Fingerprint)
+			r.For(pc.Plan.Operation, pc.Plan.Fingerprint)
 		}
 		return err
 	}
 	ttl := o.TTL
 	if ttl <= 0 {
-		ttl = min(operations.DefaultBreakGlassTTL, pc.op.BreakGlassCap())
+		ttl = min(operations.DefaultBreakGlassTTL, pc.Op.BreakGlassCap())
 	}
-	if ttl > pc.op.BreakGlassCap() {
-		return pc.refuse(refusal.NoApproval, "--ttl %s exceeds operation %s's break-glass cap %s", ttl, pc.op.Name, pc.op.BreakGlassCap()).Needs(fmt.Sprintf("--ttl of at most %s", pc.op.BreakGlassCap()))
+	if ttl > pc.Op.BreakGlassCap() {
+		return pc.Refuse(refusal.NoApproval, "--ttl %s exceeds operation %s's break-glass cap %s", ttl, pc.Op.Name, pc.Op.BreakGlassCap()).Needs(fmt.Sprintf("--ttl of at most %s", pc.Op.BreakGlassCap()))
 	}
 	now := o.F.Now().UTC()
-	b := approval.BreakGlass{Fingerprint: pc.plan.Fingerprint, Breaker: pr.ID, Reason: o.Reason, Incident: o.Incident, Issued: now, Expires: now.Add(ttl)}
+	b := approval.BreakGlass{Fingerprint: pc.Plan.Fingerprint, Breaker: pr.ID, Reason: o.Reason, Incident: o.Incident, Issued: now, Expires: now.Add(ttl)}
 	env, err := approval.Sign(k, approval.TypeBreakGlass, b)
 	if err != nil {
 		return err
@@ -137,98 +137,30 @@ func breakGlassRun(o *BreakGlassOptions) error {
 	}
 	// Refuse now what the gate would refuse at run: an earlier run of
 	// this breaker nobody has reviewed. Nothing is stored then.
-	hist, problems, err := breakGlassHistory(pc.store, pc.policy, pc.plan.Fingerprint, []*approval.Envelope{env})
+	hist, problems, err := runner.BreakGlassHistory(pc.Store, pc.Policy, pc.Plan.Fingerprint, []*approval.Envelope{env})
 	if err != nil {
 		return err
 	}
 	if len(problems) == 0 {
-		_, gerr := approval.Evaluate(approval.Input{Plan: pc.env, Evidence: []*approval.Envelope{env}, Policy: pc.policy, Op: pc.op, Now: now, BreakGlass: hist, PreconditionUnchecked: true})
+		_, gerr := approval.Evaluate(approval.Input{Plan: pc.Envelope, Evidence: []*approval.Envelope{env}, Policy: pc.Policy, Op: pc.Op, Now: now, BreakGlass: hist, PreconditionUnchecked: true})
 		if r, ok := refusal.As(gerr); ok && r.Code == refusal.BreakGlassUnreviewed {
 			return r
 		}
 	}
 	// The breaker's index first: a record stored as evidence but missing
 	// from it could run while the history the gate counts lacks it.
-	if err := store.PutBreakGlass(pc.store, pr.ID, id, env); err != nil {
+	if err := store.PutBreakGlass(pc.Store, pr.ID, id, env); err != nil {
 		return fmt.Errorf("storing record under %s: %w", pr.ID, err)
 	}
-	if err := pc.store.PutEvidence(pc.plan.Fingerprint, id, env); err != nil {
+	if err := pc.Store.PutEvidence(pc.Plan.Fingerprint, id, env); err != nil {
 		return fmt.Errorf("storing record: %w", err)
 	}
 	notifyBreakGlass(o.F, pc, id, &b)
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlass, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: "break-glass", Incident: o.Incident, Issued: now, Expires: b.Expires})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlass, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "break-glass", Incident: o.Incident, Issued: now, Expires: b.Expires})
 	}
-	fmt.Fprintf(o.F.IO.Out, "break-glass by %s for %s, incident %s (%s; expires %s): run it now; the approvers it skips will be notified\n", pr.ID, pc.plan.Fingerprint, bridge.Clean(o.Incident), id, b.Expires.Format(time.RFC3339))
+	fmt.Fprintf(o.F.IO.Out, "break-glass by %s for %s, incident %s (%s; expires %s): run it now; the approvers it skips will be notified\n", pr.ID, pc.Plan.Fingerprint, bridge.Clean(o.Incident), id, b.Expires.Format(time.RFC3339))
 	return nil
-}
-
-// breakGlassHistory reads, for each principal who signed a break-glass
-// record among evidence, its break-glass records that ran (consumed in the
-// store) and the reviews stored for it. Items that cannot be read are
-// returned as problems: the caller refuses (they may be a run that counts).
-func breakGlassHistory(s store.Store, p *approval.Policy, fp string, evidence []*approval.Envelope) (approval.BreakGlassHistory, []string, error) {
-	var h approval.BreakGlassHistory
-	var problems []string
-	for _, who := range p.Breakers(fp, evidence) {
-		envs, probs, err := store.BreakGlass(s, who)
-		if err != nil {
-			return h, nil, fmt.Errorf("reading %s's break-glass records: %w", who, err)
-		}
-		problems = append(problems, problemStrings(probs)...)
-		var ids []string
-		byID := map[string]*approval.Envelope{}
-		for _, env := range envs {
-			switch env.PayloadType {
-			case approval.TypeBreakGlassReview:
-				h.Reviews = append(h.Reviews, env)
-			case approval.TypeBreakGlass:
-				if id, err := approval.ID(env); err == nil {
-					ids = append(ids, id)
-					byID[id] = env
-				}
-			}
-		}
-		used, err := s.Used(ids)
-		if err != nil {
-			return h, nil, fmt.Errorf("reading %s's break-glass runs: %w", who, err)
-		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			if used[id] > 0 {
-				h.Ran = append(h.Ran, byID[id])
-			}
-		}
-	}
-	return h, problems, nil
-}
-
-// consumeBreakGlassLink spends the second anchor of a break-glass run:
-// one per breaker and count of earlier runs, so of two runs that passed
-// the gate on the same history only one runs (ADR 0028).
-func consumeBreakGlassLink(pc *planContext, dec *approval.Decision, runID string) error {
-	_, err := pc.store.Consume(dec.BreakGlassLink, 1, runID)
-	if errors.Is(err, store.ErrConsumed) {
-		return pc.refuse(refusal.BreakGlassUnreviewed, "another break-glass run of %s started on the same history: its review comes first", dec.Breaker).Needs("a review of " + dec.Breaker + "'s last break-glass run")
-	}
-	if err != nil {
-		return fmt.Errorf("consuming the break-glass link: %w", err)
-	}
-	return nil
-}
-
-// breakGlassSeen is what the intent keeps of the history the gate judged.
-func breakGlassSeen(dec *approval.Decision, hist approval.BreakGlassHistory, p *approval.Policy) *receipts.BreakGlassSeen {
-	seen := &receipts.BreakGlassSeen{Breaker: dec.Breaker, Ran: []*approval.Envelope{}, Reviews: []*approval.Envelope{}}
-	for _, env := range hist.Ran {
-		if s, err := p.Open(env); err == nil && s.ID != dec.Anchor && s.Signer.ID == dec.Breaker {
-			seen.Ran = append(seen.Ran, env)
-		}
-	}
-	for _, s := range dec.BreakGlassReviews {
-		seen.Reviews = append(seen.Reviews, s.Env)
-	}
-	return seen
 }
 
 // notifyBreakGlass tells every approver the break-glass skips, on every
@@ -241,28 +173,28 @@ func breakGlassSeen(dec *approval.Decision, hist approval.BreakGlassHistory, p *
 func notifyBreakGlass(f *Factory, pc *planContext, id string, b *approval.BreakGlass) {
 	var skipped []*approval.Principal
 	var names []string
-	for _, pr := range pc.policy.Principals {
+	for _, pr := range pc.Policy.Principals {
 		if pr.ID == b.Breaker || !pr.InForce(f.Now()) {
 			continue
 		}
-		if (pc.op.Accepts(operations.PathSmithTrinity) && pr.Has(approval.RoleApprover)) || (pc.op.Accepts(operations.PathGera) && pr.Has(approval.RoleGera)) {
+		if (pc.Op.Accepts(operations.PathSmithTrinity) && pr.Has(approval.RoleApprover)) || (pc.Op.Accepts(operations.PathGera) && pr.Has(approval.RoleGera)) {
 			skipped = append(skipped, pr)
 			names = append(names, pr.ID)
 		}
 	}
-	if !slices.Contains([]bool{slackEnabled(pc.cfg.Bridge), githubEnabled(pc.cfg.Bridge)}, true) {
+	if !slices.Contains([]bool{slackEnabled(pc.Config.Bridge), githubEnabled(pc.Config.Bridge)}, true) {
 		warnf(f, "break-glass %.12s: no bridge is configured, so the skipped approvers (%s) were not notified", id, strings.Join(names, ", "))
 		return
 	}
-	ps, secrets, errs := posters(f, pc.cfg)
+	ps, secrets, errs := posters(f, pc.Config)
 	for _, err := range errs {
 		warnf(f, "break-glass %.12s: approvers not notified: %s", id, bridge.Redact(err.Error(), secrets...))
 	}
 	text := fmt.Sprintf("Break-glass: %s on %s by %s without the usual approvals\nIncident: %s\nReason: %s\nRecord: %s (may run until %s)\nFingerprint: %s\nSkipped: %s\nOnce it has run, review it: prod-write break-glass review RUN (receipts list shows the run)",
-		pc.plan.Operation, pc.plan.Target, b.Breaker, b.Incident, b.Reason, id, b.Expires.UTC().Format(time.RFC3339), pc.plan.Fingerprint, strings.Join(names, ", "))
+		pc.Plan.Operation, pc.Plan.Target, b.Breaker, b.Incident, b.Reason, id, b.Expires.UTC().Format(time.RFC3339), pc.Plan.Fingerprint, strings.Join(names, ", "))
 	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
 	defer cancel()
-	posts, errs := bridge.Announce(ctx, ledger(pc.cfg), ps, pc.plan.Fingerprint, id, f.Now().UTC(), bridge.Notice{Kind: "break-glass", Text: text, Mention: skipped})
+	posts, errs := bridge.Announce(ctx, ledger(pc.Config), ps, pc.Plan.Fingerprint, id, f.Now().UTC(), bridge.Notice{Kind: "break-glass", Text: text, Mention: skipped})
 	for _, err := range errs {
 		warnf(f, "break-glass %.12s: %s", id, bridge.Redact(err.Error(), secrets...))
 	}
@@ -473,8 +405,8 @@ func (l *breakGlassLister) print(w io.Writer) {
 
 // warnUnnotified is run's second voice: a break-glass run whose record no
 // bridge post in the ledger announces says so on stderr (the run goes on).
-func warnUnnotified(f *Factory, pc *planContext, dec *approval.Decision, runID string) {
-	posts, err := ledger(pc.cfg).Posts(pc.plan.Fingerprint)
+func warnUnnotified(stderr io.Writer, pc *runner.PlanContext, dec *approval.Decision, runID string) {
+	posts, err := ledger(pc.Config).Posts(pc.Plan.Fingerprint)
 	if err == nil {
 		for _, p := range posts {
 			if p.Record == dec.Anchor {
@@ -482,5 +414,5 @@ func warnUnnotified(f *Factory, pc *planContext, dec *approval.Decision, runID s
 			}
 		}
 	}
-	warnf(f, "break-glass run %s by %s: no bridge post of it is recorded, so the approvers it skips may not know; it stays unreviewed until an approver reviews it", runID, dec.Breaker)
+	fmt.Fprintf(stderr, "prod-write: warning: break-glass run %s by %s: no bridge post of it is recorded, so the approvers it skips may not know; it stays unreviewed until an approver reviews it\n", runID, dec.Breaker)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/runner"
 )
 
 // SlackInteractionsPath is where bridge serve takes Slack's interaction
@@ -158,25 +159,25 @@ func warnf(f *Factory, format string, args ...any) {
 // configured bridges. It cannot fail the command: the record is stored, and
 // a decision that was not posted can still be answered with decide.
 func notifyFiled(f *Factory, pc *planContext, record string) {
-	if !slackEnabled(pc.cfg.Bridge) && !githubEnabled(pc.cfg.Bridge) {
+	if !slackEnabled(pc.Config.Bridge) && !githubEnabled(pc.Config.Bridge) {
 		return
 	}
-	ps, secrets, errs := posters(f, pc.cfg)
+	ps, secrets, errs := posters(f, pc.Config)
 	for _, err := range errs {
 		warnf(f, "the decision was not posted: %s", bridge.Redact(err.Error(), secrets...))
 	}
 	if len(ps) == 0 {
 		return
 	}
-	src := bridge.Source{Policy: pc.policy, Registry: pc.reg, Store: pc.store, Diffs: diffRules(pc.cfg)}
-	v, err := bridge.Describe(src, pc.plan.Fingerprint, record, f.Now().UTC())
+	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store, Diffs: diffRules(pc.Config)}
+	v, err := bridge.Describe(src, pc.Plan.Fingerprint, record, f.Now().UTC())
 	if err != nil {
 		warnf(f, "the decision was not posted: %v", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
 	defer cancel()
-	posts, errs := bridge.Notify(ctx, ledger(pc.cfg), ps, v)
+	posts, errs := bridge.Notify(ctx, ledger(pc.Config), ps, v)
 	for _, err := range errs {
 		warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
 	}
@@ -192,8 +193,8 @@ func notifyFiled(f *Factory, pc *planContext, record string) {
 // pending decisions on the bridges are closed). The withdrawal is stored
 // already; a bridge that cannot be reached is a warning.
 func notifyWithdrawn(f *Factory, pc *planContext) {
-	l := ledger(pc.cfg)
-	posted, err := l.Posts(pc.plan.Fingerprint)
+	l := ledger(pc.Config)
+	posted, err := l.Posts(pc.Plan.Fingerprint)
 	if err != nil {
 		warnf(f, "reading where the decision was posted: %v", err)
 		return
@@ -201,16 +202,16 @@ func notifyWithdrawn(f *Factory, pc *planContext) {
 	if len(posted) == 0 {
 		return
 	}
-	ps, secrets, errs := posters(f, pc.cfg)
+	ps, secrets, errs := posters(f, pc.Config)
 	for _, err := range errs {
 		warnf(f, "the posted decision was not closed: %s", bridge.Redact(err.Error(), secrets...))
 	}
-	src := bridge.Source{Policy: pc.policy, Registry: pc.reg, Store: pc.store}
+	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store}
 	now := f.Now().UTC()
 	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
 	defer cancel()
-	done, errs := bridge.NotifyWithdrawn(ctx, l, ps, pc.plan.Fingerprint, func(record string) (*bridge.View, error) {
-		return bridge.Describe(src, pc.plan.Fingerprint, record, now)
+	done, errs := bridge.NotifyWithdrawn(ctx, l, ps, pc.Plan.Fingerprint, func(record string) (*bridge.View, error) {
+		return bridge.Describe(src, pc.Plan.Fingerprint, record, now)
 	})
 	for _, err := range errs {
 		warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
@@ -282,7 +283,7 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := checkPins(c, policy, reg); err != nil {
+	if err := runner.CheckPins(c, policy, reg); err != nil {
 		return err
 	}
 	s, err := newBridgeService(f, c, reg, policy)

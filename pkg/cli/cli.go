@@ -24,8 +24,8 @@ import (
 	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
-	"github.com/prod-write/prod-write/receipts"
 )
 
 // Version is what `--version`, the man pages and MCP's serverInfo report:
@@ -124,9 +124,6 @@ type Factory struct {
 	// viaMCP says a run was asked for over MCP (the decision log's
 	// surface).
 	viaMCP bool
-	// ranCheck, when set, hears the outcome of the run: a precondition
-	// check's (precondition.go).
-	ranCheck func(runID string, o *receipts.Outcome)
 }
 
 // NewFactory returns a factory for the real process.
@@ -177,15 +174,24 @@ func (f *Factory) Config() (*config.Config, error) {
 // Registry loads the operation registry (in the service: the one it
 // loaded last).
 func (f *Factory) Registry(c *config.Config) (*operations.Registry, error) {
+	var stderr io.Writer
+	if f.IO != nil {
+		stderr = f.IO.Err
+	}
+	return f.registry(c, stderr)
+}
+
+// registry is Registry, its warnings to stderr (nil: none).
+func (f *Factory) registry(c *config.Config, stderr io.Writer) (*operations.Registry, error) {
 	if f.call != nil {
 		return f.call.svc.current().reg, nil
 	}
 	reg, err := loadOps(c)
-	if err == nil && f.IO != nil {
+	if err == nil && stderr != nil {
 		// Files that look meant as operations but are not read
 		// (k8s.TOML, k8s.toml.bak): named, never silently ignored.
 		for _, w := range reg.Warnings {
-			fmt.Fprintf(f.IO.Err, "prod-write: warning: %s\n", w)
+			fmt.Fprintf(stderr, "prod-write: warning: %s\n", w)
 		}
 	}
 	return reg, err
@@ -298,29 +304,11 @@ func keyName(name string) string {
 	return "the key in " + name
 }
 
-// callerFiles reads file parameters as the caller has them: here, by path;
-// in the service, from the descriptor the client opened, so the service
-// never opens a path a caller names (the program, on the secure path, is
-// the registry's and read by whoever runs the gate).
-type callerFiles struct {
-	operations.Digester
-	f *Factory
-}
-
-// fileDigester hashes a file already open; both digesters implement it.
-type fileDigester interface {
-	DigestFile(kind, name string, f *os.File, path string, max int64) (int64, string, error)
-}
-
-func (c callerFiles) Digest(kind, name, path string, max int64) (size int64, sum string, err error) {
-	if kind != "file" || c.f == nil || c.f.call == nil {
-		return c.Digester.Digest(kind, name, path, max)
-	}
-	fl, err := c.f.call.file(name, path)
-	if err != nil {
-		return 0, "", err
-	}
-	return c.Digester.(fileDigester).DigestFile(kind, name, fl, path, max)
+// callerFiles reads file parameters as the caller has them
+// (runner.CallerFiles): here, by path; in the service, from the descriptor
+// the client opened.
+func (f *Factory) callerFiles(d operations.Digester) runner.CallerFiles {
+	return f.runner().CallerFiles(d)
 }
 
 // resolveDir resolves the working directory a plan is bound to. In the

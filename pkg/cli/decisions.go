@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/decisionlog"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -20,18 +22,21 @@ import (
 // value or a file's content.
 type decisionRecord struct {
 	f      *Factory
+	stderr io.Writer // where its warnings go: the run's
 	id     string
 	asked  string
-	pc     *planContext
+	pc     *runner.PlanContext
 	intent *receipts.Intent
 	done   bool
 }
 
+var _ runner.DecisionLog = (*decisionRecord)(nil)
+
 // startDecision begins the record of a run of the plan asked for. It
 // refuses a configuration whose decision log this process cannot write
 // (standard output in local mode is the program's).
-func (f *Factory) startDecision(asked string) (*decisionRecord, error) {
-	d := &decisionRecord{f: f, id: decisionlog.NewID(), asked: asked}
+func (f *Factory) startDecision(asked string, stderr io.Writer) (*decisionRecord, error) {
+	d := &decisionRecord{f: f, stderr: stderr, id: decisionlog.NewID(), asked: asked}
 	if f.call == nil {
 		if c, err := f.loadConfig(); err == nil && c.DecisionsPath() == "-" {
 			return nil, &config.Error{Path: c.Path, Msg: `log.decisions = "-" is the standard output of prod-write serve; a local run's standard output is its program's: name a file`}
@@ -40,15 +45,18 @@ func (f *Factory) startDecision(asked string) (*decisionRecord, error) {
 	return d, nil
 }
 
-// stamp gives the intent its decision id, and keeps it for the line.
-func (d *decisionRecord) stamp(in *receipts.Intent) *receipts.Intent {
+// Loaded names the plan the attempt is about.
+func (d *decisionRecord) Loaded(pc *runner.PlanContext) { d.pc = pc }
+
+// Stamp gives the intent its decision id, and keeps it for the line.
+func (d *decisionRecord) Stamp(in *receipts.Intent) *receipts.Intent {
 	in.DecisionID = d.id
 	d.intent = in
 	return in
 }
 
-// allowed logs the decision of a run whose intent receipt is durable.
-func (d *decisionRecord) allowed(dec *approval.Decision, runID string, seq uint64) {
+// Allowed logs the decision of a run whose intent receipt is durable.
+func (d *decisionRecord) Allowed(dec *approval.Decision, runID string, seq uint64) {
 	if d.off() {
 		return
 	}
@@ -67,9 +75,9 @@ func (d *decisionRecord) allowed(dec *approval.Decision, runID string, seq uint6
 	d.write(e)
 }
 
-// finish logs the decision of a run that returned err without an allowed
+// Finish logs the decision of a run that returned err without an allowed
 // line: a refusal, or a failure before the program started.
-func (d *decisionRecord) finish(err error) {
+func (d *decisionRecord) Finish(err error) {
 	if d.done || err == nil || d.off() {
 		return
 	}
@@ -133,13 +141,13 @@ func (d *decisionRecord) entry(decision string) decisionlog.Entry {
 		}
 		return e
 	}
-	e.Operation, e.Target, e.Fingerprint, e.Planner = pc.plan.Operation, pc.plan.Target, pc.plan.Fingerprint, pc.plan.Planner
-	e.PolicyDigest, e.RegistryDigest = pc.policy.Digest, pc.reg.Digest
+	e.Operation, e.Target, e.Fingerprint, e.Planner = pc.Plan.Operation, pc.Plan.Target, pc.Plan.Fingerprint, pc.Plan.Planner
+	e.PolicyDigest, e.RegistryDigest = pc.Policy.Digest, pc.Registry.Digest
 	inv := d.intent
 	if inv != nil {
 		e.Invoker = decisionlog.Invoker{UID: inv.Invoker.UID, Principal: inv.Invoker.Principal}
 	} else {
-		i := invoker(f, pc.policy)
+		i := invoker(f, pc.Policy)
 		e.Invoker = decisionlog.Invoker{UID: i.UID, Principal: i.Principal}
 	}
 	return e
@@ -172,10 +180,10 @@ func (d *decisionRecord) write(e decisionlog.Entry) {
 	}
 	if d.f.call != nil {
 		d.f.call.svc.log.Printf("warning: decision %s (%s) not logged: %v", e.DecisionID, e.Decision, err)
-		fmt.Fprintf(d.f.IO.Err, "prod-write: warning: the service could not write decision %s to its decision log (its log says why)\n", e.DecisionID)
+		fmt.Fprintf(d.stderr, "prod-write: warning: the service could not write decision %s to its decision log (its log says why)\n", e.DecisionID)
 		return
 	}
-	fmt.Fprintf(d.f.IO.Err, "prod-write: warning: decision %s not logged: %v\n", e.DecisionID, err)
+	fmt.Fprintf(d.stderr, "prod-write: warning: decision %s not logged: %v\n", e.DecisionID, err)
 }
 
 // decisionSink is where this process logs decisions: in the service, the

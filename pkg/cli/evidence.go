@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,71 +9,26 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
-	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
-// planContext is what every command acting on a stored plan needs.
+// planContext is the plan context of the domain package (pkg/runner),
+// with the methods of the commands that add evidence to it.
 type planContext struct {
-	cfg    *config.Config
-	reg    *operations.Registry
-	policy *approval.Policy
-	store  store.Store
-	env    *approval.Envelope
-	plan   *operations.Plan
-	op     *operations.Operation
+	*runner.PlanContext
 }
 
+// loadPlan loads the plan stored under fp, as f's caller sees it.
 func loadPlan(f *Factory, fp string) (*planContext, error) {
-	pc := &planContext{}
-	var err error
-	if pc.cfg, err = f.Config(); err != nil {
-		return nil, err
-	}
-	if fp, err = f.resolveFingerprint(pc.cfg, fp); err != nil {
-		return nil, err
-	}
-	// Parsing the registry is the largest part of loading; it reads files
-	// and nothing else, so it runs on another core while the policy and
-	// the plan are read. Errors are still reported in the order of the
-	// steps: registry, policy, pins, then the plan.
-	type loaded struct {
-		reg *operations.Registry
-		err error
-	}
-	regC := make(chan loaded, 1)
-	go func() {
-		reg, err := f.Registry(pc.cfg)
-		regC <- loaded{reg, err}
-	}()
-	var planErr error
-	pc.policy, err = f.Policy(pc.cfg)
-	if err == nil {
-		planErr = pc.readPlan(f, fp)
-	}
-	r := <-regC
-	if r.err != nil {
-		return nil, r.err
-	}
+	pc, err := f.runner().Load(fp)
 	if err != nil {
 		return nil, err
 	}
-	pc.reg = r.reg
-	if err := checkPins(pc.cfg, pc.policy, pc.reg); err != nil {
-		return nil, err
-	}
-	if planErr != nil {
-		return nil, planErr
-	}
-	op, ok := pc.reg.Get(pc.plan.Operation)
-	if !ok {
-		return nil, refusal.New(refusal.OperationAbsent, "operation %q is no longer in the registry", pc.plan.Operation).For(pc.plan.Operation, fp)
-	}
-	pc.op = op
-	return pc, nil
+	return &planContext{pc}, nil
 }
 
 // MinFingerprintPrefix is how many hex digits a fingerprint prefix needs,
@@ -114,69 +68,20 @@ func (f *Factory) resolveFingerprint(c *config.Config, fp string) (string, error
 	return "", &usageError{msg: fmt.Sprintf("the prefix %s is ambiguous: %d stored plans start with it", h, len(found))}
 }
 
-// readPlan opens the store and reads, verifies and decodes the plan stored
-// under fp.
-func (pc *planContext) readPlan(f *Factory, fp string) error {
-	var err error
-	if pc.store, err = f.Store(pc.cfg); err != nil {
-		return err
-	}
-	pc.env, err = pc.store.GetPlan(fp)
-	if errors.Is(err, store.ErrNotFound) {
-		return refusal.New(refusal.PlanAbsent, "no plan with this fingerprint is stored").For("", fp).Needs("a signed plan (prod-write plan --key …)")
-	}
-	if err != nil {
-		return err
-	}
-	// The gate opens the plan again; remember the signature verified here
-	// rather than verify it twice. (The service's policy is shared by its
-	// calls and caches from the start.)
-	if f.call == nil {
-		pc.policy.CacheVerifications()
-	}
-	if pc.plan, _, err = pc.policy.DecodePlan(pc.env); err != nil {
-		if r, ok := refusal.As(err); ok {
-			r.For("", fp)
-		}
-		return err
-	}
-	if pc.plan.Fingerprint != fp {
-		return refusal.New(refusal.FingerprintMismatch, "the plan stored under this fingerprint is for %s", pc.plan.Fingerprint).For(pc.plan.Operation, fp)
-	}
-	return nil
-}
-
-// checkPins refuses to act on a trust policy or registry other than the
-// ones prod-write.toml pins (SPEC §13): a change that edits them cannot
-// also be judged by them.
-func checkPins(c *config.Config, p *approval.Policy, reg *operations.Registry) error {
-	if c.Pin.Trust != "" && c.Pin.Trust != p.Digest {
-		return refusal.New(refusal.PolicyPinMismatch, "the trust policy %s has digest %s, but prod-write.toml pins %s", c.Trust, p.Digest, c.Pin.Trust).Needs("the pinned trust policy")
-	}
-	if c.Pin.Registry != "" && c.Pin.Registry != reg.Digest {
-		return refusal.New(refusal.PolicyPinMismatch, "the registry %s has digest %s, but prod-write.toml pins %s", c.Registry, reg.Digest, c.Pin.Registry).Needs("the pinned registry")
-	}
-	return nil
-}
-
-func (pc *planContext) refuse(code refusal.Code, format string, args ...any) *refusal.Error {
-	return refusal.New(code, format, args...).For(pc.plan.Operation, pc.plan.Fingerprint)
-}
-
 // actor loads the acting key for a command that acts on pc's plan in role,
 // refusing anyone acting on a plan they planned (SPEC §3 rule 6) — unless
 // the act is a veto, which anyone holding the role may cast, the planner
 // included: a veto only reduces what may run.
 func (pc *planContext) actor(f *Factory, role string, veto bool) (*keys.Private, *approval.Principal, error) {
-	k, pr, err := f.Actor(pc.policy, role)
+	k, pr, err := f.Actor(pc.Policy, role)
 	if err != nil {
 		if r, ok := refusal.As(err); ok {
-			r.For(pc.plan.Operation, pc.plan.Fingerprint)
+			r.For(pc.Plan.Operation, pc.Plan.Fingerprint)
 		}
 		return nil, nil, err
 	}
-	if pr.ID == pc.plan.Planner && !veto {
-		return nil, nil, pc.refuse(refusal.SelfApproval, "%s planned this; no principal acts on its own plan except to withdraw it", pr.ID).Needs("another " + role)
+	if pr.ID == pc.Plan.Planner && !veto {
+		return nil, nil, pc.Refuse(refusal.SelfApproval, "%s planned this; no principal acts on its own plan except to withdraw it", pr.ID).Needs("another " + role)
 	}
 	return k, pr, nil
 }
@@ -192,7 +97,7 @@ func (pc *planContext) put(k *keys.Private, payloadType string, v any) (string, 
 	if err != nil {
 		return "", err
 	}
-	if err := pc.store.PutEvidence(pc.plan.Fingerprint, id, env); err != nil {
+	if err := pc.Store.PutEvidence(pc.Plan.Fingerprint, id, env); err != nil {
 		return "", fmt.Errorf("storing record: %w", err)
 	}
 	return id, nil
@@ -201,7 +106,7 @@ func (pc *planContext) put(k *keys.Private, payloadType string, v any) (string, 
 // expiry returns now+ttl, with ttl defaulting to the operation's.
 func (pc *planContext) expiry(now time.Time, ttl time.Duration) time.Time {
 	if ttl <= 0 {
-		ttl = pc.op.ApprovalTTL()
+		ttl = pc.Op.ApprovalTTL()
 	}
 	return now.Add(ttl)
 }
@@ -266,18 +171,18 @@ func fileRun(o *FileOptions) error {
 	}
 	now := o.F.Now().UTC()
 	rec := o.Record
-	rec.Fingerprint, rec.Filer, rec.Issued, rec.Expires = pc.plan.Fingerprint, pr.ID, now, pc.expiry(now, o.TTL)
+	rec.Fingerprint, rec.Filer, rec.Issued, rec.Expires = pc.Plan.Fingerprint, pr.ID, now, pc.expiry(now, o.TTL)
 	id, err := pc.put(k, approval.TypeSmith, rec)
 	if err != nil {
 		return err
 	}
 	notifyFiled(o.F, pc, id)
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindRecord, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: "record", Issued: now, Expires: rec.Expires})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindRecord, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "record", Issued: now, Expires: rec.Expires})
 	}
 	w := o.F.IO.Out
 	fmt.Fprintf(w, "%s vouches for this plan:\n", pr.ID)
-	printPlan(w, pc.plan)
+	printPlan(w, pc.Plan)
 	fmt.Fprintf(w, "record:      %s (certainty %s, expires %s)\n", id, rec.Certainty, rec.Expires.Format(time.RFC3339))
 	return nil
 }
@@ -344,13 +249,13 @@ func decideRun(o *DecideOptions) error {
 		return err
 	}
 	if rec == nil && o.Answer == approval.Approve {
-		return pc.refuse(refusal.NoApproval, "there is no valid certainty record to approve").Needs("an operator's certainty record (prod-write file)")
+		return pc.Refuse(refusal.NoApproval, "there is no valid certainty record to approve").Needs("an operator's certainty record (prod-write file)")
 	}
 	if rec != nil && rec.Filer == pr.ID && o.Answer == approval.Approve {
-		return pc.refuse(refusal.SelfApproval, "%s filed the certainty record and cannot also answer it", pr.ID).Needs("another approver")
+		return pc.Refuse(refusal.SelfApproval, "%s filed the certainty record and cannot also answer it", pr.ID).Needs("another approver")
 	}
 	ans := approval.Answer{
-		Fingerprint: pc.plan.Fingerprint, Record: recID, Answer: o.Answer, Reason: o.Reason,
+		Fingerprint: pc.Plan.Fingerprint, Record: recID, Answer: o.Answer, Reason: o.Reason,
 		Approver: pr.ID, Issued: now, Expires: pc.expiry(now, o.TTL),
 	}
 	id, err := pc.put(k, approval.TypeTrinity, ans)
@@ -358,10 +263,10 @@ func decideRun(o *DecideOptions) error {
 		return err
 	}
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindAnswer, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: o.Answer, Record: recID, Issued: now, Expires: ans.Expires})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindAnswer, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: o.Answer, Record: recID, Issued: now, Expires: ans.Expires})
 	}
 	w := o.F.IO.Out
-	printPlan(w, pc.plan)
+	printPlan(w, pc.Plan)
 	if rec != nil {
 		fmt.Fprintf(w, "record:      %s by %s, certainty %s\n", recID, rec.Filer, rec.Certainty)
 		fmt.Fprintf(w, "  summary:      %s\n  effect:       %s\n  blast radius: %s\n  rollback:     %s\n", rec.Summary, rec.Effect, rec.BlastRadius, rec.Rollback)
@@ -373,19 +278,19 @@ func decideRun(o *DecideOptions) error {
 // record finds the certainty record an answer answers: the one named, or
 // the newest that verifies and has not expired.
 func (pc *planContext) record(want string, now time.Time) (*approval.CertaintyRecord, string, error) {
-	evidence, _, err := pc.store.Evidence(pc.plan.Fingerprint)
+	evidence, _, err := pc.Store.Evidence(pc.Plan.Fingerprint)
 	if err != nil {
 		return nil, "", err
 	}
 	var best *approval.CertaintyRecord
 	bestID := ""
 	for _, env := range evidence {
-		s, err := pc.policy.Open(env)
+		s, err := pc.Policy.Open(env)
 		if err != nil || s.Type != approval.TypeSmith || !s.Signer.Has(approval.RoleOperator) {
 			continue
 		}
 		var c approval.CertaintyRecord
-		if s.Decode(&c) != nil || c.Fingerprint != pc.plan.Fingerprint || c.Filer != s.Signer.ID {
+		if s.Decode(&c) != nil || c.Fingerprint != pc.Plan.Fingerprint || c.Filer != s.Signer.ID {
 			continue
 		}
 		if want != "" {
@@ -399,7 +304,7 @@ func (pc *planContext) record(want string, now time.Time) (*approval.CertaintyRe
 		}
 	}
 	if want != "" {
-		return nil, "", pc.refuse(refusal.NoApproval, "no certainty record %s for this plan", want)
+		return nil, "", pc.Refuse(refusal.NoApproval, "no certainty record %s for this plan", want)
 	}
 	return best, bestID, nil
 }
@@ -459,16 +364,16 @@ func geraRun(o *GeraOptions) error {
 	if o.Decision == approval.NoGo {
 		uses = 0
 	}
-	g := approval.GeraDecision{Fingerprint: pc.plan.Fingerprint, Decision: o.Decision, Uses: uses, Decider: pr.ID,
+	g := approval.GeraDecision{Fingerprint: pc.Plan.Fingerprint, Decision: o.Decision, Uses: uses, Decider: pr.ID,
 		Reason: o.Reason, Issued: now, Expires: pc.expiry(now, o.TTL)}
 	id, err := pc.put(k, approval.TypeGera, g)
 	if err != nil {
 		return err
 	}
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindGera, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: o.Decision, Uses: &uses, Issued: now, Expires: g.Expires})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindGera, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: o.Decision, Uses: &uses, Issued: now, Expires: g.Expires})
 	}
-	fmt.Fprintf(o.F.IO.Out, "gera %s for %s by %s (%s; uses %d; expires %s)\n", o.Decision, pc.plan.Fingerprint, pr.ID, id, uses, g.Expires.Format(time.RFC3339))
+	fmt.Fprintf(o.F.IO.Out, "gera %s for %s by %s (%s; uses %d; expires %s)\n", o.Decision, pc.Plan.Fingerprint, pr.ID, id, uses, g.Expires.Format(time.RFC3339))
 	return nil
 }
 
@@ -507,22 +412,22 @@ func withdrawRun(o *WithdrawOptions) error {
 	if err != nil {
 		return err
 	}
-	k, pr, err := o.F.Actor(pc.policy, "")
+	k, pr, err := o.F.Actor(pc.Policy, "")
 	if err != nil {
 		return err
 	}
-	if pr.ID != pc.plan.Planner {
-		return pc.refuse(refusal.RoleMissing, "only the planner (%s) may withdraw this plan, not %s", pc.plan.Planner, pr.ID).Needs("the planner's key")
+	if pr.ID != pc.Plan.Planner {
+		return pc.Refuse(refusal.RoleMissing, "only the planner (%s) may withdraw this plan, not %s", pc.Plan.Planner, pr.ID).Needs("the planner's key")
 	}
-	w := approval.Withdrawal{Fingerprint: pc.plan.Fingerprint, Planner: pr.ID, Issued: o.F.Now().UTC()}
+	w := approval.Withdrawal{Fingerprint: pc.Plan.Fingerprint, Planner: pr.ID, Issued: o.F.Now().UTC()}
 	id, err := pc.put(k, approval.TypeWithdraw, w)
 	if err != nil {
 		return err
 	}
 	notifyWithdrawn(o.F, pc)
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindWithdrawal, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: "withdraw", Issued: w.Issued})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindWithdrawal, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "withdraw", Issued: w.Issued})
 	}
-	fmt.Fprintf(o.F.IO.Out, "withdrawn: %s (by %s); it can never run\n", pc.plan.Fingerprint, pr.ID)
+	fmt.Fprintf(o.F.IO.Out, "withdrawn: %s (by %s); it can never run\n", pc.Plan.Fingerprint, pr.ID)
 	return nil
 }

@@ -9,19 +9,20 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
 // Exit codes (SPEC §8, sysexits.h), listed in README.md.
 const (
 	ExitOK        = 0
-	ExitInvalid   = 1  // replay found a receipt that does not verify
-	ExitUsage     = 64 // the command line is wrong
-	ExitDataErr   = 65 // bad input data
-	ExitSoftware  = 70 // internal error
-	ExitIOErr     = 74 // I/O error
-	ExitRefused   = 77 // the gate said no; nothing ran
-	ExitConfig    = 78 // configuration error
+	ExitInvalid   = 1                   // replay found a receipt that does not verify
+	ExitUsage     = 64                  // the command line is wrong
+	ExitDataErr   = 65                  // bad input data
+	ExitSoftware  = runner.ExitSoftware // internal error (70)
+	ExitIOErr     = 74                  // I/O error
+	ExitRefused   = 77                  // the gate said no; nothing ran
+	ExitConfig    = 78                  // configuration error
 	ExitTimeout   = 124
 	ExitSignalled = 128
 )

@@ -80,23 +80,23 @@ func freezeGrantRun(o *FreezeGrantOptions) error {
 	if err != nil {
 		return err
 	}
-	if len(pc.policy.FreezeByName(o.Freeze)) == 0 {
-		return pc.refuse(refusal.NoApproval, "the trust policy has no freeze %q", o.Freeze).Needs("a freeze of that name (prod-write freeze list)")
+	if len(pc.Policy.FreezeByName(o.Freeze)) == 0 {
+		return pc.Refuse(refusal.NoApproval, "the trust policy has no freeze %q", o.Freeze).Needs("a freeze of that name (prod-write freeze list)")
 	}
 	k, pr, err := pc.actor(o.F, approval.RoleFreeze, false)
 	if err != nil {
 		return err
 	}
 	now := o.F.Now().UTC()
-	g := approval.FreezeGrant{Fingerprint: pc.plan.Fingerprint, Freeze: o.Freeze, Granter: pr.ID, Reason: o.Reason, Issued: now, Expires: pc.expiry(now, o.TTL)}
+	g := approval.FreezeGrant{Fingerprint: pc.Plan.Fingerprint, Freeze: o.Freeze, Granter: pr.ID, Reason: o.Reason, Issued: now, Expires: pc.expiry(now, o.TTL)}
 	id, err := pc.put(k, approval.TypeFreezeGrant, g)
 	if err != nil {
 		return err
 	}
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindFreezeGrant, ID: id, Actor: pr.ID, Fingerprint: pc.plan.Fingerprint, Verdict: "grant", Freeze: o.Freeze, Issued: now, Expires: g.Expires})
+		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindFreezeGrant, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "grant", Freeze: o.Freeze, Issued: now, Expires: g.Expires})
 	}
-	fmt.Fprintf(o.F.IO.Out, "freeze grant for %s through %q by %s (%s; expires %s)\n", pc.plan.Fingerprint, o.Freeze, pr.ID, id, g.Expires.Format(time.RFC3339))
+	fmt.Fprintf(o.F.IO.Out, "freeze grant for %s through %q by %s (%s; expires %s)\n", pc.Plan.Fingerprint, o.Freeze, pr.ID, id, g.Expires.Format(time.RFC3339))
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
@@ -208,7 +209,7 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 		Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files,
 		Cwd: cwd, Getenv: f.passEnv, ResolveDir: f.resolveDir,
 	}
-	plan, err := reg.Resolve(req, callerFiles{d, f})
+	plan, err := reg.Resolve(req, f.callerFiles(d))
 	if err != nil {
 		return nil, false, err
 	}
@@ -283,7 +284,7 @@ func printPlan(w io.Writer, p *operations.Plan) {
 	if pc := p.Precondition; pc != nil {
 		fmt.Fprintf(w, "precondition: %s (check %s) printed %s\n", pc.Check, pc.CheckFingerprint, pc.OutputSHA256)
 		if p.PreconditionOutput != nil {
-			fmt.Fprint(w, indent(*p.PreconditionOutput))
+			fmt.Fprint(w, runner.Indent(*p.PreconditionOutput))
 		}
 	}
 	for _, e := range p.Env {

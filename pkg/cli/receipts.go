@@ -23,6 +23,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -844,11 +845,7 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 // configured host, or else the machine's hostname, so that one host's
 // journal never verifies as another's (issue 19).
 func journalHost(configured string) string {
-	if configured != "" {
-		return configured
-	}
-	h, _ := os.Hostname()
-	return h
+	return runner.JournalHost(configured)
 }
 
 // readDefinitions reads the operation definitions of a registry directory

@@ -56,12 +56,12 @@ func eventLog(c *config.Config) *bridge.Events {
 // are read from the state directory; a problem reading them leaves them
 // out (they decide nothing).
 func (pc *planContext) requestOf(dec *approval.Decision, r *refusal.Error, now time.Time) (*bridge.DecisionRequest, error) {
-	s, _, err := requestSettings(pc.cfg)
+	s, _, err := requestSettings(pc.Config)
 	if err != nil {
 		return nil, err
 	}
-	posts, _ := ledger(pc.cfg).Posts(pc.plan.Fingerprint)
-	events, _ := eventLog(pc.cfg).List(pc.plan.Fingerprint)
-	j := &bridge.Judgement{Plan: pc.plan, Op: pc.op, Decision: dec, Refusal: r, Now: now}
-	return j.Request(pc.policy, posts, events, s), nil
+	posts, _ := ledger(pc.Config).Posts(pc.Plan.Fingerprint)
+	events, _ := eventLog(pc.Config).List(pc.Plan.Fingerprint)
+	j := &bridge.Judgement{Plan: pc.Plan, Op: pc.Op, Decision: dec, Refusal: r, Now: now}
+	return j.Request(pc.Policy, posts, events, s), nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/service"
 )
 
@@ -111,7 +112,7 @@ func (s *serviceState) load() error {
 	if err != nil {
 		return err
 	}
-	if err := checkPins(s.cfg, policy, reg); err != nil {
+	if err := runner.CheckPins(s.cfg, policy, reg); err != nil {
 		return err
 	}
 	policy.CacheVerifications()
@@ -119,7 +120,7 @@ func (s *serviceState) load() error {
 		s.log.Printf("warning: %s", w)
 	}
 	lp := &loadedPolicy{reg: reg, policy: policy}
-	lp.runnerKey, lp.runner, lp.runnerErr = runnerIdentity(s.cfg, policy)
+	lp.runnerKey, lp.runner, lp.runnerErr = runner.LoadIdentity(s.cfg, policy)
 	s.loaded.Store(lp)
 	s.snapshots.Purge()
 	return nil
@@ -404,17 +405,17 @@ func (sc *serviceCall) close() {
 // credential is the account the program runs as: the operation's run_as,
 // never the caller's, never the service's own, never root unless the
 // configuration allows it (docs/adr/0011-runner-service.md).
-func (sc *serviceCall) credential(pc *planContext) (*syscall.Credential, error) {
-	name := pc.op.RunAs
+func (sc *serviceCall) credential(pc *runner.PlanContext) (*syscall.Credential, error) {
+	name := pc.Op.RunAs
 	refuse := func(format string, args ...any) error {
-		return pc.refuse(refusal.RunAsRefused, format, args...).Needs("a run_as account in the operation (docs/DEPLOYMENT.md)")
+		return pc.Refuse(refusal.RunAsRefused, format, args...).Needs("a run_as account in the operation (docs/DEPLOYMENT.md)")
 	}
 	if name == "" {
-		return nil, refuse("operation %s declares no run_as: the service runs programs only as an operation's own account", pc.op.Name)
+		return nil, refuse("operation %s declares no run_as: the service runs programs only as an operation's own account", pc.Op.Name)
 	}
 	u, err := user.Lookup(name)
 	if err != nil {
-		return nil, refuse("run_as account %q of operation %s: %v", name, pc.op.Name, err)
+		return nil, refuse("run_as account %q of operation %s: %v", name, pc.Op.Name, err)
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
@@ -459,12 +460,12 @@ func (sc *serviceCall) credential(pc *planContext) (*syscall.Credential, error) 
 // may enter its working directory: otherwise the fork fails after the
 // approval is spent. The check reads the mode bits (an ACL that denies
 // more is still caught at fork, with the approval spent).
-func (sc *serviceCall) canEnter(pc *planContext, cred *syscall.Credential) error {
+func (sc *serviceCall) canEnter(pc *runner.PlanContext, cred *syscall.Credential) error {
 	var st unix.Stat_t
 	var err error
 	switch {
-	case pc.op.Cwd != "":
-		err = unix.Stat(pc.plan.Cwd, &st)
+	case pc.Op.Cwd != "":
+		err = unix.Stat(pc.Plan.Cwd, &st)
 	case sc.cwd != nil:
 		err = unix.Fstat(int(sc.cwd.Fd()), &st)
 	default:
@@ -496,9 +497,9 @@ func (sc *serviceCall) canEnter(pc *planContext, cred *syscall.Credential) error
 // and, when the operation declares no cwd, the directory the caller handed
 // over, entered through its descriptor (so a symlink swapped after the
 // check changes nothing).
-func (sc *serviceCall) prepare(spec *execute.Spec, pc *planContext) {
+func (sc *serviceCall) prepare(spec *execute.Spec, pc *runner.PlanContext) {
 	spec.Start = sc.svc.starter.Start
-	if pc.op.Cwd == "" && sc.cwd != nil {
+	if pc.Op.Cwd == "" && sc.cwd != nil {
 		// The child enters it before execve, while the descriptor, open
 		// in the service, is still open in the child: /proc/self/fd/N is
 		// the directory itself, whatever its path now names.

@@ -11,6 +11,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
@@ -67,10 +68,11 @@ backoff on DynamoDB), never in a busy loop (docs/JSON.md, "status --wait").`,
 }
 
 // judge runs rules 2 to 6 of the gate: the fingerprint recomputed from
-// reality through d, then [approval.Evaluate] over the stored evidence.
+// reality through d (file parameters read as f's caller has them), then
+// [approval.Evaluate] over the stored evidence.
 // The decision is returned even when refused, for display.
 func (pc *planContext) judge(f *Factory, d operations.Digester, now time.Time) (*approval.Decision, []store.Problem, error) {
-	evidence, problems, err := pc.store.Evidence(pc.plan.Fingerprint)
+	evidence, problems, err := pc.Store.Evidence(pc.Plan.Fingerprint)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -80,101 +82,24 @@ func (pc *planContext) judge(f *Factory, d operations.Digester, now time.Time) (
 			ids = append(ids, id)
 		}
 	}
-	used, err := pc.store.Used(ids)
+	used, err := pc.Store.Used(ids)
 	if err != nil {
 		return nil, problems, err
 	}
 	// The break-glass history, as run reads it (issue 22).
-	hist, histProblems, err := breakGlassHistory(pc.store, pc.policy, pc.plan.Fingerprint, evidence)
+	hist, histProblems, err := runner.BreakGlassHistory(pc.Store, pc.Policy, pc.Plan.Fingerprint, evidence)
 	if err != nil {
 		return nil, problems, err
 	}
 	dec, gateErr := approval.Evaluate(approval.Input{
-		Plan: pc.env, Evidence: evidence, Unreadable: append(problemStrings(problems), histProblems...), Policy: pc.policy, Op: pc.op, Now: now, Used: used, BreakGlass: hist,
+		Plan: pc.Envelope, Evidence: evidence, Unreadable: append(runner.ProblemStrings(problems), histProblems...), Policy: pc.Policy, Op: pc.Op, Now: now, Used: used, BreakGlass: hist,
 		// status does not run the precondition check; run does (issue 22).
 		PreconditionUnchecked: true,
 	})
-	if err := pc.reality(f, d); err != nil {
+	if err := pc.Reality(f.runner(), d); err != nil {
 		return dec, problems, err
 	}
 	return dec, problems, gateErr
-}
-
-// problemStrings names the records the store could not read, for the
-// gate, which refuses while there is any (evidence_unreadable).
-func problemStrings(problems []store.Problem) []string {
-	out := make([]string, len(problems))
-	for i, p := range problems {
-		out[i] = p.String()
-	}
-	return out
-}
-
-// reality recomputes the fingerprint from the program, files, cwd and
-// environment as they are now (SPEC §3 rule 2).
-func (pc *planContext) reality(f *Factory, d operations.Digester) error {
-	req := pc.plan.Request(f.passEnv)
-	req.ResolveDir = f.resolveDir
-	if f.call != nil {
-		// The directory the caller handed over now, not the one the plan
-		// names: the fingerprint then says whether they are the same.
-		req.Cwd = f.call.cwdPath
-	}
-	now, err := pc.op.Resolve(req, d)
-	if err != nil {
-		if r, ok := refusal.As(err); ok {
-			r.Fingerprint = pc.plan.Fingerprint
-			return r
-		}
-		return fmt.Errorf("recomputing the fingerprint: %w", err)
-	}
-	if pre := pc.plan.Precondition; pre != nil {
-		// The precondition is not read from the file system: run runs
-		// the check again and the gate judges its output (issue 22).
-		now.Precondition = pre
-		now.Fingerprint = operations.Fingerprint(&now.Bound)
-	}
-	if now.Fingerprint == pc.plan.Fingerprint {
-		return nil
-	}
-	return pc.refuse(refusal.FingerprintMismatch, "reality no longer matches the plan: %s", strings.Join(differences(pc.plan, now), "; ")).Needs("a new plan of what is there now")
-}
-
-// differences names what changed between two resolutions of a plan,
-// without printing any value (a pass variable may still be sensitive).
-func differences(was, now *operations.Plan) []string {
-	var out []string
-	if was.ProgramSHA256 != now.ProgramSHA256 {
-		out = append(out, "the program's bytes changed")
-	}
-	if was.Cwd != now.Cwd {
-		out = append(out, "the working directory resolves elsewhere")
-	}
-	if strings.Join(was.Argv, "\x00") != strings.Join(now.Argv, "\x00") {
-		out = append(out, "argv changed")
-	}
-	files := map[string]operations.File{}
-	for _, fl := range now.Files {
-		files[fl.Name] = fl
-	}
-	for _, fl := range was.Files {
-		if n := files[fl.Name]; n.SHA256 != fl.SHA256 || n.Size != fl.Size {
-			out = append(out, fmt.Sprintf("file %s changed", fl.Name))
-		}
-	}
-	env := map[string]operations.EnvVar{}
-	for _, e := range now.Env {
-		env[e.Name] = e
-	}
-	for _, e := range was.Env {
-		if n := env[e.Name]; n != e {
-			out = append(out, fmt.Sprintf("environment variable %s changed", e.Name))
-		}
-	}
-	if len(out) == 0 {
-		out = append(out, "the operation definition changed")
-	}
-	return out
 }
 
 // statusReport is what status knows about a stored plan: the CLI prints
@@ -210,7 +135,7 @@ func statusCore(f *Factory, fp string, d operations.Digester) (*statusReport, er
 		return nil, err
 	}
 	now := f.Now()
-	dec, problems, gateErr := pc.judge(f, callerFiles{d, f}, now)
+	dec, problems, gateErr := pc.judge(f, d, now)
 	r, refused := refusal.As(gateErr)
 	if gateErr != nil && !refused {
 		return nil, gateErr
@@ -219,7 +144,7 @@ func statusCore(f *Factory, fp string, d operations.Digester) (*statusReport, er
 	if err != nil {
 		return nil, err
 	}
-	return &statusReport{Plan: pc.plan, Decision: dec, Problems: problems, Refusal: r, Request: req, gateErr: gateErr, policyDigest: pc.policy.Digest, op: pc.op, now: now}, nil
+	return &statusReport{Plan: pc.Plan, Decision: dec, Problems: problems, Refusal: r, Request: req, gateErr: gateErr, policyDigest: pc.Policy.Digest, op: pc.Op, now: now}, nil
 }
 
 // fields is the report as `status --json` prints it (and the MCP status

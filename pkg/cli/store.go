@@ -107,7 +107,7 @@ const shipTimeout = 10 * time.Second
 // It is best effort and never fails the run: the receipts are in the
 // journal already, which stays the write-ahead record; on failure one
 // warning line says so and how to ship them later.
-func shipReceipts(f *Factory, c *config.Config, entries ...receipts.Appended) {
+func shipReceipts(aws AWS, stderr io.Writer, c *config.Config, entries ...receipts.Appended) {
 	if c.Archive.Bucket == "" || len(entries) == 0 {
 		return
 	}
@@ -118,14 +118,14 @@ func shipReceipts(f *Factory, c *config.Config, entries ...receipts.Appended) {
 		seqs = append(seqs, e.Seq)
 	}
 	// Config hands a command whose configuration names an archive to
-	// prod-write-net, so f.AWS is set here; if it is not, say so rather
+	// prod-write-net, so aws is set here; if it is not, say so rather
 	// than skip the archive quietly.
 	err := errors.New("this build has no S3 archive backend")
-	if f.AWS != nil {
-		err = f.AWS.ShipReceipts(ctx, c, entries)
+	if aws != nil {
+		err = aws.ShipReceipts(ctx, c, entries)
 	}
 	if err != nil {
-		fmt.Fprintf(f.IO.Err, "prod-write: warning: receipts %v are in the local journal but not archived (`prod-write receipts sync` ships them): %s\n", seqs, oneLine(err))
+		fmt.Fprintf(stderr, "prod-write: warning: receipts %v are in the local journal but not archived (`prod-write receipts sync` ships them): %s\n", seqs, oneLine(err))
 	}
 }
 

@@ -1,0 +1,219 @@
+package runner_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/store"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// deployment is one host's configuration, written by hand: a registry of
+// one mutating operation approved by a Gera go, a trust policy of an agent,
+// a gera and this host's runner.
+type deployment struct {
+	dir         string
+	agent, gera *keys.Private
+}
+
+func newDeployment(t *testing.T) *deployment {
+	t.Helper()
+	d := &deployment{dir: t.TempDir()}
+	var runnerKey *keys.Private
+	for _, k := range []**keys.Private{&d.agent, &d.gera, &runnerKey} {
+		var err error
+		if *k, err = keys.Generate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(d.dir, "keys"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := runnerKey.WriteNew(filepath.Join(d.dir, "keys", "runner.key")); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		config.FileName: `registry = "operations"
+trust = "trust.toml"
+state = "state"
+secure_path = ["/usr/bin", "/bin"]
+runner_key = "keys/runner.key"
+[store]
+backend = "embedded"
+`,
+		"operations/say.toml": `[[operation]]
+name = "say"
+description = "print the target"
+mutating = true
+program = "echo"
+args = ["said", "{target}"]
+targets = ["staging"]
+[operation.approval]
+paths = ["gera"]
+`,
+		"trust.toml": fmt.Sprintf("[[principal]]\nid = \"agent\"\nroles = [\"agent\"]\nkey = %q\n\n[[principal]]\nid = \"gera\"\nroles = [\"gera\"]\nkey = %q\n\n[[principal]]\nid = \"runner\"\nroles = [\"runner\"]\nkey = %q\n",
+			d.agent.Public(), d.gera.Public(), runnerKey.Public()),
+	}
+	for name, data := range files {
+		p := filepath.Join(d.dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// runner is the domain's run order as a test drives it: no command line,
+// no factory; stdio in buffers.
+func (d *deployment) runner(stdout, stderr io.Writer) *runner.Runner {
+	none := func(string) (string, bool) { return "", false }
+	return &runner.Runner{
+		Now:    time.Now,
+		Config: func() (*config.Config, error) { return config.Load(filepath.Join(d.dir, config.FileName)) },
+		Registry: func(c *config.Config, _ io.Writer) (*operations.Registry, error) {
+			return operations.Load(c.Registry, c.SecurePath)
+		},
+		Policy:    func(c *config.Config) (*approval.Policy, error) { return approval.LoadPolicy(c.Trust) },
+		Store:     func(c *config.Config) (store.Store, error) { return store.OpenDir(c.StoreDir()) },
+		PassEnv:   none,
+		LookupEnv: none,
+		Stdout:    stdout,
+		Stderr:    stderr,
+	}
+}
+
+// plan stores a plan of say on staging, signed by the agent, with a Gera
+// go for uses runs.
+func (d *deployment) plan(t *testing.T, uses int) string {
+	t.Helper()
+	r := d.runner(io.Discard, io.Discard)
+	c, err := r.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := r.Registry(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := reg.Resolve(operations.Request{Operation: "say", Target: "staging", Cwd: d.dir, Getenv: r.PassEnv}, operations.HashDigester{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	plan.Planner, plan.Created = "agent", now
+	st, err := r.Store(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := approval.Sign(d.agent, approval.TypePlan, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutPlan(plan.Fingerprint, env); err != nil {
+		t.Fatal(err)
+	}
+	goEnv, err := approval.Sign(d.gera, approval.TypeGera, approval.GeraDecision{
+		Fingerprint: plan.Fingerprint, Decision: approval.Go, Uses: uses, Decider: "gera", Issued: now, Expires: now.Add(time.Hour),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := approval.ID(goEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutEvidence(plan.Fingerprint, id, goEnv); err != nil {
+		t.Fatal(err)
+	}
+	return plan.Fingerprint
+}
+
+// journal returns the receipts in the journal, in order.
+func (d *deployment) journal(t *testing.T) []*receipts.Receipt {
+	t.Helper()
+	fl, err := os.Open(filepath.Join(d.dir, "state", "journal", "receipts.jsonl"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	var out []*receipts.Receipt
+	err = receipts.Scan(fl, func(l receipts.Line) error {
+		_, r, err := receipts.Decode(l.Bytes)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The run order driven directly: an approved plan runs once and leaves an
+// intent and an outcome receipt; a second run of its single-use approval
+// is refused before anything runs, and leaves no receipt.
+func TestRunOnceThenRefused(t *testing.T) {
+	d := newDeployment(t)
+	fp := d.plan(t, 1)
+
+	var stdout, stderr bytes.Buffer
+	ran, err := d.runner(&stdout, &stderr).Run(fp)
+	if err != nil {
+		t.Fatalf("first run: %v (stderr %q)", err, stderr.String())
+	}
+	if got := stdout.String(); got != "said staging\n" {
+		t.Errorf("the program printed %q, want %q", got, "said staging\n")
+	}
+	if ran.Outcome.ExitCode != 0 || ran.Result.ExitCode != 0 {
+		t.Errorf("exit %d (outcome %d), want 0", ran.Result.ExitCode, ran.Outcome.ExitCode)
+	}
+	if ran.Plan.Plan.Fingerprint != fp || ran.Intent.Seq != 1 || ran.Done.Seq != 2 {
+		t.Errorf("ran %s with receipts %d and %d, want %s with 1 and 2", ran.Plan.Plan.Fingerprint, ran.Intent.Seq, ran.Done.Seq, fp)
+	}
+	j := d.journal(t)
+	if len(j) != 2 || j[0].Kind != receipts.KindIntent || j[1].Kind != receipts.KindOutcome {
+		t.Fatalf("journal after one run: %d receipts, want an intent and an outcome", len(j))
+	}
+	in, out := j[0], j[1]
+	if in.RunID != ran.RunID || out.RunID != ran.RunID {
+		t.Errorf("receipts name runs %s and %s, want %s", in.RunID, out.RunID, ran.RunID)
+	}
+	if in.Intent.Fingerprint != fp || in.Intent.Path != operations.PathGera || in.Intent.Slot != 0 {
+		t.Errorf("intent: fingerprint %s path %v slot %d", in.Intent.Fingerprint, in.Intent.Path, in.Intent.Slot)
+	}
+	if out.Outcome.Intent != ran.Intent.Hash || out.Outcome.ExitCode != 0 {
+		t.Errorf("outcome: intent %s exit %d, want %s and 0", out.Outcome.Intent, out.Outcome.ExitCode, ran.Intent.Hash)
+	}
+
+	stdout.Reset()
+	ran, err = d.runner(&stdout, &stderr).Run(fp)
+	r, ok := refusal.As(err)
+	if !ok || r.Code != refusal.EvidenceConsumed {
+		t.Fatalf("second run of a single-use go: %v (ran %v), want refused %s", err, ran, refusal.EvidenceConsumed)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("the refused run printed %q: the program ran", stdout.String())
+	}
+	if j := d.journal(t); len(j) != 2 {
+		t.Errorf("journal after the refused run: %d receipts, want the first run's 2", len(j))
+	}
+}
