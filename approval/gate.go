@@ -357,7 +357,7 @@ func judgePrecondition(in Input, plan *operations.Plan, d *Decision) *refusal.Er
 	}
 	// Which check the plan binds is a rule over signed records, not
 	// something run observes: judged here, on the check's own plan, so
-	// replay judges it too (docs/adr/0030c-the-gate-judges-the-precondition-check.md).
+	// replay judges it too (docs/adr/0032-the-gate-judges-the-precondition-check.md).
 	check, _, err := in.Policy.DecodePlan(seen.CheckPlan)
 	if err != nil {
 		return refusal.New(refusal.PreconditionChanged, "the plan of precondition %s does not verify: %v", want.Check, err).Needs("a new plan")

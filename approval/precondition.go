@@ -15,7 +15,7 @@ import (
 // bind the plan of a harmless check whose output never changes. Run calls
 // it before running the check; the gate calls it on the check plan run
 // saw, which the intent keeps, so replay judges it too
-// (docs/adr/0030c-the-gate-judges-the-precondition-check.md).
+// (docs/adr/0032-the-gate-judges-the-precondition-check.md).
 func IsPreconditionCheck(op *operations.Operation, plan, check *operations.Plan) error {
 	if op.Precondition == nil {
 		return fmt.Errorf("operation %s declares no precondition", op.Name)

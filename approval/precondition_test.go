@@ -140,7 +140,7 @@ func TestPreconditionRule(t *testing.T) {
 // TestPreconditionCheckPlanRule: the check a plan binds, by fingerprint,
 // must be the operation's precondition for this plan, judged on the check's
 // own signed plan, which run hands the gate and the intent keeps for
-// replay (docs/adr/0030c-the-gate-judges-the-precondition-check.md). Each
+// replay (docs/adr/0032-the-gate-judges-the-precondition-check.md). Each
 // case binds its check plan honestly (its fingerprint, the output seen), so
 // only the rule can refuse it.
 func TestPreconditionCheckPlanRule(t *testing.T) {

@@ -54,7 +54,7 @@ type PreconditionBound struct {
 // exit status and the sha256 of its stdout, and the check's own signed
 // plan, by which the gate judges that the check is the operation's
 // precondition for this plan. The intent keeps it, so replay asks the gate
-// the same question run did (docs/adr/0030c-the-gate-judges-the-precondition-check.md).
+// the same question run did (docs/adr/0032-the-gate-judges-the-precondition-check.md).
 type PreconditionSeen struct {
 	CheckFingerprint string         `json:"check_fingerprint"`
 	RunID            string         `json:"run_id"`

@@ -18,7 +18,7 @@ import (
 
 // TestReplayJudgesTheCheckPlan: which check a precondition names is a rule
 // over signed records (the plan, the check's own plan), not something the
-// runner observes, so replay judges it itself (docs/adr/0030c-the-gate-judges-the-precondition-check.md).
+// runner observes, so replay judges it itself (docs/adr/0032-the-gate-judges-the-precondition-check.md).
 // An agent signs a plan whose precondition is named "ver" but binds the
 // plan of a check whose output never changes; a holder of the runner key
 // writes the run run would have refused. Replay fails it, whatever check

@@ -8,7 +8,7 @@
 // [Runner] of what they have (a clock, loaders, the caller's stdio and
 // files, the service's credential and secret hooks) and call [Runner.Run]
 // or [Runner.Load]. What a run did comes back as a [Ran] or an error;
-// printing it is the caller's (docs/adr/0030e-run-order-package.md).
+// printing it is the caller's (docs/adr/0034-run-order-package.md).
 //
 // # The order
 //
