@@ -22,8 +22,11 @@
 // issue time is the action's or comment's timestamp, never the bridge's
 // clock), so the same click always signs to the same record id and the
 // store's PutEvidence makes a retry a no-op. The attestor also looks for an
-// answer with the same channel evidence before signing, so a retry never
-// makes a second record even when the trust policy changed in between.
+// answer with the same channel evidence before it judges anything, so a
+// retry never makes a second record even when the trust policy changed in
+// between, and a click or comment read again once it is older than an
+// answer lives (a restarted bridge's first poll) is already recorded, not
+// refused.
 package bridge
 
 import (

@@ -236,13 +236,21 @@ func (w *World) Put(t testing.TB, env *approval.Envelope) string {
 	return id
 }
 
-// File stores a certainty record by filer and returns its id.
+// File stores a certainty record by filer, expiring in an hour, and
+// returns its id.
 func (w *World) File(t testing.TB, filer string) string {
+	t.Helper()
+	return w.FileFor(t, filer, time.Hour)
+}
+
+// FileFor stores a certainty record by filer that expires ttl from now
+// (the real clock), and returns its id.
+func (w *World) FileFor(t testing.TB, filer string, ttl time.Duration) string {
 	t.Helper()
 	now := time.Now().UTC()
 	rec := approval.CertaintyRecord{Fingerprint: w.FP, Summary: "touch the ready flag", Effect: "a flag file appears",
 		BlastRadius: "staging only", Rollback: "rm the flag", Certainty: "high", Filer: filer,
-		Issued: now.Add(-30 * time.Second), Expires: now.Add(time.Hour)}
+		Issued: now.Add(-30 * time.Second), Expires: now.Add(ttl)}
 	return w.Put(t, Sign(t, filer, approval.TypeSmith, rec))
 }
 
