@@ -103,7 +103,7 @@ const (
 // New makes a world whose operation needs approvers approvals.
 func New(t testing.TB, approvers int) *World {
 	t.Helper()
-	return newWorld(t, approvers, false)
+	return newWorld(t, approvers, false, false)
 }
 
 // NewWithFile is [New] whose operation, push-config, installs a file that
@@ -112,15 +112,30 @@ func New(t testing.TB, approvers int) *World {
 // 0644, CurrentConfig and NewConfig.
 func NewWithFile(t testing.TB, approvers int) *World {
 	t.Helper()
-	return newWorld(t, approvers, true)
+	return newWorld(t, approvers, true, false)
 }
 
-func newWorld(t testing.TB, approvers int, withFile bool) *World {
+// Breaker is the principal of [NewBreakGlass]'s policy who may break
+// glass; it holds no other role.
+var Breaker = Member{ID: "bea", Roles: []string{approval.RoleBreakGlass}}
+
+// NewBreakGlass is [New] whose operation also allows break-glass, and
+// whose policy also has [Breaker].
+func NewBreakGlass(t testing.TB, approvers int) *World {
+	t.Helper()
+	return newWorld(t, approvers, false, true)
+}
+
+func newWorld(t testing.TB, approvers int, withFile, breakGlass bool) *World {
 	t.Helper()
 	dir := t.TempDir()
 	w := &World{Dir: dir, Now: time.Now}
+	members, paths := Cast, `"smith+trinity"`
+	if breakGlass {
+		members, paths = append(append([]Member{}, Cast...), Breaker), `"smith+trinity", "break-glass"`
+	}
 	var err error
-	if w.Policy, err = approval.ParsePolicy("trust.toml", []byte(PolicyTOML(Cast))); err != nil {
+	if w.Policy, err = approval.ParsePolicy("trust.toml", []byte(PolicyTOML(members))); err != nil {
 		t.Fatal(err)
 	}
 	opsDir := filepath.Join(dir, "operations")
@@ -139,9 +154,9 @@ targets = ["staging"]
 pattern = "^[a-z]+$"
 
 [operation.approval]
-paths = ["smith+trinity"]
+paths = [%s]
 approvers = %d
-`, dir, approvers)
+`, dir, paths, approvers)
 	req := operations.Request{Operation: "touch-flag", Target: "staging", Params: map[string]string{"name": "ready"}, Cwd: dir}
 	if withFile {
 		ops = fmt.Sprintf(`
