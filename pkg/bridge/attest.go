@@ -99,6 +99,11 @@ type Result struct {
 // longer counts or an action older than an answer lives. Answers to a vetoed
 // plan are still recorded: they change nothing, and refusing them would
 // hide who answered what.
+//
+// A click or comment a bridge already signed an answer for (the same
+// channel evidence) is that answer, a Duplicate, before anything else is
+// judged: read again after a restart, it may be older than an answer lives
+// by now, and refusing it would say that what was recorded was not.
 func (a *Attestor) Answer(req Request) (*Result, error) {
 	if req.Verdict != approval.Approve && req.Verdict != approval.Deny {
 		return nil, refusal.New(refusal.SignatureInvalid, "answer %q is neither approve nor deny", req.Verdict).For("", req.Fingerprint)
@@ -112,6 +117,15 @@ func (a *Attestor) Answer(req Request) (*Result, error) {
 	v, err := Describe(a.Source, req.Fingerprint, req.Record, now)
 	if err != nil {
 		return nil, err
+	}
+	// This click or comment read again (a restarted bridge's first poll,
+	// a redelivery) is the answer already signed for it, whatever has
+	// happened since: the action may now be older than an answer lives,
+	// the plan withdrawn, the policy changed. Judging it again would tell
+	// its author that what was recorded was not; whether the answer still
+	// counts is the gate's to say, and the view says it.
+	if prev := a.sameClick(v, req); prev != nil {
+		return &Result{ID: prev.ID, Approver: prev.By, Verdict: prev.Verdict, Duplicate: true, View: v}, nil
 	}
 	refuse := func(code refusal.Code, format string, args ...any) *refusal.Error {
 		return refusal.New(code, format, args...).For(v.Plan.Operation, v.Plan.Fingerprint)
@@ -147,7 +161,7 @@ func (a *Attestor) Answer(req Request) (*Result, error) {
 	if !now.Before(expires) {
 		return nil, refuse(refusal.EvidenceExpired, "the %s action of %s is older than an answer lives (%s)", req.Channel.Kind, issued.Format(time.RFC3339), approval.DefaultAnswerTTL)
 	}
-	if prev := a.recorded(v, req, pr.ID); prev != nil {
+	if prev := a.repeated(v, req, pr.ID); prev != nil {
 		return &Result{ID: prev.ID, Approver: prev.By, Verdict: prev.Verdict, Duplicate: true, View: v}, nil
 	}
 
@@ -221,16 +235,24 @@ func (a *Attestor) approver(ch approval.Channel) (*approval.Principal, *refusal.
 	return pr, nil
 }
 
-// recorded returns a bridge answer already stored for this click or comment
-// (same channel evidence), or the same approver's same verdict on the same
-// record, which a second click would only repeat.
-func (a *Attestor) recorded(v *View, req Request, approver string) *AnswerView {
+// sameClick returns a bridge answer already stored for this click or
+// comment (same channel evidence), valid or not.
+func (a *Attestor) sameClick(v *View, req Request) *AnswerView {
 	for i := range v.Answers {
 		prev := &v.Answers[i]
 		if prev.Channel != nil && sameEvidence(*prev.Channel, req.Channel) && a.signedByBridge(v, prev.ID) {
 			return prev
 		}
 	}
+	return nil
+}
+
+// repeated returns the same approver's same verdict on the same record,
+// still valid, which a second click would only repeat. (Unlike
+// [Attestor.sameClick], it is looked for only once this click would count
+// on its own: a new click too old to count is refused, not "already
+// recorded".)
+func (a *Attestor) repeated(v *View, req Request, approver string) *AnswerView {
 	for i := range v.Answers {
 		prev := &v.Answers[i]
 		if prev.Valid && prev.By == approver && prev.Record == req.Record && prev.Verdict == req.Verdict {

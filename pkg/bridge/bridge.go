@@ -22,8 +22,11 @@
 // issue time is the action's or comment's timestamp, never the bridge's
 // clock), so the same click always signs to the same record id and the
 // store's PutEvidence makes a retry a no-op. The attestor also looks for an
-// answer with the same channel evidence before signing, so a retry never
-// makes a second record even when the trust policy changed in between.
+// answer with the same channel evidence before it judges anything, so a
+// retry never makes a second record even when the trust policy changed in
+// between, and a click or comment read again once it is older than an
+// answer lives (a restarted bridge's first poll) is already recorded, not
+// refused.
 package bridge
 
 import (
@@ -34,6 +37,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
@@ -128,9 +132,12 @@ type Judgement struct {
 
 // Judge evaluates the gate over the plan stored under fp and its evidence,
 // as run would (without recomputing the fingerprint from reality, which
-// only the runner can). It returns a refusal (plan_absent,
-// operation_absent, or the plan's own signature problem) when there is no
-// plan to judge.
+// only the runner can, or running a precondition check): with what run
+// reads besides the evidence, the evidence the store could not read and
+// the break-glass history of whoever broke glass on the plan
+// ([runner.BreakGlassHistory]), either of which can close the gate. It
+// returns a refusal (plan_absent, operation_absent, or the plan's own
+// signature problem) when there is no plan to judge.
 func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 	if err := store.CheckFingerprint(fp); err != nil {
 		return nil, refusal.New(refusal.PlanAbsent, "%v", err).For("", fp)
@@ -153,9 +160,16 @@ func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 	if !ok {
 		return nil, refusal.New(refusal.OperationAbsent, "operation %q is no longer in the registry", plan.Operation).For(plan.Operation, fp)
 	}
-	evidence, _, err := src.Store.Evidence(fp)
+	evidence, problems, err := src.Store.Evidence(fp)
 	if err != nil {
 		return nil, fmt.Errorf("reading evidence: %w", err)
+	}
+	// An earlier break-glass run of the breaker nobody reviewed refuses
+	// the plan's break-glass at run: shown open, the decision would tell
+	// its approvers (and its requester) that no approval is needed.
+	hist, histProblems, err := runner.BreakGlassHistory(src.Store, src.Policy, fp, evidence)
+	if err != nil {
+		return nil, err
 	}
 	ids := make([]string, 0, len(evidence))
 	for _, e := range evidence {
@@ -167,7 +181,8 @@ func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading consumption: %w", err)
 	}
-	dec, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Policy: src.Policy, Op: op, Now: now, Used: used, PreconditionUnchecked: true})
+	dec, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Unreadable: append(runner.ProblemStrings(problems), histProblems...),
+		Policy: src.Policy, Op: op, Now: now, Used: used, BreakGlass: hist, PreconditionUnchecked: true})
 	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now, Diffs: src.Diffs}
 	if r, ok := refusal.As(gateErr); ok {
 		j.Refusal = r

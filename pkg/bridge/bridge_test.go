@@ -226,3 +226,59 @@ func TestPlanLinesShowThePrecondition(t *testing.T) {
 		t.Fatalf("precondition output not quoted and cut:\n%s", got)
 	}
 }
+
+// A click or comment already recorded and read again (a restarted
+// bridge, a redelivery) is the answer already stored, however old it is
+// by now and whatever happened since; a click never recorded that is too
+// old is refused, even when its approver's same verdict is on record.
+func TestAnswerReadAgainIsAlreadyRecorded(t *testing.T) {
+	review := approval.Channel{Kind: "github", GitHubLogin: "alice", GitHubUserID: bridgetest.GitHubUserID("alice"), GitHubReview: 7, GitHubRepo: "o/r"}
+	comment := review
+	comment.GitHubReview, comment.GitHubComment = 0, 7
+	for _, tc := range []struct {
+		name      string
+		ch, other approval.Channel
+	}{
+		{"slack", approval.Channel{Kind: "slack", SlackUser: "UALICE", SlackTeam: "T1", SlackActionTS: "1700000000.000001"},
+			approval.Channel{Kind: "slack", SlackUser: "UALICE", SlackTeam: "T1", SlackActionTS: "1700000000.000002"}},
+		{"github comment", comment, review},
+		{"github review", review, comment},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := bridgetest.New(t, 1)
+			w.Record = w.FileFor(t, "smith", 3*time.Hour)
+			now := time.Now()
+			w.Now = func() time.Time { return now }
+			a := w.Attestor(t)
+			issued := now.Add(-time.Second).UTC()
+			req := bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: "approve", Channel: tc.ch, Issued: issued}
+			first, err := a.Answer(req)
+			if err != nil || first.Duplicate {
+				t.Fatalf("first: %+v %v", first, err)
+			}
+			// Another click of alice's, older than an answer lives while
+			// her approval is still valid, is refused, not taken for it.
+			old := req
+			old.Channel, old.Issued = tc.other, issued.Add(-2*time.Hour)
+			if _, err := a.Answer(old); !refusal.Is(err, refusal.EvidenceExpired) {
+				t.Fatalf("a new click older than an answer lives: %v", err)
+			}
+			now = now.Add(approval.DefaultAnswerTTL + time.Minute)
+			again, err := w.Attestor(t).Answer(req)
+			if err != nil || !again.Duplicate || again.ID != first.ID || again.Approver != "alice" {
+				t.Fatalf("read again past its lifetime: %+v %v", again, err)
+			}
+			old.Issued = issued
+			if _, err := a.Answer(old); !refusal.Is(err, refusal.EvidenceExpired) {
+				t.Fatalf("a new click past its lifetime: %v", err)
+			}
+			w.Withdraw(t)
+			if again, err := a.Answer(req); err != nil || !again.Duplicate || again.ID != first.ID || !again.View.Withdrawn {
+				t.Fatalf("read again after a withdrawal: %+v %v", again, err)
+			}
+			if n := len(w.Answers(t)); n != 1 {
+				t.Fatalf("%d answers", n)
+			}
+		})
+	}
+}

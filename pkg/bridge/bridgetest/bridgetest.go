@@ -103,7 +103,7 @@ const (
 // New makes a world whose operation needs approvers approvals.
 func New(t testing.TB, approvers int) *World {
 	t.Helper()
-	return newWorld(t, approvers, false)
+	return newWorld(t, approvers, false, false)
 }
 
 // NewWithFile is [New] whose operation, push-config, installs a file that
@@ -112,15 +112,30 @@ func New(t testing.TB, approvers int) *World {
 // 0644, CurrentConfig and NewConfig.
 func NewWithFile(t testing.TB, approvers int) *World {
 	t.Helper()
-	return newWorld(t, approvers, true)
+	return newWorld(t, approvers, true, false)
 }
 
-func newWorld(t testing.TB, approvers int, withFile bool) *World {
+// Breaker is the principal of [NewBreakGlass]'s policy who may break
+// glass; it holds no other role.
+var Breaker = Member{ID: "bea", Roles: []string{approval.RoleBreakGlass}}
+
+// NewBreakGlass is [New] whose operation also allows break-glass, and
+// whose policy also has [Breaker].
+func NewBreakGlass(t testing.TB, approvers int) *World {
+	t.Helper()
+	return newWorld(t, approvers, false, true)
+}
+
+func newWorld(t testing.TB, approvers int, withFile, breakGlass bool) *World {
 	t.Helper()
 	dir := t.TempDir()
 	w := &World{Dir: dir, Now: time.Now}
+	members, paths := Cast, `"smith+trinity"`
+	if breakGlass {
+		members, paths = append(append([]Member{}, Cast...), Breaker), `"smith+trinity", "break-glass"`
+	}
 	var err error
-	if w.Policy, err = approval.ParsePolicy("trust.toml", []byte(PolicyTOML(Cast))); err != nil {
+	if w.Policy, err = approval.ParsePolicy("trust.toml", []byte(PolicyTOML(members))); err != nil {
 		t.Fatal(err)
 	}
 	opsDir := filepath.Join(dir, "operations")
@@ -139,9 +154,9 @@ targets = ["staging"]
 pattern = "^[a-z]+$"
 
 [operation.approval]
-paths = ["smith+trinity"]
+paths = [%s]
 approvers = %d
-`, dir, approvers)
+`, dir, paths, approvers)
 	req := operations.Request{Operation: "touch-flag", Target: "staging", Params: map[string]string{"name": "ready"}, Cwd: dir}
 	if withFile {
 		ops = fmt.Sprintf(`
@@ -236,13 +251,21 @@ func (w *World) Put(t testing.TB, env *approval.Envelope) string {
 	return id
 }
 
-// File stores a certainty record by filer and returns its id.
+// File stores a certainty record by filer, expiring in an hour, and
+// returns its id.
 func (w *World) File(t testing.TB, filer string) string {
+	t.Helper()
+	return w.FileFor(t, filer, time.Hour)
+}
+
+// FileFor stores a certainty record by filer that expires ttl from now
+// (the real clock), and returns its id.
+func (w *World) FileFor(t testing.TB, filer string, ttl time.Duration) string {
 	t.Helper()
 	now := time.Now().UTC()
 	rec := approval.CertaintyRecord{Fingerprint: w.FP, Summary: "touch the ready flag", Effect: "a flag file appears",
 		BlastRadius: "staging only", Rollback: "rm the flag", Certainty: "high", Filer: filer,
-		Issued: now.Add(-30 * time.Second), Expires: now.Add(time.Hour)}
+		Issued: now.Add(-30 * time.Second), Expires: now.Add(ttl)}
 	return w.Put(t, Sign(t, filer, approval.TypeSmith, rec))
 }
 

@@ -25,7 +25,14 @@ type rig struct {
 
 func newRig(t *testing.T, approvers, pr int) *rig {
 	t.Helper()
-	r := &rig{w: bridgetest.New(t, approvers), gh: bridgetest.NewFakeGitHub("acme", "prod-decisions", token), log: &strings.Builder{}}
+	return rigOn(t, bridgetest.New(t, approvers), pr)
+}
+
+// rigOn is the rig of world w, its record w.Record posted on GitHub (on
+// pull request pr, when not 0).
+func rigOn(t *testing.T, w *bridgetest.World, pr int) *rig {
+	t.Helper()
+	r := &rig{w: w, gh: bridgetest.NewFakeGitHub("acme", "prod-decisions", token), log: &strings.Builder{}}
 	t.Cleanup(r.gh.Close)
 	client, err := githubbridge.NewClient(r.gh.APIURL(), bridge.NewSecret(token), nil)
 	if err != nil {
