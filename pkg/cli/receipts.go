@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -162,9 +163,11 @@ func receiptsList(f *Factory, last int) error {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	// An outcome names its run; its operation and fingerprint are the
-	// intent's. Only runs whose outcome is still to come are remembered.
+	// intent's. Only runs whose outcome is still to come are remembered,
+	// and break-glass runs, which a review names after their outcome.
 	type planned struct{ op, fp string }
 	open := map[string]planned{}
+	broke := map[string]planned{}
 	rows := 0
 	err = receipts.Scan(lines(), func(l receipts.Line) error {
 		n := l.No // the line's number in what both passes read
@@ -194,6 +197,18 @@ func receiptsList(f *Factory, last int) error {
 			}
 			if r.RunID != "" {
 				open[r.RunID] = planned{op, fp}
+				if r.Intent.Path == operations.PathBreakGlass {
+					broke[r.RunID] = planned{op, fp}
+				}
+			}
+		}
+		if r.Kind == receipts.KindReview {
+			// A review's operation is its run's; without the run's
+			// intent among the lines, the plan the review names.
+			if p, ok := broke[r.RunID]; ok {
+				op, fp = p.op, p.fp
+			} else if r.Review != nil {
+				fp = reviewedPlan(r.Review.Review)
 			}
 		}
 		if r.Outcome != nil {
@@ -229,6 +244,24 @@ func receiptsList(f *Factory, last int) error {
 		bgs.print(out) // after the table, which out still holds
 	}
 	return nil
+}
+
+// reviewedPlan is the fingerprint a break-glass review says it reviews
+// the run of, read without verifying it (as list reads every receipt), or
+// "" when env does not read as a review.
+func reviewedPlan(env *approval.Envelope) string {
+	if env == nil || env.PayloadType != approval.TypeBreakGlassReview {
+		return ""
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(env.Payload)
+	if err != nil {
+		return ""
+	}
+	var rev approval.BreakGlassReview
+	if strictjson.Unmarshal(b, &rev) != nil {
+		return ""
+	}
+	return rev.Fingerprint
 }
 
 // receiptLine is one line of `receipts list --json`.
