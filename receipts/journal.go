@@ -343,8 +343,8 @@ func Scan(r io.Reader, fn func(Line) error) error {
 
 // Decode opens a journal line without verifying its signature.
 func Decode(line []byte) (*approval.Envelope, *Receipt, error) {
-	var env approval.Envelope
-	if err := strictjson.Unmarshal(line, &env); err != nil {
+	env, err := parseEnvelope(line)
+	if err != nil {
 		return nil, nil, fmt.Errorf("not a receipt envelope: %w", err)
 	}
 	if env.PayloadType != PayloadType {
@@ -354,7 +354,7 @@ func Decode(line []byte) (*approval.Envelope, *Receipt, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &env, r, nil
+	return env, r, nil
 }
 
 // DecodeLine is Decode of a line as Scan or ScanBack gives it: a line
