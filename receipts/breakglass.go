@@ -47,6 +47,13 @@ func (rp *Replayer) breakGlassEntry(e *entry, in *Intent, dec *approval.Decision
 // from the gate is found here.
 func (st *state) checkBreakGlass(e *entry) {
 	bg := e.bg
+	if bg.report.BreakGlass == nil {
+		// The gate let the run through on this record, so it decoded
+		// there: it cannot fail to here. Should it ever, the run fails
+		// rather than replay crashing, and no breaker's runs count it.
+		e.res.add(GateNotSatisfied, "the break-glass record %.12s… the gate let this run through on does not read as a break-glass record", bg.id)
+		return
+	}
 	who := bg.report.BreakGlass.Breaker
 	for _, prev := range st.bgRuns[who] {
 		if !bg.seen[prev.id] {

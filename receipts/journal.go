@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -189,67 +190,48 @@ type tailInfo struct {
 }
 
 // readTail finds the last complete line of f: its hash, and the sequence
-// number it implies. It reads backwards in growing chunks, so its cost does
-// not grow with the journal; the first is small, as most receipts are.
+// number it implies. It walks back from the end (scanBack, as ScanBack
+// does), so its cost does not grow with the journal; the first chunk is
+// small, as most receipts are.
 func readTail(f *os.File) (tailInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return tailInfo{}, err
 	}
 	size := fi.Size()
-	if size == 0 {
-		return tailInfo{}, nil
-	}
-	chunk := int64(8 << 10)
-	for ; ; chunk *= 4 {
-		if chunk > size {
-			chunk = size
+	var t tailInfo
+	// The sequence is one past the last entry that decodes, plus the
+	// lines after it that do not (replay reports those, and counts a line
+	// longer than MaxLine among them).
+	var after uint64
+	found := false
+	t.end, err = scanBack(f, size, 8<<10, func(l Line) bool {
+		if after == 0 {
+			t.hash = l.Hash
+			if l.Long == 0 {
+				t.hash = LineHash(l.Bytes)
+			}
 		}
-		whole := chunk == size
-		buf := make([]byte, chunk)
-		if _, err := f.ReadAt(buf, size-chunk); err != nil && err != io.EOF {
+		if seq, ok := seqOf(l.Bytes); ok { // a long line has no Bytes
+			t.seq, found = seq+after, true
+			return true
+		}
+		after++
+		return false
+	})
+	if err != nil {
+		return tailInfo{}, fmt.Errorf("reading journal tail: %w", err)
+	}
+	if !found {
+		t.seq = after
+	}
+	if n := size - t.end; n > 0 {
+		t.torn = make([]byte, n)
+		if _, err := f.ReadAt(t.torn, t.end); err != nil && err != io.EOF {
 			return tailInfo{}, fmt.Errorf("reading journal tail: %w", err)
 		}
-		var t tailInfo
-		body := buf
-		if nl := bytes.LastIndexByte(buf, '\n'); nl != len(buf)-1 {
-			if nl < 0 && !whole {
-				continue
-			}
-			t.torn = append([]byte(nil), buf[nl+1:]...)
-			body = buf[:nl+1]
-		}
-		t.end = size - int64(len(t.torn))
-		if len(body) == 0 {
-			return t, nil // the whole journal is one torn line
-		}
-		// Walk back line by line. The sequence is one past the last entry
-		// that decodes, plus the lines after it that do not (replay
-		// reports those). A line that may be cut by the chunk's start is
-		// read again from a larger chunk.
-		body = body[:len(body)-1]
-		var after uint64
-		for {
-			i := bytes.LastIndexByte(body, '\n')
-			if i < 0 && !whole {
-				break
-			}
-			line := body[i+1:]
-			if after == 0 {
-				t.hash = LineHash(line)
-			}
-			if seq, ok := seqOf(line); ok {
-				t.seq = seq + after
-				return t, nil
-			}
-			after++
-			if i < 0 {
-				t.seq = after
-				return t, nil
-			}
-			body = body[:i]
-		}
 	}
+	return t, nil
 }
 
 // seqOf reads the sequence number of a journal line without verifying it.
@@ -280,7 +262,9 @@ const MaxLine = 8 << 20
 
 // Line is one journal line as read, before any verification.
 type Line struct {
-	No    int
+	No int
+	// Off is the offset of the line's first byte in the journal.
+	Off   int64
 	Bytes []byte // nil when the line is longer than MaxLine
 	// Torn is set on a final line that does not end in a newline: the
 	// write of a run that crashed, not a complete entry.
@@ -298,6 +282,7 @@ type Line struct {
 func Scan(r io.Reader, fn func(Line) error) error {
 	br := bufio.NewReaderSize(r, 256<<10)
 	var buf []byte
+	var off int64
 	for no := 1; ; no++ {
 		buf = buf[:0]
 		var h hash.Hash
@@ -334,9 +319,14 @@ func Scan(r io.Reader, fn func(Line) error) error {
 			}
 		}
 		if len(buf) > 0 || long > 0 || newline {
-			l := Line{No: no, Bytes: buf, Torn: !newline}
+			l := Line{No: no, Off: off, Bytes: buf, Torn: !newline}
+			n := int64(len(buf))
 			if h != nil {
 				l.Bytes, l.Long, l.Hash = nil, long, hex.EncodeToString(h.Sum(nil))
+				n = long
+			}
+			if off += n; newline {
+				off++
 			}
 			if ferr := fn(l); ferr != nil {
 				return ferr
@@ -353,8 +343,8 @@ func Scan(r io.Reader, fn func(Line) error) error {
 
 // Decode opens a journal line without verifying its signature.
 func Decode(line []byte) (*approval.Envelope, *Receipt, error) {
-	var env approval.Envelope
-	if err := strictjson.Unmarshal(line, &env); err != nil {
+	env, err := parseEnvelope(line)
+	if err != nil {
 		return nil, nil, fmt.Errorf("not a receipt envelope: %w", err)
 	}
 	if env.PayloadType != PayloadType {
@@ -364,7 +354,21 @@ func Decode(line []byte) (*approval.Envelope, *Receipt, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &env, r, nil
+	return env, r, nil
+}
+
+// DecodeLine is Decode of a line as Scan or ScanBack gives it: a line
+// longer than MaxLine is no receipt, as replay says.
+func DecodeLine(l Line) (*approval.Envelope, *Receipt, error) {
+	if l.Long > 0 {
+		return nil, nil, errors.New(tooLong(l.Long))
+	}
+	return Decode(l.Bytes)
+}
+
+// tooLong says why a line of n bytes is not read.
+func tooLong(n int64) string {
+	return fmt.Sprintf("it is %d bytes long; a journal line is at most %d (receipts.MaxLine)", n, MaxLine)
 }
 
 // decodeReceipt decodes a receipt payload strictly. The operation
@@ -413,65 +417,72 @@ func decodeReceipt(b64 string) (*Receipt, error) {
 // ScanBack calls fn for each complete line of the journal r (size bytes
 // long) from the last to the first, reading backwards in chunks, until fn
 // returns true: what it costs is the lines read, not the journal's size
-// (receipts show, receipts list --last). A final line without its newline
-// (torn) is skipped; a line longer than MaxLine is passed as nil.
-func ScanBack(r io.ReaderAt, size int64, fn func(line []byte) (stop bool)) error {
-	pos := size
-	var tail []byte // the start of a line whose end is already read
-	long := false
-	first := true
-	chunk := int64(64 << 10)
-	for pos > 0 {
-		n := min(chunk, pos)
-		buf := make([]byte, n, n+int64(len(tail)))
-		if _, err := r.ReadAt(buf, pos-n); err != nil && err != io.EOF {
-			return fmt.Errorf("reading journal: %w", err)
+// (receipts show, receipts list --last). Each line is as Scan gives it,
+// with its offset in Off and No left 0 (counting would read the journal
+// from its start): a line longer than MaxLine comes without its bytes,
+// with its length in Long and its LineHash in Hash (read forwards again,
+// never held). A final line without its newline (torn) is skipped. Bytes
+// is only valid during the call.
+func ScanBack(r io.ReaderAt, size int64, fn func(Line) (stop bool)) error {
+	_, err := scanBack(r, size, 64<<10, fn)
+	return err
+}
+
+// scanBack is ScanBack's walk, from a first chunk of chunk bytes (each
+// next one twice as large, up to 4 MiB). It returns the offset just past
+// the last complete line: where a torn final line starts, or size.
+func scanBack(r io.ReaderAt, size, chunk int64, fn func(Line) bool) (int64, error) {
+	// buf holds the bytes [at, at+len(buf)) not yet passed to fn. Once the
+	// last newline is found (end >= 0) and unless long, they end where
+	// the current line does: at lineEnd, its newline's offset.
+	var buf []byte
+	at, end, lineEnd := size, int64(-1), int64(0)
+	long := false // the current line is already longer than MaxLine
+	for {
+		i := bytes.LastIndexByte(buf, '\n')
+		if i < 0 && at > 0 {
+			// Read the chunk before. What cannot be passed is not kept:
+			// a torn tail, and a line past MaxLine (its hash is read
+			// again, forwards, once its start is found).
+			switch {
+			case end < 0 || long:
+				buf = buf[:0]
+			case len(buf) > MaxLine:
+				buf, long = buf[:0], true
+			}
+			n := min(chunk, at)
+			b := make([]byte, n, n+int64(len(buf)))
+			if _, err := r.ReadAt(b, at-n); err != nil && err != io.EOF {
+				return 0, fmt.Errorf("reading journal: %w", err)
+			}
+			at -= n
+			buf = append(b, buf...)
+			chunk = min(chunk*2, 4<<20)
+			continue
 		}
-		pos -= n
-		buf = append(buf, tail...)
-		if first {
-			// Bytes after the last newline are a torn line: skipped.
-			i := bytes.LastIndexByte(buf, '\n')
+		if end < 0 {
 			if i < 0 {
-				tail = buf
-				if pos == 0 {
-					return nil
-				}
-				continue
+				return 0, nil // no newline: empty, or one torn line
 			}
-			buf, first = buf[:i+1], false
+			end, lineEnd, buf = at+int64(i)+1, at+int64(i), buf[:i]
+			continue
 		}
-		// buf ends in a newline (or is a line's start, when tail was
-		// kept): every line after the first newline is complete.
-		end := len(buf)
-		if end > 0 && buf[end-1] == '\n' {
-			end--
-		}
-		for {
-			i := bytes.LastIndexByte(buf[:end], '\n')
-			if i < 0 {
-				break
+		// The line is [start, lineEnd): after the newline at i, or from
+		// the journal's start when there is none before it (at is 0).
+		start := at + int64(i) + 1
+		l := Line{Off: start}
+		if n := lineEnd - start; long || n > MaxLine {
+			h := sha256.New()
+			if _, err := io.Copy(h, io.NewSectionReader(r, start, n)); err != nil {
+				return 0, fmt.Errorf("reading journal: %w", err)
 			}
-			line := buf[i+1 : end]
-			if long {
-				line, long = nil, false
-			}
-			if fn(line) {
-				return nil
-			}
-			end = i
+			l.Long, l.Hash = n, hex.EncodeToString(h.Sum(nil))
+		} else {
+			l.Bytes = buf[i+1:]
 		}
-		tail = append([]byte(nil), buf[:end]...)
-		if len(tail) > MaxLine {
-			tail, long = tail[:0], true
+		if fn(l) || i < 0 {
+			return end, nil
 		}
-		chunk = min(chunk*2, 4<<20)
+		long, lineEnd, buf = false, at+int64(i), buf[:i]
 	}
-	if !first { // the first line: its newline was read
-		if long {
-			tail = nil
-		}
-		fn(tail)
-	}
-	return nil
 }

@@ -363,6 +363,28 @@ func TestAppendFindsTheTailOfALongJournal(t *testing.T) {
 	}
 }
 
+// TestAppendAfterALongLine: a line longer than MaxLine is no receipt to
+// replay, whatever it holds; Append counts it so too, and chains to its
+// hash, so the entry after it verifies. (Append once read the sequence
+// number such a line claimed, and the next entry broke the chain.)
+func TestAppendAfterALongLine(t *testing.T) {
+	f := jtNew(t)
+	f.append(jtEntry("a", 0))
+	long, err := f.journal().sign(&Receipt{Kind: KindRepair, Seq: 7, Repair: &Repair{SavedAs: strings.Repeat("p", MaxLine)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addRaw(append(long, '\n'))
+	r := jtEntry("c", 0)
+	if a := f.append(r); a.Seq != 3 || r.Prev != LineHash(long) {
+		t.Errorf("seq %d prev %.12s after a long line, want seq 3 prev %.12s", a.Seq, r.Prev, LineHash(long))
+	}
+	res, sum := f.replay()
+	if sum.Entries != 3 || sum.Failed != 1 || !res[2].OK {
+		t.Errorf("replay %+v, the last entry %+v: want only the long line to fail", sum, res[2])
+	}
+}
+
 func TestScan(t *testing.T) {
 	long := strings.Repeat("L", 600<<10) // longer than Scan's buffer
 	for _, tc := range []struct {

@@ -390,7 +390,7 @@ func (e *entry) decode() {
 	e.res = Result{Line: e.line.No, Problems: []Problem{}}
 	if e.line.Long > 0 {
 		e.hash = e.line.Hash
-		e.envErr = fmt.Sprintf("it is %d bytes long; a journal line is at most %d (receipts.MaxLine)", e.line.Long, MaxLine)
+		e.envErr = tooLong(e.line.Long)
 		return
 	}
 	e.hash = LineHash(e.line.Bytes)

@@ -27,7 +27,7 @@ func naiveTail(data []byte) tailInfo {
 	lines := bytes.Split(body[:len(body)-1], []byte{'\n'})
 	t.hash = LineHash(lines[len(lines)-1])
 	for i := len(lines) - 1; i >= 0; i-- {
-		if seq, ok := seqOf(lines[i]); ok {
+		if seq, ok := seqOf(lines[i]); ok && len(lines[i]) <= MaxLine {
 			t.seq = seq + uint64(len(lines)-1-i)
 			return t
 		}

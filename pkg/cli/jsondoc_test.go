@@ -239,6 +239,22 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 			mustExit(0, code, "break-glass review")
 		}
 	}
+	// A review's row carries the operation and fingerprint of the run it
+	// reviews, as an outcome's does.
+	code, docs = run("receipts list", "stdout", "receipts", "list")
+	mustExit(0, code, "receipts list after the review")
+	reviews := 0
+	for _, d := range docs {
+		if d["kind"] == "review" {
+			reviews++
+			if d["operation"] != "config-push" || !strings.HasPrefix(d["fingerprint"].(string), "sha256:") {
+				t.Errorf("receipts list: a review row has operation %q and fingerprint %q, want its run's", d["operation"], d["fingerprint"])
+			}
+		}
+	}
+	if reviews != 1 {
+		t.Errorf("receipts list shows %d reviews, want 1", reviews)
+	}
 	code, docs = run("receipts show", "stdout", "receipts", "show", "1")
 	mustExit(0, code, "receipts show")
 	if id, _ := docs[0]["run_id"].(string); id != "" {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -126,40 +126,28 @@ func receiptsList(f *Factory, last int) error {
 	}
 	// The lines listed: the journal as it is now, or its last N, read
 	// from the end (what that costs is the N lines, not the journal).
-	// Both passes below read the same lines.
-	var window [][]byte
+	// Either is one stretch of the journal, [from, to), which both passes
+	// below read alike: a line longer than receipts.MaxLine is what replay
+	// reads too (not a receipt, with its hash, so the next still chains).
+	from, to := int64(0), fi.Size()
 	if last > 0 {
-		err = receipts.ScanBack(fl, fi.Size(), func(line []byte) bool {
-			window = append(window, line)
-			return len(window) == last
+		to = -1
+		n := 0
+		err = receipts.ScanBack(fl, fi.Size(), func(l receipts.Line) bool {
+			if to < 0 {
+				to = l.Off + int64(len(l.Bytes)) + l.Long + 1 // past its newline
+			}
+			from, n = l.Off, n+1
+			return n == last
 		})
 		if err != nil {
 			return err
 		}
-		slices.Reverse(window)
-	}
-	lines := func() io.Reader {
-		if last == 0 {
-			return io.NewSectionReader(fl, 0, fi.Size())
-		}
-		var b bytes.Buffer
-		for _, l := range window {
-			b.Write(l)
-			b.WriteByte('\n')
-		}
-		return &b
-	}
-	scan := func(fn func(receipts.Line) error) error { return receipts.Scan(lines(), fn) }
-	if last > 0 {
-		scan = func(fn func(receipts.Line) error) error {
-			for _, l := range window {
-				if err := fn(receipts.Line{Bytes: l}); err != nil {
-					return err
-				}
-			}
-			return nil
+		if to < 0 {
+			to = 0 // no complete line
 		}
 	}
+	lines := func() io.Reader { return io.NewSectionReader(fl, from, to-from) }
 	// First the break-glass runs, as replay judges them: whether one is
 	// reviewed may be said by any later line.
 	bgs, err := newBreakGlassLister(f, lines())
@@ -175,15 +163,24 @@ func receiptsList(f *Factory, last int) error {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	// An outcome names its run; its operation and fingerprint are the
-	// intent's. Only runs whose outcome is still to come are remembered.
+	// intent's. Only runs whose outcome is still to come are remembered,
+	// and break-glass runs, which a review names after their outcome.
 	type planned struct{ op, fp string }
 	open := map[string]planned{}
-	rows, n := 0, 0
-	err = scan(func(l receipts.Line) error {
-		n++ // the line's number in what both passes read
-		_, r, err := receipts.Decode(l.Bytes)
+	broke := map[string]planned{}
+	rows := 0
+	err = receipts.Scan(lines(), func(l receipts.Line) error {
+		n := l.No // the line's number in what both passes read
+		if last > 0 {
+			l.No = 0 // not the journal's line number (docs/JSON.md)
+		}
+		_, r, err := receipts.DecodeLine(l)
 		if err != nil {
-			fmt.Fprintf(f.IO.Err, "prod-write: line %d is not a receipt: %v\n", l.No, err)
+			if last > 0 {
+				fmt.Fprintf(f.IO.Err, "prod-write: line %d of the last %d is not a receipt: %v\n", n, last, err)
+			} else {
+				fmt.Fprintf(f.IO.Err, "prod-write: line %d is not a receipt: %v\n", n, err)
+			}
 			return nil
 		}
 		op, fp, exit := "", "", ""
@@ -200,6 +197,18 @@ func receiptsList(f *Factory, last int) error {
 			}
 			if r.RunID != "" {
 				open[r.RunID] = planned{op, fp}
+				if r.Intent.Path == operations.PathBreakGlass {
+					broke[r.RunID] = planned{op, fp}
+				}
+			}
+		}
+		if r.Kind == receipts.KindReview {
+			// A review's operation is its run's; without the run's
+			// intent among the lines, the plan the review names.
+			if p, ok := broke[r.RunID]; ok {
+				op, fp = p.op, p.fp
+			} else if r.Review != nil {
+				fp = reviewedPlan(r.Review.Review)
 			}
 		}
 		if r.Outcome != nil {
@@ -237,6 +246,24 @@ func receiptsList(f *Factory, last int) error {
 	return nil
 }
 
+// reviewedPlan is the fingerprint a break-glass review says it reviews
+// the run of, read without verifying it (as list reads every receipt), or
+// "" when env does not read as a review.
+func reviewedPlan(env *approval.Envelope) string {
+	if env == nil || env.PayloadType != approval.TypeBreakGlassReview {
+		return ""
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(env.Payload)
+	if err != nil {
+		return ""
+	}
+	var rev approval.BreakGlassReview
+	if strictjson.Unmarshal(b, &rev) != nil {
+		return ""
+	}
+	return rev.Fingerprint
+}
+
 // receiptLine is one line of `receipts list --json`.
 type receiptLine struct {
 	FormatVersion int       `json:"format_version"`
@@ -271,11 +298,8 @@ func receiptsShow(f *Factory, id string) error {
 	// all follow its intent. A shorter prefix may match several runs, so
 	// it reads back to the start.
 	var found []*receipts.Receipt
-	err = receipts.ScanBack(fl, fi.Size(), func(line []byte) bool {
-		if line == nil {
-			return false
-		}
-		_, r, err := receipts.Decode(line)
+	err = receipts.ScanBack(fl, fi.Size(), func(l receipts.Line) bool {
+		_, r, err := receipts.DecodeLine(l)
 		if err != nil {
 			return false
 		}
