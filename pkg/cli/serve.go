@@ -375,6 +375,10 @@ type serviceCall struct {
 	cwd     *os.File
 	cwdPath string
 	files   map[string]*os.File // handed over or fetched, by parameter name
+	// stop is closed once the service stops (service.Handler): a wait
+	// ends then, and stopped says that it did, for the log.
+	stop    <-chan struct{}
+	stopped bool
 }
 
 // file returns the descriptor of file parameter name: the one handed over
@@ -532,7 +536,7 @@ func cwdPath(d *os.File) (string, error) {
 
 // Serve implements service.Handler.
 func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
-	sc := &serviceCall{c: c, svc: h.st, key: c.Files["key"], cwd: c.Files["cwd"], files: map[string]*os.File{}}
+	sc := &serviceCall{c: c, svc: h.st, key: c.Files["key"], cwd: c.Files["cwd"], files: map[string]*os.File{}, stop: ctx.Done()}
 	defer sc.close()
 	for n, fl := range c.Files {
 		if name, ok := strings.CutPrefix(n, "file:"); ok {
@@ -573,6 +577,9 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 	case <-c.Gone():
 		gone = "; the client went away"
 	default:
+		if sc.stopped {
+			gone = "; the service is stopping"
+		}
 	}
 	h.st.log.Printf("uid %d pid %d: %s: exit %d (%s%s)", c.Peer.UID, c.Peer.PID, c.Request.Op, code, time.Since(start).Round(time.Microsecond), gone)
 	return code

@@ -161,6 +161,12 @@ func statusWaitClient(o *StatusOptions) error {
 			o.Resumed = true
 			continue
 		}
+		if r, ok := refusal.As(err); ok && call.Resumed && r.Code == ServiceUnavailable {
+			// Asked again after a wait in the service ended: the service
+			// stopped (or died) while we waited.
+			return refusal.New(ServiceUnavailable, "the runner service went away while waiting for a decision on %s (it stopped or is restarting; wait again once it is back): %s", o.Fingerprint, r.Reason).
+				Needs(r.Missing...)
+		}
 		return err
 	}
 }
@@ -199,6 +205,14 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 		// client for may be missing from it: end the call, silently.
 		return &ExitError{Code: ExitSignalled}
 	}
+	if errors.Is(err, context.Canceled) && f.serviceStopping() {
+		// The service stops: a wait is only a question, and holds no
+		// stop. Ended as a bounded wait that ran out, silently: the
+		// client asks again, of the service that replaces this one or
+		// of none (statusWaitClient says so).
+		f.call.stopped = true
+		return &ExitError{Code: ExitTimeout}
+	}
 	if errors.Is(err, errWaitTimeout) {
 		if capped {
 			// Silent: the client asks again (statusWaitClient).
@@ -219,22 +233,37 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 }
 
 // clientContext is done once the client of a call in the service has gone
-// (service.Call.Gone); in local mode, and for MCP over HTTP, only when
-// cancelled.
+// (service.Call.Gone) or the service stops; in local mode, and for MCP
+// over HTTP, only when cancelled.
 func (f *Factory) clientContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	if f.call == nil || f.call.c == nil {
 		return ctx, cancel
 	}
-	gone := f.call.c.Gone()
+	gone, stop := f.call.c.Gone(), f.call.stop
 	go func() {
 		select {
 		case <-gone:
+			cancel()
+		case <-stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	return ctx, cancel
+}
+
+// serviceStopping reports whether the service serving f's call stops.
+func (f *Factory) serviceStopping() bool {
+	if f.call == nil || f.call.stop == nil {
+		return false
+	}
+	select {
+	case <-f.call.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // clientGone reports whether the client of a call in the service has gone.
