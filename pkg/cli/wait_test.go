@@ -123,3 +123,81 @@ func TestWaitClientAsksAgainResumed(t *testing.T) {
 		}
 	}
 }
+
+// waitingHandler is a service whose status --wait calls wait until their
+// client goes (or a long while), and whose plain status calls answer a
+// report at once.
+type waitingHandler struct {
+	started chan struct{}
+	ended   chan string
+}
+
+func (h *waitingHandler) Serve(_ context.Context, c *service.Call) int {
+	var o StatusOptions
+	json.Unmarshal(c.Request.Args, &o)
+	if !o.Wait {
+		c.Files["stdout"].WriteString(`{"state":"pending"}` + "\n")
+		return 0
+	}
+	h.started <- struct{}{}
+	select {
+	case <-c.Gone():
+		h.ended <- "the client went"
+	case <-time.After(20 * time.Second): // a generous bound: it ends at once
+		h.ended <- "still waiting after 20 s"
+	}
+	return ExitTimeout
+}
+
+// An MCP request to wait, through the service, that is cancelled ends its
+// call in the service at once (the client closes the connection, and the
+// service sees it go), not when the slice it asked for runs out; the tool
+// ends pending, with the plan's status.
+func TestMCPRemoteWaitCancelledEndsItsCall(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	l, err := service.Listen(sock, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &waitingHandler{started: make(chan struct{}, 1), ended: make(chan string, 1)}
+	srv := &service.Server{Handler: h}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	defer func() { stop(); <-done }()
+	cfg := filepath.Join(dir, "client.toml")
+	if err := os.WriteFile(cfg, []byte("[service]\nsocket = \""+sock+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _, _ := testFactory(t, dir)
+	f.LookupEnv = func(k string) (string, bool) { return cfg, k == "PROD_WRITE_CONFIG" }
+	b := newMCPBackend(f)
+	if !b.remote {
+		t.Fatal("the backend is not the service's client")
+	}
+	type result struct {
+		report  any
+		pending bool
+		err     error
+	}
+	got := make(chan result, 1)
+	req, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		report, _, pending, err := b.Wait(req, "sha256:"+strings.Repeat("0", 64), time.Hour, func(string) {})
+		got <- result{report, pending, err}
+	}()
+	<-h.started
+	cancel()
+	if e := <-h.ended; e != "the client went" {
+		t.Fatalf("the service's call: %s, want it to see its client go", e)
+	}
+	r := <-got
+	if r.err != nil || !r.pending {
+		t.Fatalf("Wait: pending %v, %v; want pending", r.pending, r.err)
+	}
+	if b, _ := json.Marshal(r.report); !strings.Contains(string(b), `"pending"`) {
+		t.Fatalf("Wait's report %s, want the plan's status", b)
+	}
+}
