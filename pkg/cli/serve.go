@@ -96,6 +96,9 @@ type loadedPolicy struct {
 	runnerKey *keys.Private
 	runner    *approval.Principal
 	runnerErr error
+	// replaced is closed once a reload replaces this load: a wait in
+	// progress judges again at once, by the new one.
+	replaced chan struct{}
 }
 
 func (s *serviceState) current() *loadedPolicy { return s.loaded.Load() }
@@ -119,9 +122,11 @@ func (s *serviceState) load() error {
 	for _, w := range reg.Warnings {
 		s.log.Printf("warning: %s", w)
 	}
-	lp := &loadedPolicy{reg: reg, policy: policy}
+	lp := &loadedPolicy{reg: reg, policy: policy, replaced: make(chan struct{})}
 	lp.runnerKey, lp.runner, lp.runnerErr = runner.LoadIdentity(s.cfg, policy)
-	s.loaded.Store(lp)
+	if old := s.loaded.Swap(lp); old != nil {
+		close(old.replaced)
+	}
 	s.snapshots.Purge()
 	return nil
 }

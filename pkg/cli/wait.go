@@ -18,10 +18,14 @@ import (
 // change, and at least every watchFallback in case a change went unseen
 // (a filesystem without inotify, a store written over the network); with
 // none (DynamoDB) it polls, from pollMin doubling to pollMax.
+//
+// Inside the runner service a wait also judges again when a reload
+// (SIGHUP) replaces the policy and registry: it goes on, by the new ones.
+var watchFallback = 2 * time.Second // a variable for tests
+
 const (
-	watchFallback = 2 * time.Second
-	pollMin       = 200 * time.Millisecond
-	pollMax       = 5 * time.Second
+	pollMin = 200 * time.Millisecond
+	pollMax = 5 * time.Second
 	// serviceWaitMax bounds one wait inside the runner service, so that
 	// a waiting client never holds a service slot for long: the client
 	// asks again.
@@ -68,6 +72,8 @@ func waitDecision(ctx context.Context, f *Factory, fp string, deadline time.Time
 	}
 	poll := pollMin
 	for {
+		// Taken before judging: a reload while judging wakes the wait.
+		reloaded := f.policyReplaced()
 		s, err := statusCore(f, fp, d)
 		if err != nil {
 			return nil, err
@@ -86,18 +92,45 @@ func waitDecision(ctx context.Context, f *Factory, fp string, deadline time.Time
 		if !deadline.IsZero() && deadline.Before(until) {
 			until = deadline
 		}
+		wctx, wake := wakeOn(ctx, reloaded)
 		if w != nil {
 			until = earliest(until, now.Add(watchFallback))
-			err = w.Wait(ctx, until)
+			err = w.Wait(wctx, until)
 		} else {
 			until = earliest(until, now.Add(poll))
 			poll = min(poll*2, pollMax)
-			err = sleepUntil(ctx, until)
+			err = sleepUntil(wctx, until)
 		}
-		if err != nil {
-			return s, err
+		wake()
+		if err != nil && ctx.Err() != nil {
+			return s, ctx.Err()
 		}
+		// Otherwise woken, perhaps by a reload: judge again.
 	}
+}
+
+// policyReplaced is closed once the runner service replaces the policy
+// and registry f's call judges by (a reload); nil outside the service.
+func (f *Factory) policyReplaced() <-chan struct{} {
+	if f.call == nil {
+		return nil
+	}
+	return f.call.svc.current().replaced
+}
+
+// wakeOn returns a context that is also done once ch is closed.
+func wakeOn(ctx context.Context, ch <-chan struct{}) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(ctx)
+	if ch != nil {
+		go func() {
+			select {
+			case <-ch:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+	}
+	return wctx, cancel
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 )
 
@@ -199,5 +203,76 @@ func TestMCPRemoteWaitCancelledEndsItsCall(t *testing.T) {
 	}
 	if b, _ := json.Marshal(r.report); !strings.Contains(string(b), `"pending"`) {
 		t.Fatalf("Wait's report %s, want the plan's status", b)
+	}
+}
+
+// A wait in the runner service goes on through a reload (SIGHUP) and
+// judges again at once, by the policy and registry loaded: here the
+// operation is gone from the new registry, and the wait ends with that
+// refusal. Nothing changes in the store and the fallback wake is an hour
+// away: only the reload wakes it.
+func TestServiceWaitJudgesAgainOnReload(t *testing.T) {
+	h := newRunHarness(t)
+	opPath := filepath.Join(h.dir, "operations", "noop.toml")
+	op := `
+[[operation]]
+name = "noop"
+description = "does nothing"
+program = "true"
+targets = ["staging"]
+[operation.approval]
+paths = ["record+approvals"]
+`
+	if err := os.WriteFile(opPath, []byte(op), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fp := h.plan("noop")
+	if code, _, stderr := h.run("file", fp, "--key", h.key("smith"), "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"); code != 0 {
+		t.Fatal(stderr)
+	}
+	old := watchFallback
+	watchFallback = time.Hour
+	t.Cleanup(func() { watchFallback = old })
+	cfg, err := config.Load(filepath.Join(h.dir, "prod-write.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &serviceState{cfg: cfg, log: log.New(io.Discard, "", 0)}
+	if err := st.load(); err != nil {
+		t.Fatal(err)
+	}
+	f := &Factory{
+		IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: time.Now,
+		LookupEnv: func(string) (string, bool) { return "", false },
+		Getwd:     func() (string, error) { return h.dir, nil },
+		call:      &serviceCall{svc: st, files: map[string]*os.File{}, cwdPath: h.dir},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := waitDecision(ctx, f, fp, time.Time{}, operations.HashDigester{}, func(*statusReport) {
+			select {
+			case waiting <- struct{}{}:
+			default:
+			}
+		})
+		done <- err
+	}()
+	<-waiting
+	if err := os.Remove(opPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.load(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !refusal.Is(err, refusal.OperationAbsent) {
+			t.Fatalf("the wait ended with %v, want operation_absent", err)
+		}
+	case <-time.After(15 * time.Second): // a generous bound: it ends at once
+		t.Fatal("the wait did not judge again when the service reloaded")
 	}
 }
