@@ -61,7 +61,11 @@ operation's run_as account, with an environment built from scratch and
 secrets from the service's credentials directory.
 
 SIGHUP reloads the trust policy, registry and runner key without dropping
-calls in progress; SIGINT or SIGTERM stops accepting and waits for them.`,
+calls in progress (a status --wait judges again at once, by the new policy).
+SIGINT or SIGTERM stops accepting, ends the status --wait calls in progress
+at once (a wait is only a question: its client asks again, and says the
+service went away if none answers) and waits for the other calls: a run is
+never cut short, and its outcome receipt is written.`,
 		Example: `  prod-write serve --config /etc/prod-write/prod-write.toml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
