@@ -72,6 +72,7 @@ func TestScript(t *testing.T) {
 			"reap":            cmdReap,
 			"awaitline":       cmdAwaitLine,
 			"spawnkill":       cmdSpawnKill,
+			"spawnsignal":     cmdSpawnSignal,
 			"historize":       cmdHistorize,
 			"setmatch":        cmdSetMatch,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {

@@ -250,3 +250,20 @@ func cmdSpawnKill(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("spawnkill %s: still running after 60 s", args[0])
 	}
 }
+
+// cmdSpawnSignal sends a spawned command a signal and returns at once: the
+// command is still there to await lines from and to reap (a service asked
+// to stop that finishes a run first).
+//
+//	spawnsignal NAME INT|TERM|HUP
+func cmdSpawnSignal(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: spawnsignal NAME INT|TERM|HUP")
+	}
+	sigs := map[string]os.Signal{"INT": os.Interrupt, "TERM": syscall.SIGTERM, "HUP": syscall.SIGHUP}
+	sig, ok := sigs[args[1]]
+	if !ok {
+		ts.Fatalf("spawnsignal: signal %q: want INT, TERM or HUP", args[1])
+	}
+	ts.Check(spawnedAs(ts, args[0]).cmd.Process.Signal(sig))
+}

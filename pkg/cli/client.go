@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,15 @@ func (f *Factory) dispatch(op string, args any, extra []handover, local func() e
 const ServiceUnavailable refusal.Code = "service_unavailable"
 
 func (f *Factory) callService(c *config.Config, op string, args any, extra []handover) error {
+	return f.callServiceContext(context.Background(), c, op, args, extra)
+}
+
+// callServiceContext is callService ended early when ctx is done: the
+// connection is closed, so the service sees its client go and ends a wait
+// at once (docs/adr/0031-waits-through-the-service.md). Only for calls
+// that wait: a run carries on when its client goes, and its outcome would
+// be lost to the caller.
+func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op string, args any, extra []handover) error {
 	req := service.Request{Op: op, JSON: f.JSON}
 	if args != nil {
 		b, err := json.Marshal(args)
@@ -137,6 +147,8 @@ func (f *Factory) callService(c *config.Config, op string, args any, extra []han
 		return refusal.New(ServiceUnavailable, "cannot reach the runner service at %s: %v", c.Service.Socket, errors.Unwrap(err)).Needs("a running prod-write serve (docs/DEPLOYMENT.md)")
 	}
 	defer conn.Close()
+	stopClosing := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stopClosing()
 	var sigs chan os.Signal
 	if op == "run" {
 		// ^C and kill reach the program as requests to the service; a
@@ -147,6 +159,9 @@ func (f *Factory) callService(c *config.Config, op string, args any, extra []han
 	}
 	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: f.LookupEnv}, sigs)
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the call to the runner service was cancelled: %w", ctx.Err())
+		}
 		return err
 	}
 	if res.Failure != nil {

@@ -330,7 +330,12 @@ func (b *mcpBackend) remoteWait(ctx context.Context, fp string, deadline time.Ti
 			return report, r, true, err
 		}
 		var out bytes.Buffer
-		_, err := b.call("status", &StatusOptions{Fingerprint: fp, Wait: true, Timeout: min(left, remoteWaitSlice).String()}, nil, &out, io.Discard)
+		// A cancelled request ends its call at once, not when the slice
+		// runs out: the service sees its client go.
+		_, err := b.callContext(ctx, "status", &StatusOptions{Fingerprint: fp, Wait: true, Timeout: min(left, remoteWaitSlice).String()}, nil, &out, io.Discard)
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			continue // ended as pending, with the status as it is
+		}
 		// A slice that ran out is reported either as a bare status or, as
 		// the service prints --timeout's end, as an error line: both mean
 		// "ask again".

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,6 +35,12 @@ func (e *remoteError) Error() string { return e.Msg }
 // or error its last stderr line reports, or an *ExitError for a non-zero
 // status with neither.
 func (b *mcpBackend) call(op string, args any, extra []handover, out, errOut io.Writer) ([]byte, error) {
+	return b.callContext(context.Background(), op, args, extra, out, errOut)
+}
+
+// callContext is call ended early, its service call with it, when ctx is
+// done (callServiceContext): for waits only.
+func (b *mcpBackend) callContext(ctx context.Context, op string, args any, extra []handover, out, errOut io.Writer) ([]byte, error) {
 	g := b.with(out, nil)
 	tail := &lastLine{w: errOut}
 	g.IO.Err = tail
@@ -41,7 +48,7 @@ func (b *mcpBackend) call(op string, args any, extra []handover, out, errOut io.
 	if err != nil {
 		return nil, err
 	}
-	err = g.callService(c, op, args, extra)
+	err = g.callServiceContext(ctx, c, op, args, extra)
 	line := tail.last()
 	var exit *ExitError
 	if err == nil || !errors.As(err, &exit) {

@@ -61,7 +61,11 @@ operation's run_as account, with an environment built from scratch and
 secrets from the service's credentials directory.
 
 SIGHUP reloads the trust policy, registry and runner key without dropping
-calls in progress; SIGINT or SIGTERM stops accepting and waits for them.`,
+calls in progress (a status --wait judges again at once, by the new policy).
+SIGINT or SIGTERM stops accepting, ends the status --wait calls in progress
+at once (a wait is only a question: its client asks again, and says the
+service went away if none answers) and waits for the other calls: a run is
+never cut short, and its outcome receipt is written.`,
 		Example: `  prod-write serve --config /etc/prod-write/prod-write.toml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,6 +100,9 @@ type loadedPolicy struct {
 	runnerKey *keys.Private
 	runner    *approval.Principal
 	runnerErr error
+	// replaced is closed once a reload replaces this load: a wait in
+	// progress judges again at once, by the new one.
+	replaced chan struct{}
 }
 
 func (s *serviceState) current() *loadedPolicy { return s.loaded.Load() }
@@ -119,9 +126,11 @@ func (s *serviceState) load() error {
 	for _, w := range reg.Warnings {
 		s.log.Printf("warning: %s", w)
 	}
-	lp := &loadedPolicy{reg: reg, policy: policy}
+	lp := &loadedPolicy{reg: reg, policy: policy, replaced: make(chan struct{})}
 	lp.runnerKey, lp.runner, lp.runnerErr = runner.LoadIdentity(s.cfg, policy)
-	s.loaded.Store(lp)
+	if old := s.loaded.Swap(lp); old != nil {
+		close(old.replaced)
+	}
 	s.snapshots.Purge()
 	return nil
 }
@@ -375,6 +384,10 @@ type serviceCall struct {
 	cwd     *os.File
 	cwdPath string
 	files   map[string]*os.File // handed over or fetched, by parameter name
+	// stop is closed once the service stops (service.Handler): a wait
+	// ends then, and stopped says that it did, for the log.
+	stop    <-chan struct{}
+	stopped bool
 }
 
 // file returns the descriptor of file parameter name: the one handed over
@@ -532,7 +545,7 @@ func cwdPath(d *os.File) (string, error) {
 
 // Serve implements service.Handler.
 func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
-	sc := &serviceCall{c: c, svc: h.st, key: c.Files["key"], cwd: c.Files["cwd"], files: map[string]*os.File{}}
+	sc := &serviceCall{c: c, svc: h.st, key: c.Files["key"], cwd: c.Files["cwd"], files: map[string]*os.File{}, stop: ctx.Done()}
 	defer sc.close()
 	for n, fl := range c.Files {
 		if name, ok := strings.CutPrefix(n, "file:"); ok {
@@ -573,6 +586,9 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 	case <-c.Gone():
 		gone = "; the client went away"
 	default:
+		if sc.stopped {
+			gone = "; the service is stopping"
+		}
 	}
 	h.st.log.Printf("uid %d pid %d: %s: exit %d (%s%s)", c.Peer.UID, c.Peer.PID, c.Request.Op, code, time.Since(start).Round(time.Microsecond), gone)
 	return code

@@ -18,10 +18,14 @@ import (
 // change, and at least every watchFallback in case a change went unseen
 // (a filesystem without inotify, a store written over the network); with
 // none (DynamoDB) it polls, from pollMin doubling to pollMax.
+//
+// Inside the runner service a wait also judges again when a reload
+// (SIGHUP) replaces the policy and registry: it goes on, by the new ones.
+var watchFallback = 2 * time.Second // a variable for tests
+
 const (
-	watchFallback = 2 * time.Second
-	pollMin       = 200 * time.Millisecond
-	pollMax       = 5 * time.Second
+	pollMin = 200 * time.Millisecond
+	pollMax = 5 * time.Second
 	// serviceWaitMax bounds one wait inside the runner service, so that
 	// a waiting client never holds a service slot for long: the client
 	// asks again.
@@ -68,6 +72,8 @@ func waitDecision(ctx context.Context, f *Factory, fp string, deadline time.Time
 	}
 	poll := pollMin
 	for {
+		// Taken before judging: a reload while judging wakes the wait.
+		reloaded := f.policyReplaced()
 		s, err := statusCore(f, fp, d)
 		if err != nil {
 			return nil, err
@@ -86,18 +92,45 @@ func waitDecision(ctx context.Context, f *Factory, fp string, deadline time.Time
 		if !deadline.IsZero() && deadline.Before(until) {
 			until = deadline
 		}
+		wctx, wake := wakeOn(ctx, reloaded)
 		if w != nil {
 			until = earliest(until, now.Add(watchFallback))
-			err = w.Wait(ctx, until)
+			err = w.Wait(wctx, until)
 		} else {
 			until = earliest(until, now.Add(poll))
 			poll = min(poll*2, pollMax)
-			err = sleepUntil(ctx, until)
+			err = sleepUntil(wctx, until)
 		}
-		if err != nil {
-			return s, err
+		wake()
+		if err != nil && ctx.Err() != nil {
+			return s, ctx.Err()
 		}
+		// Otherwise woken, perhaps by a reload: judge again.
 	}
+}
+
+// policyReplaced is closed once the runner service replaces the policy
+// and registry f's call judges by (a reload); nil outside the service.
+func (f *Factory) policyReplaced() <-chan struct{} {
+	if f.call == nil {
+		return nil
+	}
+	return f.call.svc.current().replaced
+}
+
+// wakeOn returns a context that is also done once ch is closed.
+func wakeOn(ctx context.Context, ch <-chan struct{}) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(ctx)
+	if ch != nil {
+		go func() {
+			select {
+			case <-ch:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+	}
+	return wctx, cancel
 }
 
 func earliest(a, b time.Time) time.Time {
@@ -161,6 +194,12 @@ func statusWaitClient(o *StatusOptions) error {
 			o.Resumed = true
 			continue
 		}
+		if r, ok := refusal.As(err); ok && call.Resumed && r.Code == ServiceUnavailable {
+			// Asked again after a wait in the service ended: the service
+			// stopped (or died) while we waited.
+			return refusal.New(ServiceUnavailable, "the runner service went away while waiting for a decision on %s (it stopped or is restarting; wait again once it is back): %s", o.Fingerprint, r.Reason).
+				Needs(r.Missing...)
+		}
 		return err
 	}
 }
@@ -199,6 +238,14 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 		// client for may be missing from it: end the call, silently.
 		return &ExitError{Code: ExitSignalled}
 	}
+	if errors.Is(err, context.Canceled) && f.serviceStopping() {
+		// The service stops: a wait is only a question, and holds no
+		// stop. Ended as a bounded wait that ran out, silently: the
+		// client asks again, of the service that replaces this one or
+		// of none (statusWaitClient says so).
+		f.call.stopped = true
+		return &ExitError{Code: ExitTimeout}
+	}
 	if errors.Is(err, errWaitTimeout) {
 		if capped {
 			// Silent: the client asks again (statusWaitClient).
@@ -219,22 +266,37 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 }
 
 // clientContext is done once the client of a call in the service has gone
-// (service.Call.Gone); in local mode, and for MCP over HTTP, only when
-// cancelled.
+// (service.Call.Gone) or the service stops; in local mode, and for MCP
+// over HTTP, only when cancelled.
 func (f *Factory) clientContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	if f.call == nil || f.call.c == nil {
 		return ctx, cancel
 	}
-	gone := f.call.c.Gone()
+	gone, stop := f.call.c.Gone(), f.call.stop
 	go func() {
 		select {
 		case <-gone:
+			cancel()
+		case <-stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	return ctx, cancel
+}
+
+// serviceStopping reports whether the service serving f's call stops.
+func (f *Factory) serviceStopping() bool {
+	if f.call == nil || f.call.stop == nil {
+		return false
+	}
+	select {
+	case <-f.call.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // clientGone reports whether the client of a call in the service has gone.

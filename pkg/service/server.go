@@ -16,6 +16,12 @@ import (
 
 // Handler does the work of one call. It returns the command's exit status;
 // everything it prints goes to the descriptors the client handed over.
+//
+// ctx is done once the service stops (Serve's context is done), after it
+// has stopped accepting: a call that only waits (status --wait) ends then,
+// and its client, asking again, finds no service (or, socket-activated, the
+// one that replaces it). A call that runs a program ignores ctx: Serve
+// waits for it, so a stop never cuts a run short.
 type Handler interface {
 	Serve(ctx context.Context, c *Call) int
 }
@@ -244,7 +250,9 @@ func (s *Server) release(uid uint32) {
 }
 
 // Serve accepts connections until ctx is done, then waits for the calls in
-// progress (a run is never cut short by a reload or a stop request).
+// progress (a run is never cut short by a stop request). The context
+// handed to the handlers is done once the listener is closed (see Handler):
+// a wait ends at once, and its client's next call is not accepted here.
 func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	maxCalls := s.MaxCalls
 	if maxCalls <= 0 {
@@ -255,9 +263,17 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 		perAccount = max(1, maxCalls/2)
 	}
 	slots := make(chan struct{}, maxCalls)
+	calls, stopCalls := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCalls()
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-calls.Done(): // Serve returned on an error
+		}
+		// Closed before the calls learn of the stop: a client whose
+		// wait ends now and asks again finds no listener here.
 		l.Close()
+		stopCalls()
 	}()
 	defer s.wg.Wait()
 	for {
@@ -301,7 +317,7 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 			defer s.wg.Done()
 			defer func() { <-slots }()
 			defer s.release(peer.UID)
-			s.serveConn(ctx, c, peer)
+			s.serveConn(calls, c, peer)
 		}()
 	}
 }

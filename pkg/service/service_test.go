@@ -660,3 +660,85 @@ func TestClientThereIsNotGone(t *testing.T) {
 		t.Fatalf("the handler saw %s, want %s", s, want)
 	}
 }
+
+// A stop ends the calls that wait at once and waits for the ones that run:
+// the handlers' context is done once the service stops, and only after
+// the listener is closed (a waiter's client asking again finds nobody
+// here); Serve still returns only when the run has ended.
+func TestStopEndsWaitsNotRuns(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	l, err := Listen(sock, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan string, 2)
+	waited := make(chan string, 1)
+	release := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, c *Call) int {
+		if c.Request.Op == "run" {
+			started <- "run"
+			<-release // a run ignores the stop
+			return 0
+		}
+		started <- "wait"
+		select {
+		case <-ctx.Done():
+			if c, err := Dial(sock); err == nil {
+				c.Close()
+				waited <- "stopped, and the listener still accepts"
+			} else {
+				waited <- "stopped"
+			}
+			return 124
+		case <-time.After(15 * time.Second): // a generous bound: it ends at once
+			waited <- "still waiting after 15 s"
+			return 0
+		}
+	})
+	s := &Server{Handler: h, RequestTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+
+	type result struct {
+		res *Result
+		err error
+	}
+	runRes, waitRes := make(chan result, 1), make(chan result, 1)
+	go func() {
+		_, res, err := call(t, sock, Request{Op: "run"}, answers{}, nil)
+		runRes <- result{res, err}
+	}()
+	if got := <-started; got != "run" {
+		t.Fatalf("started %s, want the run", got)
+	}
+	go func() {
+		_, res, err := call(t, sock, Request{Op: "status"}, answers{}, nil)
+		waitRes <- result{res, err}
+	}()
+	if got := <-started; got != "wait" {
+		t.Fatalf("started %s, want the wait", got)
+	}
+	cancel()
+	if got := <-waited; got != "stopped" {
+		t.Fatalf("the wait: %s, want stopped with the listener closed", got)
+	}
+	if r := <-waitRes; r.err != nil || r.res.Code != 124 {
+		t.Fatalf("the waiter's call ended %+v %v, want its exit status 124", r.res, r.err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned (%v) with a run in progress", err)
+	case r := <-runRes:
+		t.Fatalf("the run's call ended (%+v %v) before the run did", r.res, r.err)
+	default:
+	}
+	close(release)
+	if r := <-runRes; r.err != nil || r.res.Code != 0 {
+		t.Fatalf("the run's call ended %+v %v, want exit 0", r.res, r.err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
