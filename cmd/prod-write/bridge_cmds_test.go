@@ -205,7 +205,9 @@ func cmdSlackClick(ts *testscript.TestScript, neg bool, args []string) {
 //	                                       id ID, else the login's usual one)
 //	fakegithub issue ISSUE                 print the issue, its state and
 //	                                       its comments
-//	fakegithub wait ISSUE N                wait until the issue has N comments
+//	fakegithub wait ISSUE N [STATE [REASON]]
+//	                                       wait until the issue has N comments
+//	                                       (and is in STATE, for the REASON)
 //	fakegithub hook [-badsig] SECRETFILE issue_comment ISSUE LOGIN[@ID] TEXT…
 //	fakegithub hook [-badsig] SECRETFILE pull_request_review PR LOGIN[@ID] STATE TEXT…
 //	fakegithub hook [-badsig] SECRETFILE EVENT ISSUE LOGIN[@ID] TEXT…
@@ -258,18 +260,19 @@ func cmdFakeGitHub(ts *testscript.TestScript, neg bool, args []string) {
 			fmt.Fprintf(ts.Stdout(), "comment %d by %s: %s\n", c.ID, c.Login, c.Body)
 		}
 	case "wait":
-		if len(args) != 3 {
-			ts.Fatalf("usage: fakegithub wait ISSUE N")
+		if len(args) < 3 || len(args) > 5 {
+			ts.Fatalf("usage: fakegithub wait ISSUE N [STATE [REASON]]")
 		}
 		want, err := strconv.Atoi(args[2])
 		ts.Check(err)
+		state := strings.Join(args[3:], " ")
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			is := f.github.Issue(n)
-			if is != nil && len(is.Comments) >= want {
+			if is != nil && len(is.Comments) >= want && (state == "" || strings.TrimSpace(is.State+" "+is.StateReason) == state) {
 				return
 			}
 			if time.Now().After(deadline) {
-				ts.Fatalf("fakegithub: issue %d did not reach %d comments", n, want)
+				ts.Fatalf("fakegithub: issue %d did not reach %d comments %s", n, want, state)
 			}
 		}
 	default:

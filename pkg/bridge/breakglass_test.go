@@ -55,23 +55,11 @@ func runGate(t *testing.T, w *bridgetest.World, now time.Time) string {
 	return string(r.Code)
 }
 
-// breakGlass stores bea's break-glass record of plan fp, under her index
-// and, for the world's plan, as its evidence, and returns its id.
+// breakGlass stores bea's break-glass record of plan fp (see
+// [bridgetest.World.BreakGlass]) and returns its id.
 func breakGlass(t *testing.T, w *bridgetest.World, fp string, issued time.Time) string {
 	t.Helper()
-	b := approval.BreakGlass{Fingerprint: fp, Breaker: bridgetest.Breaker.ID, Reason: "api down", Incident: "INC-1", Issued: issued, Expires: issued.Add(10 * time.Minute)}
-	env := bridgetest.Sign(t, b.Breaker, approval.TypeBreakGlass, b)
-	id, err := approval.ID(env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.PutBreakGlass(w.Store, b.Breaker, id, env); err != nil {
-		t.Fatal(err)
-	}
-	if fp == w.FP {
-		w.Put(t, env)
-	}
-	return id
+	return w.BreakGlass(t, fp, issued)
 }
 
 // What the bridges show of the gate (a decision's "Gate:" line, whether

@@ -269,6 +269,26 @@ func (w *World) FileFor(t testing.TB, filer string, ttl time.Duration) string {
 	return w.Put(t, Sign(t, filer, approval.TypeSmith, rec))
 }
 
+// BreakGlass stores [Breaker]'s break-glass record of plan fp, issued at
+// issued, under her index and, for the world's plan, as its evidence
+// (a [NewBreakGlass] world's operation allows it), and returns its id.
+func (w *World) BreakGlass(t testing.TB, fp string, issued time.Time) string {
+	t.Helper()
+	b := approval.BreakGlass{Fingerprint: fp, Breaker: Breaker.ID, Reason: "api down", Incident: "INC-1", Issued: issued, Expires: issued.Add(10 * time.Minute)}
+	env := Sign(t, b.Breaker, approval.TypeBreakGlass, b)
+	id, err := approval.ID(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.PutBreakGlass(w.Store, b.Breaker, id, env); err != nil {
+		t.Fatal(err)
+	}
+	if fp == w.FP {
+		w.Put(t, env)
+	}
+	return id
+}
+
 // Withdraw stores the planner's withdrawal.
 func (w *World) Withdraw(t testing.TB) {
 	t.Helper()
