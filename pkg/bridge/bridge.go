@@ -128,6 +128,10 @@ type Judgement struct {
 	Now     time.Time
 	// Diffs are the rules the view's diffs are read by; nil reads none.
 	Diffs *DiffRules
+	// Runs is how many runs of the plan the store has counted: the uses
+	// spent of its evidence (a run spends one use of the anchor it ran
+	// on; docs/adr/0006-consumption.md).
+	Runs int
 }
 
 // Judge evaluates the gate over the plan stored under fp and its evidence,
@@ -184,6 +188,9 @@ func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 	dec, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Unreadable: append(runner.ProblemStrings(problems), histProblems...),
 		Policy: src.Policy, Op: op, Now: now, Used: used, BreakGlass: hist, PreconditionUnchecked: true})
 	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now, Diffs: src.Diffs}
+	for _, n := range used {
+		j.Runs += n
+	}
 	if r, ok := refusal.As(gateErr); ok {
 		j.Refusal = r
 	} else if gateErr != nil {

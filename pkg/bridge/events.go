@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,13 @@ const (
 	EventEscalated = "escalated"
 	EventDecided   = "decided"
 	EventExpired   = "expired"
+	// EventUnapproved: a decision announced as approved stopped being
+	// approved before the plan ran (the gate closed again), and its post
+	// was told so.
+	EventUnapproved = "unapproved"
+	// EventRan: the plan ran after its decision was announced as
+	// approved; nothing is said, and the post is followed no more.
+	EventRan = "ran"
 )
 
 // Event is something the bridges did about a request after posting it: a
@@ -36,6 +44,20 @@ type Event struct {
 	At    time.Time `json:"at"`
 	// Detail is what was said or where it went, for people.
 	Detail string `json:"detail,omitempty"`
+	// Round counts the times the post's decision had been announced as
+	// approved and then stopped being approved before this event: the
+	// decided, expired, unapproved and ran events of a post are once per
+	// round, reminders and escalations once per post.
+	Round int `json:"round,omitempty"`
+	// Approved marks a decided event that announced the gate open; Runs
+	// is how many runs of the plan the store had counted then (uses of
+	// its evidence spent), so that a later run is told from the gate
+	// closing again.
+	Approved bool `json:"approved,omitempty"`
+	Runs     int  `json:"runs,omitempty"`
+	// Final marks an unapproved event that also closed the decision
+	// (denied or expired): its post takes no more answers.
+	Final bool `json:"final,omitempty"`
 }
 
 // Events is the record of events, in the state directory beside the
@@ -47,7 +69,11 @@ type Events struct {
 }
 
 func (e Event) path(dir string) string {
-	sum := sha256.Sum256([]byte(e.Record + "\x00" + e.Where))
+	key := e.Record + "\x00" + e.Where
+	if e.Round > 0 {
+		key += fmt.Sprintf("\x00%d", e.Round) // round 0 keeps the name events had before rounds
+	}
+	sum := sha256.Sum256([]byte(key))
 	return filepath.Join(dir, strings.TrimPrefix(e.Fingerprint, "sha256:"), e.Kind+"-"+hex.EncodeToString(sum[:12])+".json")
 }
 
@@ -55,6 +81,29 @@ func (e Event) path(dir string) string {
 func (s *Events) Has(fp, kind, record, where string) bool {
 	_, err := os.Stat(Event{Kind: kind, Fingerprint: fp, Record: record, Where: where}.path(s.Dir))
 	return err == nil
+}
+
+// Get returns the event of kind about record at where in round, or nil
+// when none is recorded.
+func (s *Events) Get(fp, kind, record, where string, round int) (*Event, error) {
+	if err := store.CheckFingerprint(fp); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(Event{Kind: kind, Fingerprint: fp, Record: record, Where: where, Round: round}.path(s.Dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var e Event
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("reading a %s event: %w", kind, err)
+	}
+	if e.Kind != kind || e.Fingerprint != fp || e.Record != record || e.Where != where || e.Round != round {
+		return nil, fmt.Errorf("the %s event of %s at %s is misfiled", kind, fp, where)
+	}
+	return &e, nil
 }
 
 // Add records e durably.

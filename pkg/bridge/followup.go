@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
 // Notice is what a bridge adds to a posted decision after posting it.
@@ -24,6 +25,10 @@ type Notice struct {
 	Final bool
 	// Approved says a final notice closes it because the gate opened.
 	Approved bool
+	// Reopened says a decision announced as approved takes answers again:
+	// its gate closed before the plan ran (docs/adr/0035e-an-approval-that-stops-holding.md).
+	// The Slack message is updated to the view, the GitHub issue reopened.
+	Reopened bool
 }
 
 // Follower is a [Poster] that can tell a posted decision what happened:
@@ -32,7 +37,9 @@ type Follower interface {
 	Poster
 	// FollowUp adds n to the decision at p (a reply in the Slack thread,
 	// a comment on the GitHub issue); a final notice also closes it (the
-	// Slack message is updated to v, the issue closed).
+	// Slack message is updated to v, the issue closed), and one that
+	// reopens it opens it again (the message updated to v, the issue
+	// reopened).
 	FollowUp(ctx context.Context, p Post, v *View, n Notice) error
 	// Escalate puts the decision in front of to (a Slack channel, a
 	// GitHub @team or @login). It returns the new post when it made one.
@@ -94,18 +101,86 @@ func (f *FollowUps) Check(ctx context.Context) {
 	}
 }
 
-func (f *FollowUps) final(fp string, p Post) bool {
-	return f.Events.Has(fp, EventDecided, p.Record, p.Where()) || f.Events.Has(fp, EventExpired, p.Record, p.Where())
+// standing is where the follow-ups of one post stand: its round (how many
+// times an approval it announced stopped holding before the plan ran) and
+// the event that ended the round, nil while the round is open.
+type standing struct {
+	round int
+	ended *Event
+}
+
+// announcedApproval reports whether the post's round ended in an announced
+// approval, which the follow-ups watch until the plan runs or the gate
+// closes again (docs/adr/0035e-an-approval-that-stops-holding.md).
+func (s standing) announcedApproval() bool {
+	return s.ended != nil && s.ended.Kind == EventDecided && s.ended.Approved
+}
+
+// stand reads where post p of plan fp stands from the events. A round ends
+// with a decided or expired event; one that announced the gate open stays
+// watched until a ran event (the plan ran) or an unapproved event (it
+// stopped holding before that), which ends the post's follow-ups when
+// final and otherwise opens the next round.
+func (f *FollowUps) stand(fp string, p Post) (standing, error) {
+	where := p.Where()
+	get := func(kind string, round int) (*Event, error) { return f.Events.Get(fp, kind, p.Record, where, round) }
+	for round := 0; ; round++ {
+		var ended *Event
+		for _, kind := range []string{EventDecided, EventExpired} {
+			e, err := get(kind, round)
+			if err != nil {
+				return standing{}, err
+			}
+			if e != nil {
+				ended = e
+				break
+			}
+		}
+		// A decided event recorded before approvals were watched says
+		// nothing of Approved: such a post is left as it was.
+		if ended == nil || !ended.Approved {
+			return standing{round, ended}, nil
+		}
+		ran, err := get(EventRan, round)
+		if err != nil {
+			return standing{}, err
+		}
+		if ran != nil {
+			return standing{round, ran}, nil
+		}
+		un, err := get(EventUnapproved, round)
+		if err != nil {
+			return standing{}, err
+		}
+		if un == nil {
+			return standing{round, ended}, nil
+		}
+		if un.Final {
+			return standing{round, un}, nil
+		}
+	}
+}
+
+// followed is a post and where its follow-ups stand.
+type followed struct {
+	Post
+	standing
 }
 
 func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) error {
-	open := posts[:0:0]
+	var open, approved []followed
 	for _, p := range posts {
-		if !f.final(fp, p) {
-			open = append(open, p)
+		st, err := f.stand(fp, p)
+		switch {
+		case err != nil:
+			f.Log.Warn("follow-ups: reading events", "where", p.Where(), "err", err)
+		case st.ended == nil:
+			open = append(open, followed{p, st})
+		case st.announcedApproval():
+			approved = append(approved, followed{p, st})
 		}
 	}
-	if len(open) == 0 {
+	if len(open) == 0 && len(approved) == 0 {
 		return nil
 	}
 	now := f.Now().UTC()
@@ -119,14 +194,30 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 	}
 	req := j.Request(f.Source.Policy, posts, events, f.Settings)
 	settings := f.Settings.For(j.Op) // the operation's own rules win
-	if req == nil || req.State == RequestWithdrawn {
-		return nil // withdraw closed the posts itself
+	if req == nil {
+		return nil
 	}
 	byKind := map[string]Follower{}
 	for _, p := range f.Posters {
 		if fl, ok := p.(Follower); ok {
 			byKind[p.Kind()] = fl
 		}
+	}
+	for _, p := range approved {
+		if fl := byKind[p.Kind]; fl != nil {
+			if err := f.stillApproved(ctx, fl, p, j, req); err != nil {
+				f.Log.Warn("follow-ups", "where", p.Where(), "err", err)
+			}
+		}
+	}
+	if req.State == RequestWithdrawn {
+		return nil // withdraw closed the posts itself
+	}
+	if j.Refusal != nil && j.Refusal.Code == refusal.EvidenceUnreadable {
+		// The gate cannot read the plan's evidence, so neither which
+		// record is current nor when the request expires is known:
+		// nothing is said until it can.
+		return nil
 	}
 	for _, p := range open {
 		fl := byKind[p.Kind]
@@ -139,16 +230,16 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 			// its own post carries the request on.
 			if v.Closed() {
 				_ = f.do(ctx, fl, p, v, Notice{Kind: EventExpired, Final: true,
-					Text: "This certainty record no longer counts (a newer one was filed, or it expired): answers here count no more."})
+					Text: "This certainty record no longer counts (a newer one was filed, or it expired): answers here count no more."}, 0)
 			}
 			continue
 		}
 		switch req.State {
 		case RequestApproved, RequestDenied:
-			err = f.do(ctx, fl, p, v, Notice{Kind: EventDecided, Final: true, Approved: req.State == RequestApproved, Text: decidedText(req)})
+			err = f.do(ctx, fl, p, v, Notice{Kind: EventDecided, Final: true, Approved: req.State == RequestApproved, Text: decidedText(req)}, j.Runs)
 		case RequestExpired:
 			err = f.do(ctx, fl, p, v, Notice{Kind: EventExpired, Final: true,
-				Text: fmt.Sprintf("Expired at %s with no decision: the request fails closed and nothing may run. The requester (%s) must plan and ask again.", stamp(req.Expires), j.Plan.Planner)})
+				Text: fmt.Sprintf("Expired at %s with no decision: the request fails closed and nothing may run. The requester (%s) must plan and ask again.", stamp(req.Expires), j.Plan.Planner)}, 0)
 		case RequestPending:
 			err = f.pending(ctx, fl, p, v, req, settings, now)
 		}
@@ -159,15 +250,73 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 	return nil
 }
 
-func (f *FollowUps) pending(ctx context.Context, fl Follower, p Post, v *View, req *DecisionRequest, s Settings, now time.Time) error {
-	if p.Escalation {
-		return nil // reminders go to the first post; an escalation is one already
+// stillApproved follows a post that announced the gate open. Once the
+// plan ran after that (the store counts more runs than when it was
+// announced: a single-use approval spent by the run it was for) nothing is
+// said and the post is followed no more. While the gate is still open
+// nothing is said either. Once it is closed again before a run, whatever
+// closed it (a veto, an approval or the record expiring, evidence the gate
+// cannot read, the breaker's unreviewed break-glass run, a freeze, the
+// trust policy), the post is told once that the approval no longer holds
+// and why, and is shown as it stands: it takes answers again (the GitHub
+// issue reopened), unless the decision is now closed for good (denied,
+// expired, or a record that no longer counts). A withdrawal is told by
+// withdraw itself.
+func (f *FollowUps) stillApproved(ctx context.Context, fl Follower, p followed, j *Judgement, req *DecisionRequest) error {
+	if j.Runs > p.ended.Runs {
+		return f.Events.Add(Event{Kind: EventRan, Fingerprint: p.Fingerprint, Record: p.Record, Where: p.Where(), At: f.Now().UTC(),
+			Round: p.round, Runs: j.Runs, Detail: "the plan ran after its approval was announced here"})
+	}
+	r := j.Refusal
+	if r == nil || req.State == RequestWithdrawn {
+		return nil
+	}
+	v := j.View(p.Record)
+	why := r.Reason
+	if r.Code == refusal.EvidenceUnreadable {
+		// Its reason names the bridge host's files: status shows it.
+		why = "evidence for this plan cannot be read (prod-write status says which)"
+	}
+	text := fmt.Sprintf("No longer approved: the gate closed again before the plan ran, and `prod-write run %s` refuses it now (%s): %s", req.Fingerprint, r.Code, why)
+	n := Notice{Kind: EventUnapproved}
+	switch {
+	case r.Code == refusal.EvidenceUnreadable:
+		// Nothing about the record (which is current, who is asked,
+		// when it expires) is known until the gate reads the evidence
+		// again: open, and judged again then.
+		n.Reopened = true
+		text += "\nNothing may run until the evidence is readable again (prod-write doctor); this decision is judged again then."
+	case req.State == RequestDenied:
+		n.Final, text = true, text+"\n"+decidedText(req)
+	case req.State == RequestExpired:
+		n.Final = true
+		text += fmt.Sprintf("\nExpired at %s: the request fails closed and nothing may run. The requester (%s) must plan and ask again.", stamp(req.Expires), j.Plan.Planner)
+	case p.Record != req.Record && v.Closed():
+		n.Final, text = true, text+"\nThis certainty record no longer counts: answers here count no more."
+	}
+	if !n.Final && !n.Reopened {
+		n.Reopened, n.Mention = true, f.asked(req)
+		text += "\nAnswers here count again."
+		if len(req.Missing) > 0 {
+			text += " Missing: " + strings.Join(req.Missing, "; ") + "."
+		}
+	}
+	n.Text = text
+	return f.do(ctx, fl, p, v, n, 0)
+}
+
+func (f *FollowUps) pending(ctx context.Context, fl Follower, p followed, v *View, req *DecisionRequest, s Settings, now time.Time) error {
+	if p.Escalation || p.round > 0 {
+		// Reminders go to the first post (an escalation is one
+		// already), once: a decision open again after its approval
+		// stopped holding was told so with the approvers asked.
+		return nil
 	}
 	age := now.Sub(p.Posted)
 	asked := f.asked(req)
 	if s.RemindAfter > 0 && age >= s.RemindAfter && !f.Events.Has(p.Fingerprint, EventReminded, p.Record, p.Where()) {
 		text := fmt.Sprintf("Reminder: this decision has waited %s for an answer (%s). It expires at %s.", age.Round(time.Second), strings.Join(req.Missing, "; "), stamp(req.Expires))
-		if err := f.do(ctx, fl, p, v, Notice{Kind: EventReminded, Text: text, Mention: asked}); err != nil {
+		if err := f.do(ctx, fl, p, v, Notice{Kind: EventReminded, Text: text, Mention: asked}, 0); err != nil {
 			return err
 		}
 	}
@@ -180,7 +329,7 @@ func (f *FollowUps) pending(ctx context.Context, fl Follower, p Post, v *View, r
 			return nil
 		}
 		text := fmt.Sprintf("Escalated: nobody answered this decision in %s. It expires at %s.", age.Round(time.Second), stamp(req.Expires))
-		np, err := fl.Escalate(ctx, p, v, to, Notice{Kind: EventEscalated, Text: text})
+		np, err := fl.Escalate(ctx, p.Post, v, to, Notice{Kind: EventEscalated, Text: text})
 		if err != nil {
 			return fmt.Errorf("escalating to %s: %w", to, err)
 		}
@@ -214,13 +363,23 @@ func (f *FollowUps) asked(req *DecisionRequest) []*approval.Principal {
 	return out
 }
 
-// do sends n and records it.
-func (f *FollowUps) do(ctx context.Context, fl Follower, p Post, v *View, n Notice) error {
-	if err := fl.FollowUp(ctx, p, v, n); err != nil {
+// do sends n and records it, in the post's round; runs is the count of
+// runs an approval is announced at.
+func (f *FollowUps) do(ctx context.Context, fl Follower, p followed, v *View, n Notice, runs int) error {
+	if err := fl.FollowUp(ctx, p.Post, v, n); err != nil {
 		return fmt.Errorf("%s: %w", n.Kind, err)
 	}
-	f.Log.Info("follow-ups: "+n.Kind, "where", p.Where())
-	return f.Events.Add(Event{Kind: n.Kind, Fingerprint: p.Fingerprint, Record: p.Record, Where: p.Where(), At: f.Now().UTC(), Detail: n.Text})
+	f.Log.Info("follow-ups: "+n.Kind, "where", p.Where(), "round", p.round)
+	e := Event{Kind: n.Kind, Fingerprint: p.Fingerprint, Record: p.Record, Where: p.Where(), At: f.Now().UTC(), Detail: n.Text, Round: p.round}
+	switch n.Kind {
+	case EventDecided:
+		if n.Approved {
+			e.Approved, e.Runs = true, runs
+		}
+	case EventUnapproved:
+		e.Final = n.Final
+	}
+	return f.Events.Add(e)
 }
 
 // decidedText tells the requester how the request ended, the approver's

@@ -253,8 +253,9 @@ var _ bridge.Follower = (*Poster)(nil)
 // (or pull request), the text in a code block so that nothing in it (a
 // reason) is read as Markdown or a mention; mentions are the principals'
 // logins from the trust policy. A final notice closes a decision issue
-// (completed when approved, not planned otherwise); a pull request stays
-// open.
+// (completed when approved, not planned otherwise: a closed one is closed
+// again with that reason), and a notice that reopens the decision reopens
+// it; a pull request stays open.
 func (p *Poster) FollowUp(ctx context.Context, post bridge.Post, v *bridge.View, n bridge.Notice) error {
 	var b strings.Builder
 	for _, pr := range n.Mention {
@@ -270,7 +271,17 @@ func (p *Poster) FollowUp(ctx context.Context, post bridge.Post, v *bridge.View,
 	if _, _, err := p.Client.Issues.CreateComment(ctx, p.Owner, p.Repo, post.GitHubIssue, &github.IssueComment{Body: github.String(b.String())}); err != nil {
 		return fmt.Errorf("commenting on #%d: %w", post.GitHubIssue, err)
 	}
-	if !n.Final || post.GitHubPR {
+	if post.GitHubPR {
+		return nil
+	}
+	if n.Reopened {
+		req := &github.IssueRequest{State: github.String("open"), StateReason: github.String("reopened")}
+		if _, _, err := p.Client.Issues.Edit(ctx, p.Owner, p.Repo, post.GitHubIssue, req); err != nil {
+			return fmt.Errorf("reopening #%d: %w", post.GitHubIssue, err)
+		}
+		return nil
+	}
+	if !n.Final {
 		return nil
 	}
 	reason := "not_planned"

@@ -197,13 +197,14 @@ func noticeText(n bridge.Notice) string {
 }
 
 // FollowUp implements [bridge.Follower]: a reply in the decision's thread
-// (chat.postMessage with thread_ts); a final notice also updates the
-// message to v (which drops the buttons once the decision is closed).
+// (chat.postMessage with thread_ts); a final notice, or one that reopens
+// the decision, also updates the message to v (which drops the buttons
+// once the decision is closed, and shows them again when it is reopened).
 func (p *Poster) FollowUp(ctx context.Context, post bridge.Post, v *bridge.View, n bridge.Notice) error {
 	if _, _, err := p.API.PostMessageContext(ctx, post.SlackChannel, slack.MsgOptionText(noticeText(n), false), slack.MsgOptionTS(post.SlackTS)); err != nil {
 		return fmt.Errorf("chat.postMessage: %w", err)
 	}
-	if n.Final {
+	if n.Final || n.Reopened {
 		return update(ctx, p.API, post.SlackChannel, post.SlackTS, v)
 	}
 	return nil
