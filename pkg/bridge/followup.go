@@ -221,7 +221,7 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 	}
 	for _, p := range open {
 		fl := byKind[p.Kind]
-		if fl == nil {
+		if fl == nil || j.announced(p.Record) {
 			continue
 		}
 		v := j.View(p.Record)
@@ -248,6 +248,21 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 		}
 	}
 	return nil
+}
+
+// announced reports whether record is a break-glass record of the plan: a
+// post about it is the notice break-glass posted ([Announce]), not a
+// decision, and nothing is asked or closed there.
+func (j *Judgement) announced(record string) bool {
+	if j.Decision == nil {
+		return false
+	}
+	for _, a := range j.Decision.Evidence {
+		if a.ID == record && a.Kind == approval.KindBreakGlass {
+			return true
+		}
+	}
+	return false
 }
 
 // stillApproved follows a post that announced the gate open. Once the

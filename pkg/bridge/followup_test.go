@@ -460,3 +460,23 @@ func TestOlderDecidedEventIsLeftAlone(t *testing.T) {
 		t.Fatalf("heard %+v", got)
 	}
 }
+
+// The notice break-glass posts (in the ledger under the break-glass
+// record's id) is no decision: the follow-ups never say there that a
+// "certainty record no longer counts", nor close it, nor (on Slack)
+// replace the notice with a decision.
+func TestBreakGlassNoticeIsNoDecision(t *testing.T) {
+	w := bridgetest.NewBreakGlass(t, 1)
+	now := time.Now().UTC()
+	f, rec := followed(t, w, &now)
+	id := breakGlass(t, w, w.FP, now.Add(-time.Minute))
+	if err := w.Ledger.Add(bridge.Post{Kind: bridge.KindSlack, Fingerprint: w.FP, Record: id, Posted: now, SlackChannel: "C1", SlackTS: "3.3"}); err != nil {
+		t.Fatal(err)
+	}
+	f.Check(context.Background())
+	for _, h := range rec.take() {
+		if h.post.Record == id {
+			t.Errorf("the break-glass notice heard %s: %q", h.n.Kind, h.n.Text)
+		}
+	}
+}
