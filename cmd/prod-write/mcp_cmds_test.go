@@ -26,7 +26,11 @@ func cmdMCPHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 2 {
 		ts.Fatalf("usage: mcphttp TOKEN list | call TOOL JSON-ARGS")
 	}
-	hc := &http.Client{Transport: bearer{args[0], http.DefaultTransport}}
+	// A transport of its own: each mcphttp is a client of its own, which
+	// reuses no connection another one left open.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: bearer{args[0], tr}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "testscript", Version: "v0"}, nil).Connect(ctx,
