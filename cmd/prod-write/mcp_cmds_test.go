@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -24,7 +26,11 @@ func cmdMCPHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 2 {
 		ts.Fatalf("usage: mcphttp TOKEN list | call TOOL JSON-ARGS")
 	}
-	hc := &http.Client{Transport: bearer{args[0], http.DefaultTransport}}
+	// A transport of its own: each mcphttp is a client of its own, which
+	// reuses no connection another one left open.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: bearer{args[0], tr}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "testscript", Version: "v0"}, nil).Connect(ctx,
@@ -39,7 +45,47 @@ func cmdMCPHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Check(err)
 	defer cs.Close()
-	ts.Stdout().Write([]byte(mcpAct(ts, ctx, cs, args[1:])))
+	out, err := mcpAct(ctx, cs, args[1:])
+	ts.Check(err)
+	ts.Stdout().Write([]byte(out))
+}
+
+// mcpHTTPCallMain is the program mcphttp-call: cmdMCPHTTP as a process of
+// its own, for a call that a script spawns and reaps (a call in progress
+// when the service is stopped):
+//
+//	spawn NAME 'connected' mcphttp-call URL TOKEN list | call TOOL JSON-ARGS
+//
+// It says "connected" on stderr once its session is set up, and each
+// progress notification as "progress: MESSAGE", then prints what mcphttp
+// prints; exit 1 when the call could not be made or had no answer.
+func mcpHTTPCallMain() int {
+	if len(os.Args) < 4 {
+		fmt.Fprintln(os.Stderr, "usage: mcphttp-call URL TOKEN list | call TOOL JSON-ARGS")
+		return 2
+	}
+	url, token, rest := os.Args[1], os.Args[2], os.Args[3:]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "testscript", Version: "v0"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			fmt.Fprintf(os.Stderr, "progress: %s\n", r.Params.Message)
+		},
+	})
+	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcphttp-call: %v\n", err)
+		return 1
+	}
+	defer cs.Close()
+	fmt.Fprintln(os.Stderr, "connected")
+	out, err := mcpAct(ctx, cs, rest)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcphttp-call: %v\n", err)
+		return 1
+	}
+	fmt.Print(out)
+	return 0
 }
 
 type bearer struct {
@@ -61,13 +107,16 @@ func cmdFreeAddr(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv(args[0], freeAddr(ts))
 }
 
-// mcpAct lists tools or calls one, and returns what it printed.
-func mcpAct(ts *testscript.TestScript, ctx context.Context, cs *mcp.ClientSession, rest []string) string {
+// mcpAct lists tools or calls one, and returns what it printed. A call
+// asks for progress notifications.
+func mcpAct(ctx context.Context, cs *mcp.ClientSession, rest []string) (string, error) {
 	var out strings.Builder
 	switch rest[0] {
 	case "list":
 		res, err := cs.ListTools(ctx, nil)
-		ts.Check(err)
+		if err != nil {
+			return "", err
+		}
 		var names []string
 		for _, t := range res.Tools {
 			names = append(names, t.Name)
@@ -76,11 +125,15 @@ func mcpAct(ts *testscript.TestScript, ctx context.Context, cs *mcp.ClientSessio
 		out.WriteString(strings.Join(names, "\n") + "\n")
 	case "call":
 		if len(rest) != 3 {
-			ts.Fatalf("usage: … call TOOL JSON-ARGS")
+			return "", errors.New("usage: … call TOOL JSON-ARGS")
 		}
 		var a map[string]any
-		ts.Check(json.Unmarshal([]byte(rest[2]), &a))
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: rest[1], Arguments: a})
+		if err := json.Unmarshal([]byte(rest[2]), &a); err != nil {
+			return "", err
+		}
+		p := &mcp.CallToolParams{Name: rest[1], Arguments: a}
+		p.SetProgressToken("progress")
+		res, err := cs.CallTool(ctx, p)
 		if err != nil {
 			fmt.Fprintf(&out, "protocol error: %v\n", err)
 			break
@@ -92,9 +145,9 @@ func mcpAct(ts *testscript.TestScript, ctx context.Context, cs *mcp.ClientSessio
 			}
 		}
 	default:
-		ts.Fatalf("unknown action %q", rest[0])
+		return "", fmt.Errorf("unknown action %q", rest[0])
 	}
-	return out.String()
+	return out.String(), nil
 }
 
 // cmdMCPCall is a real MCP client (the go-sdk's) of `prod-write mcp`,
@@ -136,5 +189,7 @@ func cmdMCPCall(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	ts.Check(err)
 	defer cs.Close()
-	ts.Stdout().Write([]byte(mcpAct(ts, ctx, cs, args[sep+1:])))
+	out, err := mcpAct(ctx, cs, args[sep+1:])
+	ts.Check(err)
+	ts.Stdout().Write([]byte(out))
 }

@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		// to prod-write-net, as an installation does.
 		"prod-write":  func() { os.Exit(cli.Main(nil, nil)) },
 		cli.NetBinary: func() { os.Exit(cli.Main(awsbackend.Backend{}, netbackend.Backend{})) },
+		// A real MCP client over Streamable HTTP, to spawn (mcp_cmds_test.go).
+		"mcphttp-call": func() { os.Exit(mcpHTTPCallMain()) },
 	})
 }
 
@@ -68,6 +70,7 @@ func TestScript(t *testing.T) {
 			"prefix":          cmdPrefix,
 			"sighup":          cmdSigHUP,
 			"waitlines":       cmdWaitLines,
+			"reachabledir":    cmdReachableDir,
 			"spawn":           cmdSpawn,
 			"reap":            cmdReap,
 			"awaitline":       cmdAwaitLine,
@@ -162,6 +165,23 @@ func cmdWaitTCP(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Fatalf("nothing accepts connections at %s after 10s: %v", args[0], err)
+}
+
+// cmdReachableDir sets VAR to a new directory that another account (a
+// run_as program) can reach by its path, removed when the script ends:
+// $WORK's ancestors are the test's own (mode 0700), so a program that
+// runs as nobody in an operation's declared cwd cannot be under $WORK.
+//
+//	reachabledir HOLD_DIR
+func cmdReachableDir(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: reachabledir VAR")
+	}
+	dir, err := os.MkdirTemp("", "prod-write-script-")
+	ts.Check(err)
+	ts.Defer(func() { os.RemoveAll(dir) })
+	ts.Check(os.Chmod(dir, 0o755))
+	ts.Setenv(args[0], dir)
 }
 
 // cmdWaitLines waits up to 20 s until a file holds at least N complete

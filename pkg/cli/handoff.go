@@ -85,10 +85,13 @@ type Net interface {
 	ServeBridge(ctx context.Context, s *BridgeService) error
 	// ServeMCP serves b's tools over MCP on in and out until in ends.
 	ServeMCP(ctx context.Context, b mcpapi.Backend, allowRun bool, in io.Reader, out io.Writer) error
-	// ServeMCPHTTP serves MCP over Streamable HTTP on listen until ctx is
-	// done: the bearer tokens of the file tokens map to principals, and
-	// backendFor gives the backend acting for one (the runner service's).
-	ServeMCPHTTP(ctx context.Context, listen, tokens string, allowRun bool, backendFor func(principal string) (mcpapi.Backend, error), log *slog.Logger) error
+	// ServeMCPHTTP serves MCP over Streamable HTTP on listen: the bearer
+	// tokens of the file tokens map to principals, and backendFor gives
+	// the backend acting for one (the runner service's). Each MCP call
+	// joins calls, the service's, whose stop closes the listener (ADR
+	// 0031); ctx is done once the service has no call left, and
+	// ServeMCPHTTP then writes the last answers, shuts down and returns.
+	ServeMCPHTTP(ctx context.Context, listen, tokens string, allowRun bool, backendFor func(principal string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error
 }
 
 // NetBinary is the name of the binary that links [AWS] and [Net].

@@ -62,9 +62,10 @@ secrets from the service's credentials directory.
 
 SIGHUP reloads the trust policy, registry and runner key without dropping
 calls in progress (a status --wait judges again at once, by the new policy).
-SIGINT or SIGTERM stops accepting, ends the status --wait calls in progress
-at once (a wait is only a question: its client asks again, and says the
-service went away if none answers) and waits for the other calls: a run is
+SIGINT or SIGTERM stops accepting, on the socket and over MCP HTTP alike,
+ends the waits in progress at once (a wait is only a question: a status
+--wait client asks again, and says the service went away if none answers;
+wait_for_decision answers pending) and waits for the other calls: a run is
 never cut short, and its outcome receipt is written.`,
 		Example: `  prod-write serve --config /etc/prod-write/prod-write.toml`,
 		Args:    cobra.NoArgs,
@@ -274,6 +275,15 @@ func serveRun(o *ServeOptions) error {
 			}
 		}()
 	}
+	// The socket's server counts the calls of MCP over HTTP too: a stop
+	// treats them alike (docs/adr/0031-waits-through-the-service.md).
+	srv := &service.Server{Handler: &serviceHandler{st: st, base: f}, Log: st.log}
+	// Done once the service has no call left: MCP over HTTP then shuts
+	// down. Its listener closes as the service stops (srv.OnStop), before
+	// any call learns of the stop.
+	mcpCtx, mcpDone := context.WithCancel(context.Background())
+	defer mcpDone()
+	var mcpEnded chan error // nil without MCP over HTTP
 	if c.Service.MCPListen != "" {
 		if c.Service.MCPTokens == "" {
 			return &config.Error{Path: c.Path, Msg: "service.mcp_listen needs service.mcp_tokens: the file of hashed bearer tokens"}
@@ -284,30 +294,35 @@ func serveRun(o *ServeOptions) error {
 		// principal of the policy stops the service here.
 		mcpErr := make(chan error, 1)
 		go func() {
-			mcpErr <- f.Net.ServeMCPHTTP(ctx, c.Service.MCPListen, c.Service.MCPTokens, c.Service.MCPAllowRun, backendFor, slog)
+			mcpErr <- f.Net.ServeMCPHTTP(mcpCtx, c.Service.MCPListen, c.Service.MCPTokens, c.Service.MCPAllowRun, backendFor, srv, slog)
 		}()
 		select {
 		case err := <-mcpErr:
-			if err == nil && ctx.Err() != nil {
-				// Asked to stop while starting: a stop, not a failure.
-				st.log.Printf("stopped")
-				return nil
-			}
 			if err == nil {
 				err = errors.New("it stopped without saying why")
 			}
 			return &config.Error{Path: c.Path, Msg: "serving MCP over HTTP", Err: err}
 		case <-time.After(200 * time.Millisecond):
 		}
+		mcpEnded = make(chan error, 1)
 		go func() {
-			if err := <-mcpErr; err != nil {
-				errc <- fmt.Errorf("mcp: %w", err)
+			err := <-mcpErr
+			if err != nil {
+				// It failed while serving: the service stops.
 				stop()
 			}
+			mcpEnded <- err
 		}()
 	}
-	srv := &service.Server{Handler: &serviceHandler{st: st, base: f}, Log: st.log}
 	err = srv.Serve(ctx, l)
+	if mcpEnded != nil {
+		// Every call has ended, over HTTP too: MCP over HTTP shuts
+		// down, and its last answers are written before we exit.
+		mcpDone()
+		if merr := <-mcpEnded; merr != nil {
+			err = errors.Join(err, fmt.Errorf("mcp: %w", merr))
+		}
+	}
 	st.log.Printf("stopped")
 	select {
 	case berr := <-errc:

@@ -73,3 +73,19 @@ type RunResult struct {
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
 }
+
+// Calls is the runner service's count of its calls in progress, whatever
+// their transport (pkg/service's Server implements it), so that a stop
+// treats MCP over HTTP as it treats the socket
+// (docs/adr/0031-waits-through-the-service.md).
+type Calls interface {
+	// Join admits one call. ctx is done once the service stops: a call
+	// that only waits ends then, one that runs a program ignores it. The
+	// stop waits, without a time limit, until done is called. ok is false
+	// once the service stops: the call is refused.
+	Join() (ctx context.Context, done func(), ok bool)
+	// OnStop has closeListener called once the service stops, before any
+	// call learns of it: it closes a listener, and must not wait for the
+	// calls.
+	OnStop(closeListener func())
+}

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -34,15 +35,25 @@ const sessionIdle = 30 * time.Minute
 // nothing. The bearer is dropped from the request once it has been
 // resolved; it is never logged, returned or handed to the SDK or a
 // backend.
-func NewHTTPHandler(tokens *Tokens, backendFor func(Token) (Backend, error), o Options) http.Handler {
+//
+// With o.Calls (the runner service's), a stop treats MCP over HTTP as the
+// socket (docs/adr/0031-waits-through-the-service.md): each call joins
+// Calls, so that the stop waits, without a time limit, for its handler (a
+// run to its outcome receipt, its client there or not), and a
+// wait_for_decision ends at once, pending; a request that comes once the
+// service stops is refused (503). [HTTPHandler.Drain] then waits a while
+// for the last answers to be written, and [HTTPHandler.Close] ends the
+// sessions.
+func NewHTTPHandler(tokens *Tokens, backendFor func(Token) (Backend, error), o Options) *HTTPHandler {
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &httpHandler{tokens: tokens, backendFor: backendFor, o: o, log: log, servers: map[[32]byte]*tokenServer{}}
+	return &HTTPHandler{tokens: tokens, backendFor: backendFor, o: o, log: log, servers: map[[32]byte]*tokenServer{}}
 }
 
-type httpHandler struct {
+// HTTPHandler serves MCP over Streamable HTTP (see [NewHTTPHandler]).
+type HTTPHandler struct {
 	tokens     *Tokens
 	backendFor func(Token) (Backend, error)
 	o          Options
@@ -50,6 +61,10 @@ type httpHandler struct {
 
 	mu      sync.Mutex
 	servers map[[32]byte]*tokenServer // by the token's hash
+	// requests counts the requests in progress but standalone streams;
+	// idle, when set, is closed once there is none (Drain waits on it).
+	requests int
+	idle     chan struct{}
 }
 
 // tokenServer is one token's server and its Streamable HTTP handler, built
@@ -60,7 +75,7 @@ type tokenServer struct {
 	h   http.Handler
 }
 
-func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok, ok := h.tokens.Resolve(bearer(r.Header))
 	if !ok {
 		// One answer for a missing, malformed or unknown token: which
@@ -69,6 +84,26 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", "Bearer")
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
+	}
+	if h.o.Calls != nil {
+		// Asked as a call that ends at once: the stop waits for the
+		// request's calls (joined), not for the request.
+		_, done, ok := h.o.Calls.Join()
+		if !ok {
+			// The service stops: its listener is closed, and this
+			// came on a connection opened before.
+			w.Header().Set("Connection", "close")
+			http.Error(w, errStopping, http.StatusServiceUnavailable)
+			return
+		}
+		done()
+	}
+	if r.Method != http.MethodGet {
+		// Drain waits until this request's answers are written, or its
+		// client has gone. A session's standalone stream (GET) lasts as
+		// long as the session and carries no call's answer.
+		h.begin()
+		defer h.end()
 	}
 	// The bearer has done its work: nothing past this point is handed it,
 	// not even the SDK, which gives each request's headers to the tools.
@@ -100,7 +135,7 @@ func bearer(hd http.Header) string {
 // serverFor returns tok's handler, building it on first use. A build that
 // fails is not kept: the next request tries again, so a trust policy or
 // registry fixed while the service runs takes effect without a restart.
-func (h *httpHandler) serverFor(tok Token) (http.Handler, error) {
+func (h *HTTPHandler) serverFor(tok Token) (http.Handler, error) {
 	h.mu.Lock()
 	ts, ok := h.servers[tok.sum]
 	if !ok {
@@ -118,7 +153,7 @@ func (h *httpHandler) serverFor(tok Token) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the backend for principal %q: %w", tok.Principal, err)
 	}
-	srv, pr, err := build(b, tok.Scope.Within(h.o.scope()), h.o.Version, h.hints(tok))
+	srv, pr, err := build(b, tok.Scope.Within(h.o.scope()), h.o.Version, h.hints(tok), h.o.Calls)
 	if err != nil {
 		return nil, fmt.Errorf("building the server for principal %q: %w", tok.Principal, err)
 	}
@@ -135,9 +170,72 @@ func (h *httpHandler) serverFor(tok Token) (http.Handler, error) {
 	return ts.h, nil
 }
 
+// begin and end count a request in progress.
+func (h *HTTPHandler) begin() {
+	h.mu.Lock()
+	h.requests++
+	h.mu.Unlock()
+}
+
+func (h *HTTPHandler) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.requests--; h.requests == 0 && h.idle != nil {
+		close(h.idle)
+		h.idle = nil
+	}
+}
+
+// Drain waits until no request is in progress but the sessions' standalone
+// streams, so that the answers of the calls that ended are written, or
+// until ctx is done, and then returns ctx's error. The runner service
+// drains MCP over HTTP as it shuts it down, once every call has ended
+// (Options.Calls), and then closes it (Close).
+func (h *HTTPHandler) Drain(ctx context.Context) error {
+	for {
+		h.mu.Lock()
+		if h.requests == 0 {
+			h.mu.Unlock()
+			return nil
+		}
+		if h.idle == nil {
+			h.idle = make(chan struct{})
+		}
+		idle := h.idle
+		h.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close ends every session of every token: their standalone streams end,
+// so that a client holding one open does not hold a shutdown.
+func (h *HTTPHandler) Close() {
+	h.mu.Lock()
+	servers := make([]*tokenServer, 0, len(h.servers))
+	for _, ts := range h.servers {
+		servers = append(servers, ts)
+	}
+	h.mu.Unlock()
+	for _, ts := range servers {
+		ts.mu.Lock()
+		srv := ts.srv
+		ts.mu.Unlock()
+		if srv == nil {
+			continue
+		}
+		for ss := range srv.Sessions() {
+			ss.Close()
+		}
+	}
+}
+
 // hints are what a refusal tells a token's client would expose what its
 // scope omits. They name no file: the client is not the operator.
-func (h *httpHandler) hints(tok Token) hints {
+func (h *HTTPHandler) hints(tok Token) hints {
 	hs := hints{
 		runWhy:   "this token's entry does not allow run",
 		run:      "allow_run = true on this token's entry in the service's tokens file",

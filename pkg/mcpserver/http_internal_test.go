@@ -59,7 +59,7 @@ scope = "read-only"
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := NewHTTPHandler(tokens, func(Token) (Backend, error) { return readBackend{}, nil }, Options{}).(*httpHandler)
+	h := NewHTTPHandler(tokens, func(Token) (Backend, error) { return readBackend{}, nil }, Options{})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	client := &http.Client{Transport: headerTransport{http.Header{"Authorization": {"Bearer " + bearer}, "X-Probe": {"seen"}}}}

@@ -106,6 +106,10 @@ type Options struct {
 	// server that could not be built); nil discards them. No bearer value
 	// ever reaches it.
 	Logger *slog.Logger
+	// Calls, when set (the runner service's), counts each call, so that
+	// a stop treats it as a call on the socket, and refuses requests once
+	// the service stops: see [NewHTTPHandler].
+	Calls mcpapi.Calls
 }
 
 // scope returns the scope the options give a stdio server, and the ceiling
@@ -120,7 +124,7 @@ func New(b Backend, o Options) (*mcp.Server, error) {
 		runWhy:   "this server was started without --allow-run",
 		run:      "prod-write mcp --allow-run",
 		readOnly: "a server that is not read-only",
-	})
+	}, o.Calls)
 	return srv, err
 }
 
@@ -133,7 +137,7 @@ type hints struct{ runWhy, run, readOnly string }
 // [ResolveScope] decides its tools, and the receiving middleware refuses a
 // call to any other before a handler runs. It also returns the principal
 // the tools were chosen for.
-func build(b Backend, s Scope, version string, hs hints) (*mcp.Server, *approval.Principal, error) {
+func build(b Backend, s Scope, version string, hs hints, calls mcpapi.Calls) (*mcp.Server, *approval.Principal, error) {
 	reg, err := b.Registry()
 	if err != nil {
 		return nil, nil, err
@@ -159,8 +163,41 @@ func build(b Backend, s Scope, version string, hs hints) (*mcp.Server, *approval
 		srv.AddTool(sc.exposed[name].def, sc.exposed[name].handler)
 	}
 	srv.AddReceivingMiddleware(sc.middleware)
+	if calls != nil {
+		// Outermost: a call refused for its scope is still a call.
+		srv.AddReceivingMiddleware(joined(calls))
+	}
 	return srv, pr, nil
 }
+
+// joined makes each request a call of the service's (Options.Calls): a stop
+// waits for its handler to return, and its context is also done once the
+// service stops, which ends a wait_for_decision (pending, as when its
+// request is cancelled) and nothing else: run and plan ignore it. A request
+// that comes once the service stops is refused before any handler runs.
+// Notifications are not calls: nothing answers them.
+func joined(calls mcpapi.Calls) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if strings.HasPrefix(method, "notifications/") {
+				return next(ctx, method, req)
+			}
+			stop, done, ok := calls.Join()
+			if !ok {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: errStopping}
+			}
+			defer done()
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(stop, cancel)()
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// errStopping is the answer to a request that comes once the runner
+// service stops.
+const errStopping = "the runner service is stopping: nothing was done; call again once it is back"
 
 // scope decides which tool calls reach a handler.
 type scope struct {

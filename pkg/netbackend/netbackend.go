@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -225,7 +226,7 @@ func addrOf(ln net.Listener) string {
 }
 
 // ServeMCPHTTP implements [cli.Net].
-func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allowRun bool, backendFor func(string) (mcpapi.Backend, error), log *slog.Logger) error {
+func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allowRun bool, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error {
 	tokens, err := mcpserver.LoadTokens(tokensPath)
 	if err != nil {
 		return err
@@ -238,7 +239,7 @@ func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allo
 		}
 	}
 	h := mcpserver.NewHTTPHandler(tokens, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
-		mcpserver.Options{AllowRun: allowRun, Version: cli.Version, Logger: log})
+		mcpserver.Options{AllowRun: allowRun, Version: cli.Version, Logger: log, Calls: calls})
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
@@ -246,18 +247,46 @@ func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allo
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var stopped atomic.Bool
+	calls.OnStop(func() {
+		// The service stops: no new connection, before any call learns
+		// of the stop (ADR 0031). The calls in progress go on.
+		stopped.Store(true)
+		ln.Close()
+	})
 	log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "path", "/mcp", "tokens", tokens.Len())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
-		return err
+		if !stopped.Load() {
+			return err
+		}
+		<-ctx.Done()
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The service waited for every call (Calls): what is left is the
+	// last answers being written to their clients, and then the
+	// sessions' standalone streams, which would hold the shutdown.
+	sctx, cancel := context.WithTimeout(context.Background(), mcpShutdownGrace)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	srv.RegisterOnShutdown(func() {
+		h.Drain(sctx)
+		h.Close()
+	})
+	if err := srv.Shutdown(sctx); err != nil {
+		// Every call has ended, with its receipts: a client that did
+		// not read its answer in time does not fail the stop.
+		log.Warn("mcp over http: closing the connections still open", "err", err)
+		srv.Close()
+	}
+	return nil
 }
+
+// mcpShutdownGrace bounds how long MCP over HTTP takes to shut down once
+// the service has no call left: a client slow to send a request or to
+// read its last answer.
+var mcpShutdownGrace = 5 * time.Second
 
 // ServeMCP implements [cli.Net].
 func (Backend) ServeMCP(ctx context.Context, b mcpapi.Backend, allowRun bool, in io.Reader, out io.Writer) error {

@@ -220,10 +220,78 @@ type Server struct {
 	RequestTimeout time.Duration
 	Log            *log.Logger
 
+	// wg counts the calls in progress, the socket's and those that
+	// joined (Join): a stop waits for every one.
 	wg sync.WaitGroup
 
 	mu     sync.Mutex
 	byPeer map[uint32]int
+	// calls is the context every call is handed, done once the service
+	// stops (stopCalls); set up on first use, by Serve or Join.
+	calls     context.Context
+	stopCalls context.CancelFunc
+	// stopping is set once the service stops: Join refuses from then on.
+	stopping bool
+	onStop   []func()
+}
+
+// callsLocked returns the calls' context, setting it up on first use.
+func (s *Server) callsLocked() context.Context {
+	if s.calls == nil {
+		s.calls, s.stopCalls = context.WithCancel(context.Background())
+	}
+	return s.calls
+}
+
+// Join admits a call that reached the service by another way than its
+// socket (MCP over HTTP), so that a stop treats it as a call on the socket
+// (docs/adr/0031-waits-through-the-service.md): ctx is the context the
+// socket's calls are handed, done once the service stops, after every
+// listener is closed (a call that only waits ends then; one that runs a
+// program ignores it), and Serve waits until done is called, without a
+// time limit. Once the service stops, Join refuses: ok is false, and the
+// call is to be refused as one the closed listener would not accept.
+func (s *Server) Join() (ctx context.Context, done func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return nil, nil, false
+	}
+	// Added before the service stops, so before Serve waits.
+	s.wg.Add(1)
+	var once sync.Once
+	return s.callsLocked(), func() { once.Do(s.wg.Done) }, true
+}
+
+// OnStop has closeListener called once the service stops: after the socket's
+// listener is closed and before any call learns of the stop, so that a
+// client whose wait ends and that asks again is accepted nowhere. It
+// closes another listener (MCP over HTTP) and must not wait for calls. If
+// the service already stops, it is called now.
+func (s *Server) OnStop(closeListener func()) {
+	s.mu.Lock()
+	if !s.stopping {
+		s.onStop = append(s.onStop, closeListener)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	closeListener()
+}
+
+// stop refuses calls from now on, closes the other listeners, and then
+// tells the calls in progress that the service stops.
+func (s *Server) stop() {
+	s.mu.Lock()
+	s.stopping = true
+	closers := s.onStop
+	s.onStop = nil
+	s.callsLocked()
+	s.mu.Unlock()
+	for _, closeListener := range closers {
+		closeListener()
+	}
+	s.stopCalls()
 }
 
 // admit takes one of uid's slots, or reports that it has none left.
@@ -250,9 +318,10 @@ func (s *Server) release(uid uint32) {
 }
 
 // Serve accepts connections until ctx is done, then waits for the calls in
-// progress (a run is never cut short by a stop request). The context
-// handed to the handlers is done once the listener is closed (see Handler):
-// a wait ends at once, and its client's next call is not accepted here.
+// progress, those that joined included (a run is never cut short by a stop
+// request). The context handed to the handlers is done once the listeners
+// are closed (see Handler, OnStop): a wait ends at once, and its client's
+// next call is not accepted here. A Server serves once.
 func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	maxCalls := s.MaxCalls
 	if maxCalls <= 0 {
@@ -263,19 +332,33 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 		perAccount = max(1, maxCalls/2)
 	}
 	slots := make(chan struct{}, maxCalls)
-	calls, stopCalls := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopCalls()
+	s.mu.Lock()
+	calls := s.callsLocked()
+	s.mu.Unlock()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			// Closed before the calls learn of the stop: a client
+			// whose wait ends now and asks again finds no listener
+			// here.
+			l.Close()
+			s.stop()
+		})
+	}
+	returned := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
-		case <-calls.Done(): // Serve returned on an error
+		case <-returned: // Serve returned on an error
 		}
-		// Closed before the calls learn of the stop: a client whose
-		// wait ends now and asks again finds no listener here.
-		l.Close()
-		stopCalls()
+		stop()
 	}()
-	defer s.wg.Wait()
+	defer func() {
+		close(returned)
+		// Stopped before waiting: no call joins once Wait has begun.
+		stop()
+		s.wg.Wait()
+	}()
 	for {
 		c, err := l.AcceptUnix()
 		if err != nil {

@@ -742,3 +742,77 @@ func TestStopEndsWaitsNotRuns(t *testing.T) {
 		t.Fatalf("Serve: %v", err)
 	}
 }
+
+// A call that joined (MCP over HTTP) is stopped as a socket call: the
+// other listener is closed after the socket's and before any call learns
+// of the stop; then a wait's context is done, no call joins any more, and
+// Serve waits for the run that joined, however long it takes.
+func TestStopTreatsJoinedCallsAsSocketCalls(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	l, err := Listen(sock, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: &echoHandler{}, RequestTimeout: 10 * time.Second}
+	// Joined before Serve starts, as MCP over HTTP starts first.
+	runCtx, runDone, ok := s.Join()
+	if !ok {
+		t.Fatal("Join refused before the service stops")
+	}
+	closed := make(chan string, 1)
+	s.OnStop(func() {
+		switch {
+		case runCtx.Err() != nil:
+			closed <- "the calls learned of the stop before the other listener was closed"
+		default:
+			if c, err := Dial(sock); err == nil {
+				c.Close()
+				closed <- "the socket still accepts"
+			} else {
+				closed <- "closed"
+			}
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l) }()
+	waitCtx, waitDone, ok := s.Join()
+	if !ok {
+		t.Fatal("Join refused while the service serves")
+	}
+
+	cancel()
+	if got := <-closed; got != "closed" {
+		t.Fatalf("the other listener: %s", got)
+	}
+	select {
+	case <-waitCtx.Done():
+	case <-time.After(15 * time.Second): // a generous bound: it is done at once
+		t.Fatal("a joined wait's context is not done 15 s after the stop")
+	}
+	waitDone()
+	waitDone() // twice is once
+	if _, _, ok := s.Join(); ok {
+		t.Fatal("a call joined once the service stops")
+	}
+	if runCtx.Err() == nil {
+		t.Fatal("the joined run's context is not done")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned (%v) with a joined run in progress", err)
+	default:
+	}
+	runDone()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	late := make(chan struct{})
+	s.OnStop(func() { close(late) })
+	select {
+	case <-late:
+	default:
+		t.Fatal("OnStop after the stop did not call its function at once")
+	}
+}
