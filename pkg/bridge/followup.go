@@ -26,7 +26,7 @@ type Notice struct {
 	// Approved says a final notice closes it because the gate opened.
 	Approved bool
 	// Reopened says a decision announced as approved takes answers again:
-	// its gate closed before the plan ran (docs/adr/0035e-an-approval-that-stops-holding.md).
+	// its gate closed before the plan ran (docs/adr/0035-an-approval-that-stops-holding.md).
 	// The Slack message is updated to the view, the GitHub issue reopened.
 	Reopened bool
 }
@@ -111,7 +111,7 @@ type standing struct {
 
 // announcedApproval reports whether the post's round ended in an announced
 // approval, which the follow-ups watch until the plan runs or the gate
-// closes again (docs/adr/0035e-an-approval-that-stops-holding.md).
+// closes again (docs/adr/0035-an-approval-that-stops-holding.md).
 func (s standing) announcedApproval() bool {
 	return s.ended != nil && s.ended.Kind == EventDecided && s.ended.Approved
 }

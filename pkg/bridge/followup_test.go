@@ -134,7 +134,7 @@ func TestApprovalThatStopsHoldingIsSaid(t *testing.T) {
 }
 
 // Which closings of the gate after an announced approval the follow-ups
-// tell (docs/adr/0035e-an-approval-that-stops-holding.md): every one
+// tell (docs/adr/0035-an-approval-that-stops-holding.md): every one
 // before the plan ran, once, and none after it ran; a withdrawal is told
 // by withdraw itself. A closing that leaves the decision open to answers
 // reopens it; a veto or an expiry of the record closes it for good.
