@@ -454,7 +454,7 @@ func TestBusyPerAccount(t *testing.T) {
 	for range 2 {
 		held = append(held, rawSend(t, sock, nil)) // idle: still sending its request
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Accepted in order of connection: the third comes after both held ones.
 	c := rawSend(t, sock, nil)
 	if got := readFailure(t, c); got != CodeBusy {
 		t.Fatalf("a third call of one account got %s, want busy", got)
@@ -513,16 +513,21 @@ func TestOtherAccountServedWhileOneIsAtItsCap(t *testing.T) {
 		defer c.Close()
 		idle = append(idle, c)
 	}
-	time.Sleep(200 * time.Millisecond)
-	busyN := 0
+	// Six are answered busy at once; the two admitted hear nothing (their
+	// request timeout is 10 s), so no reply is awaited from them.
+	busy := make(chan bool, len(idle))
 	for _, c := range idle {
-		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		if b, _, err := NewConn(c).Recv(); err == nil && strings.Contains(string(b), string(CodeBusy)) {
-			busyN++
-		}
+		go func() {
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			b, _, err := NewConn(c).Recv()
+			busy <- err == nil && strings.Contains(string(b), string(CodeBusy))
+		}()
 	}
-	if busyN != 6 {
-		t.Fatalf("%d of root's 8 idle calls were answered busy, want 6", busyN)
+	for busyN := 0; busyN < 6; {
+		if !<-busy {
+			t.Fatalf("%d of root's 8 idle calls were answered busy before another heard nothing, want 6", busyN)
+		}
+		busyN++
 	}
 
 	// nobody (65534) is still served.
