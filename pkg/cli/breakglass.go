@@ -265,7 +265,7 @@ func breakGlassReviewRun(o *BreakGlassReviewOptions) error {
 	// And in the journal, signed by the runner, so that replay of the
 	// journal alone sees the run reviewed (ADR 0028): the reviewer's
 	// signature is what replay verifies.
-	j := &receipts.Journal{Path: c.JournalPath(), Key: rk, Runner: rp.ID, Host: journalHost(c.Host), Now: f.Now, Sync: f.JournalSync}
+	j := &receipts.Journal{Path: c.JournalPath(), Key: rk, Runner: rp.ID, Host: runner.JournalHost(c.Host), Now: f.Now, Sync: f.JournalSync}
 	if _, err := j.Append(&receipts.Receipt{Kind: receipts.KindReview, RunID: runID, Review: &receipts.Review{Review: env}}); err != nil {
 		return fmt.Errorf("review %s stored, but writing its review receipt: %w", id, err)
 	}

@@ -127,7 +127,7 @@ func (d *decisionRecord) entry(decision string) decisionlog.Entry {
 	}
 	c, err := f.loadConfig()
 	if err == nil {
-		e.Host = journalHost(c.Host)
+		e.Host = runner.JournalHost(c.Host)
 	}
 	pc := d.pc
 	if pc == nil {

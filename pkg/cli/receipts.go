@@ -379,7 +379,7 @@ func receiptsCheckpoint(f *Factory, out string) error {
 	}
 	defer sj.journal.Close()
 	c, k, pr, fl := sj.cfg, sj.key, sj.runner, sj.journal
-	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID, Host: journalHost(c.Host)}
+	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID, Host: runner.JournalHost(c.Host)}
 	err = receipts.Scan(fl, func(l receipts.Line) error {
 		if l.Torn {
 			// Cut off by the next append: a head naming it could never
@@ -568,7 +568,7 @@ func newReplayJudge(o *ReplayOptions) (*replayJudge, error) {
 		if path == "" {
 			path = c.JournalPath()
 			if host == "" {
-				host = journalHost(c.Host) // this host's own journal
+				host = runner.JournalHost(c.Host) // this host's own journal
 			}
 		}
 	}
@@ -863,13 +863,6 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("replay: %d entries do not verify and %d runs are incomplete", sum.Failed, sum.Incomplete)}
 	}
 	return nil
-}
-
-// journalHost is the host a journal's receipts and checkpoints name: the
-// configured host, or else the machine's hostname, so that one host's
-// journal never verifies as another's (issue 19).
-func journalHost(configured string) string {
-	return runner.JournalHost(configured)
 }
 
 // readDefinitions reads the operation definitions of a registry directory
