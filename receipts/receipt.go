@@ -118,6 +118,10 @@ type Outcome struct {
 	Duration time.Duration `json:"duration_ns"`
 	Stdout   Stream        `json:"stdout"`
 	Stderr   Stream        `json:"stderr"`
+	// Undelivered counts the bytes of output the caller was never given:
+	// a client of the runner service that stopped reading (the stream's
+	// size and digest still cover everything the program wrote).
+	Undelivered int64 `json:"undelivered_bytes,omitempty"`
 }
 
 // Repair records that a torn tail was cut from the journal.

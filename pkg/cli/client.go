@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"sync"
 	"syscall"
 
 	"github.com/prod-write/prod-write/pkg/config"
@@ -84,9 +83,8 @@ func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op s
 		if !h.write {
 			continue
 		}
-		// Written as the caller, by the caller's own open: the service
-		// writes into this descriptor and can be made to write nowhere
-		// else.
+		// Written as the caller, by the caller's own open, with what the
+		// service sends for stdout: the service writes no file at all.
 		fl, err := os.OpenFile(h.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return err
@@ -102,16 +100,9 @@ func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op s
 	if in != nil {
 		add("stdin", in)
 	}
-	for _, s := range []struct {
-		name string
-		w    io.Writer
-	}{{"stdout", stdout}, {"stderr", f.IO.Err}} {
-		fl, err := streams.writer(s.w)
-		if err != nil {
-			return err
-		}
-		add(s.name, fl)
-	}
+	// The service sends what we are to see over the socket; we write it
+	// to our own streams (protocol version 2).
+	req.ErrTTY = f.IO.ErrTTY
 	cwd, err := f.Getwd()
 	if err != nil {
 		return err
@@ -157,7 +148,7 @@ func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op s
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 		defer signal.Stop(sigs)
 	}
-	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: f.LookupEnv}, sigs)
+	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: f.LookupEnv}, sigs, stdout, f.IO.Err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("the call to the runner service was cancelled: %w", ctx.Err())
@@ -174,11 +165,10 @@ func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op s
 	return nil
 }
 
-// clientStreams hands the caller's streams over as descriptors: a stream
-// that is a file already (a terminal, a pipe) goes as it is, so output is
-// live and unchanged; any other (tests' buffers) through a pipe.
+// clientStreams hands the caller's stdin over as a descriptor, for a
+// program that runs: one that is a file already (a terminal, a pipe) goes
+// as it is; any other (tests' buffers) through a pipe.
 type clientStreams struct {
-	wg    sync.WaitGroup
 	close []*os.File
 }
 
@@ -201,32 +191,9 @@ func (s *clientStreams) reader(r io.Reader) (*os.File, error) {
 	return pr, nil
 }
 
-func (s *clientStreams) writer(w io.Writer) (*os.File, error) {
-	if fl, ok := w.(*os.File); ok {
-		return fl, nil
-	}
-	if w == nil {
-		w = io.Discard
-	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	s.close = append(s.close, pw)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		io.Copy(w, pr)
-		pr.Close()
-	}()
-	return pw, nil
-}
-
-// wait closes our ends of the pipes and waits until what the service wrote
-// has been copied out.
+// wait closes our ends of the pipes.
 func (s *clientStreams) wait() {
 	for _, fl := range s.close {
 		fl.Close()
 	}
-	s.wg.Wait()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/service"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
@@ -21,6 +22,7 @@ const (
 	ExitDataErr   = 65                  // bad input data
 	ExitSoftware  = runner.ExitSoftware // internal error (70)
 	ExitIOErr     = 74                  // I/O error
+	ExitTempFail  = 75                  // the runner service is busy: try again; nothing was done
 	ExitRefused   = 77                  // the gate said no; nothing ran
 	ExitConfig    = 78                  // configuration error
 	ExitTimeout   = 124
@@ -56,12 +58,15 @@ func ExitCode(err error) int {
 		badFP     *store.BadFingerprintError
 		dataErr   *dataError
 		pathErr   *fs.PathError
+		svcErr    *service.Error
 	)
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &exitErr):
 		return exitErr.Code
+	case errors.As(err, &svcErr) && svcErr.Code == service.CodeBusy:
+		return ExitTempFail
 	case errors.As(err, &usage):
 		return ExitUsage
 	case errors.As(err, &refused):

@@ -94,12 +94,13 @@ func (f *Factory) runner() *runner.Runner {
 	}
 	if sc := f.call; sc != nil {
 		r.PolicyShared = true
-		r.CallerCwd = func() string { return sc.cwdPath }
+		r.CallerCwd = sc.getwd
 		r.OpenFile = sc.file
 		r.Secret = sc.svc.secret
 		r.Credential = sc.credential
 		r.Prepare = sc.prepare
 		r.Snapshots = &sc.svc.snapshots
+		r.FinishOutput = sc.finishOutput
 		r.Signals = func() <-chan os.Signal {
 			if sc.c != nil {
 				return sc.c.Signals()

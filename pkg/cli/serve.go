@@ -21,7 +21,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
-	"golang.org/x/term"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
@@ -194,7 +193,9 @@ func serveRun(o *ServeOptions) error {
 	if c.Service.Socket == "" {
 		return &config.Error{Path: c.Path, Msg: "serve needs [service] socket: where to listen"}
 	}
-	mode := os.FileMode(0o666)
+	// Only the callers' group may connect by default; who may act is
+	// still decided by signatures (docs/adr/0036-the-service-never-waits-on-a-caller.md).
+	mode := os.FileMode(0o660)
 	if c.Service.SocketMode != "" {
 		m, err := strconv.ParseUint(c.Service.SocketMode, 8, 32)
 		if err != nil || m > 0o777 {
@@ -248,6 +249,12 @@ func serveRun(o *ServeOptions) error {
 	if err != nil {
 		return &config.Error{Path: c.Path, Msg: "listening on " + c.Service.Socket, Err: err}
 	}
+	if g := c.Service.SocketGroup; g != "" {
+		if err := chgrp(c.Service.Socket, g); err != nil {
+			l.Close()
+			return &config.Error{Path: c.Path, Msg: "service.socket_group " + g, Err: err}
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	hup := make(chan os.Signal, 1)
@@ -277,7 +284,7 @@ func serveRun(o *ServeOptions) error {
 	}
 	// The socket's server counts the calls of MCP over HTTP too: a stop
 	// treats them alike (docs/adr/0031-waits-through-the-service.md).
-	srv := &service.Server{Handler: &serviceHandler{st: st, base: f}, Log: st.log}
+	srv := &service.Server{Handler: &serviceHandler{st: st, base: f}, Log: st.log, Classify: st.pools}
 	// Done once the service has no call left: MCP over HTTP then shuts
 	// down. Its listener closes as the service stops (srv.OnStop), before
 	// any call learns of the stop.
@@ -330,6 +337,19 @@ func serveRun(o *ServeOptions) error {
 	default:
 	}
 	return err
+}
+
+// chgrp gives the socket at path the group named g.
+func chgrp(path, g string) error {
+	gr, err := user.LookupGroup(g)
+	if err != nil {
+		return err
+	}
+	gid, err := strconv.Atoi(gr.Gid)
+	if err != nil {
+		return err
+	}
+	return os.Lchown(path, -1, gid)
 }
 
 // proxyAndCAVariables are the environment variables through which Go's
@@ -398,17 +418,30 @@ type serviceCall struct {
 	key     *os.File
 	cwd     *os.File
 	cwdPath string
+	cwdErr  error               // why the directory handed over stands for no path
 	files   map[string]*os.File // handed over or fetched, by parameter name
 	// stop is closed once the service stops (service.Handler): a wait
 	// ends then, and stopped says that it did, for the log.
 	stop    <-chan struct{}
 	stopped bool
+	// finishOutput ends the relay of a program's output (nil: no
+	// client to relay to).
+	finishOutput func() int64
 }
+
+// relayGrace is how long a run's outcome receipt waits, at most, for a
+// client to take the output still buffered for it.
+const relayGrace = time.Second
 
 // file returns the descriptor of file parameter name: the one handed over
 // with the request, or else one the client opens now for path.
 func (sc *serviceCall) file(name, path string) (*os.File, error) {
 	if fl, ok := sc.files[name]; ok {
+		if sc.c != nil {
+			if err := sameFile(fl, path); err != nil {
+				return nil, err
+			}
+		}
 		return fl, nil
 	}
 	if sc.c == nil {
@@ -419,7 +452,33 @@ func (sc *serviceCall) file(name, path string) (*os.File, error) {
 		return nil, &operations.InputError{Err: fmt.Errorf("file %s: %w", name, err)}
 	}
 	sc.files[name] = fl
+	if err := sameFile(fl, path); err != nil {
+		return nil, err
+	}
 	return fl, nil
+}
+
+// sameObject refuses a descriptor handed over for path that is not the
+// object path names in the service's own namespace: the plan, its
+// approval and the receipt would name a path the program never read
+// (docs/adr/0036-the-service-never-waits-on-a-caller.md).
+func sameObject(fl *os.File, path string) error {
+	if err := service.SameObject(fl, path); err != nil {
+		return refusal.New(refusal.FingerprintMismatch, "the descriptor handed over does not stand for %s: %v", path, err).Needs("a path the runner service resolves to the same object as the caller (no bind mount or link of the caller's own over it)")
+	}
+	return nil
+}
+
+// sameFile is sameObject for a file parameter, whose bytes, not its path,
+// are what the plan binds, shows and hands the program: a file the service
+// cannot resolve at all (the caller's own private file, the case the
+// descriptor exists for) is taken; one whose path names another object
+// here is refused.
+func sameFile(fl *os.File, path string) error {
+	if err := service.SameObject(fl, path); errors.Is(err, service.ErrUnresolvable) {
+		return nil
+	}
+	return sameObject(fl, path)
 }
 
 func (sc *serviceCall) close() {
@@ -555,7 +614,82 @@ func cwdPath(d *os.File) (string, error) {
 	if !filepath.IsAbs(p) {
 		return "", fmt.Errorf("the working directory handed over has no path here (%q)", p)
 	}
+	// The kernel's name is the path in the caller's namespace: it counts
+	// only if ours resolves it to the same directory.
+	if err := sameObject(d, p); err != nil {
+		return "", err
+	}
 	return p, nil
+}
+
+// getwd is the caller's working directory, as the plan binds it.
+func (sc *serviceCall) getwd() (string, error) {
+	if sc.cwdErr != nil {
+		if _, ok := refusal.As(sc.cwdErr); ok {
+			return "", sc.cwdErr
+		}
+		return "", &usageError{msg: sc.cwdErr.Error()}
+	}
+	return sc.cwdPath, nil
+}
+
+// Slots of the service's pools (docs/adr/0036-the-service-never-waits-on-a-caller.md).
+const (
+	// principalCalls is each principal's own pool, and root's: no other
+	// caller can take them.
+	principalCalls = 64
+	// keylessCalls is the pool every caller without a key of the policy
+	// shares, keylessPerAccount its share for one account.
+	keylessCalls      = 4
+	keylessPerAccount = 2
+)
+
+// pools names the slots a call draws on: its principal's own when it
+// handed over a key of the policy, root's and the service's own accounts'
+// own, and otherwise a share of the small keyless pool. The key is read
+// (a regular file of at most 4 KiB, by pread) only to know whose pool.
+func (s *serviceState) pools(c *service.Call) []service.Pool {
+	if pr := s.principalOf(c.Files["key"]); pr != nil {
+		return []service.Pool{{Name: "principal:" + pr.ID, Size: principalCalls}}
+	}
+	uid := strconv.FormatUint(uint64(c.Peer.UID), 10)
+	if c.Peer.UID == 0 || c.Peer.UID == s.uid {
+		return []service.Pool{{Name: "uid:" + uid, Size: principalCalls}}
+	}
+	return []service.Pool{{Name: "keyless", Size: keylessCalls}, {Name: "keyless:uid:" + uid, Size: keylessPerAccount}}
+}
+
+// principalOf is the principal of the policy whose key kf holds, or nil.
+func (s *serviceState) principalOf(kf *os.File) *approval.Principal {
+	if kf == nil {
+		return nil
+	}
+	k, err := keys.LoadFile(kf, "the key handed over")
+	if err != nil {
+		return nil
+	}
+	pr, ok := s.current().policy.ByKey(k.Public().ID())
+	if !ok {
+		return nil
+	}
+	return pr
+}
+
+// plansReadByKeyOnly are the calls that show what a plan binds (argv,
+// params, file paths, environment values): a caller without a key of the
+// policy is refused them (docs/adr/0036-the-service-never-waits-on-a-caller.md).
+// It still sees operation names and fingerprints (ops list, receipts list,
+// completion).
+var plansReadByKeyOnly = []string{"status", "receipts-show", "receipts-export"}
+
+// mayReadPlans reports whether the caller may read what plans bind: it
+// handed over a key of the policy, or it is root or the service's own
+// account, which can read the store's files anyway.
+func (sc *serviceCall) mayReadPlans() bool {
+	if p := sc.c.Peer.UID; p == 0 || p == sc.svc.uid {
+		return true
+	}
+	return sc.svc.principalOf(sc.key) != nil
 }
 
 // Serve implements service.Handler.
@@ -574,21 +708,29 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 		AWS:   h.base.AWS,
 		Net:   h.base.Net,
 		call:  sc,
-		Getwd: func() (string, error) { return sc.cwdPath, nil },
+		Getwd: sc.getwd,
 		// The service reads no environment for a call: not the caller's
 		// (it has none here) and not its own, so a bridge token or a
 		// secret can only come from the service's files.
 		LookupEnv: func(string) (string, bool) { return "", false },
 	}
 	if fl := c.Files["stdin"]; fl != nil {
+		// Handed to a program that runs, as it is; never read here.
 		f.IO.In = fl
 	}
-	if fl := c.Files["stdout"]; fl != nil {
-		f.IO.Out = fl
-	}
-	if fl := c.Files["stderr"]; fl != nil {
-		f.IO.Err = fl
-		f.IO.ErrTTY = term.IsTerminal(int(fl.Fd()))
+	// What the caller is to see goes back over the call's own socket,
+	// never onto a descriptor the caller handed over
+	// (docs/adr/0036-the-service-never-waits-on-a-caller.md). A program's
+	// output is relayed through a bounded buffer the program never waits
+	// on; a command's result is sent with a deadline.
+	f.IO.ErrTTY = c.Request.ErrTTY
+	if c.Request.Op == "run" {
+		relay := c.Relay()
+		defer relay.Finish(relayGrace)
+		f.IO.Out, f.IO.Err = relay.Writer(1), relay.Writer(2)
+		sc.finishOutput = func() int64 { return relay.Finish(relayGrace) }
+	} else {
+		f.IO.Out, f.IO.Err = c.Output(1), c.Output(2)
 	}
 	start := time.Now()
 	err := h.dispatch(f, sc)
@@ -611,13 +753,15 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 
 func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 	if sc.cwd != nil {
-		p, err := cwdPath(sc.cwd)
-		if err != nil {
-			return &usageError{msg: err.Error()}
-		}
-		sc.cwdPath = p
+		// A directory that does not stand for its path is refused only
+		// by the calls that bind it (Getwd, CallerCwd): status from
+		// there is still answered.
+		sc.cwdPath, sc.cwdErr = cwdPath(sc.cwd)
 	}
 	req := sc.c.Request
+	if slices.Contains(plansReadByKeyOnly, req.Op) && !sc.mayReadPlans() {
+		return refusal.New(refusal.PrincipalUnknown, "%s shows what plans bind, and the caller handed over no key of the trust policy", strings.ReplaceAll(req.Op, "-", " ")).Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
+	}
 	args := func(v any) error {
 		if len(req.Args) == 0 {
 			return &usageError{msg: "the request carries no arguments"}

@@ -140,7 +140,7 @@ func (h *waitingHandler) Serve(_ context.Context, c *service.Call) int {
 	var o StatusOptions
 	json.Unmarshal(c.Request.Args, &o)
 	if !o.Wait {
-		c.Files["stdout"].WriteString(`{"state":"pending"}` + "\n")
+		io.WriteString(c.Output(1), `{"state":"pending"}`+"\n")
 		return 0
 	}
 	h.started <- struct{}{}

@@ -171,9 +171,13 @@ type Service struct {
 	// account: a one-account setup (a demo, a test) that says explicitly
 	// it has no separation. doctor reports it.
 	AllowSharedAccount bool `toml:"allow_shared_account"`
-	// SocketMode is the socket file's mode, as an octal string ("0666"
-	// when empty: who may connect is not who may act, signatures decide).
+	// SocketMode is the socket file's mode, as an octal string ("0660"
+	// when empty: the service's group, or SocketGroup, may connect; who
+	// may act is still decided by signatures).
 	SocketMode string `toml:"socket_mode"`
+	// SocketGroup is the group the socket is given (the callers'), by
+	// name; empty leaves the service's own.
+	SocketGroup string `toml:"socket_group"`
 	// MCPListen is the address MCP over Streamable HTTP is served on
 	// (off when empty); MCPTokens the file of its hashed bearer tokens.
 	MCPListen string `toml:"mcp_listen"`

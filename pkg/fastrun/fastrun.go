@@ -27,6 +27,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/service"
 )
@@ -170,8 +172,10 @@ func Try(e Env) (code int, ok bool) {
 	if e.Stdin != nil {
 		add("stdin", e.Stdin)
 	}
-	add("stdout", e.Stdout)
-	add("stderr", e.Stderr)
+	// Progress lines are for a terminal: the service is told whether
+	// stderr is one, and never sees it.
+	_, err = unix.IoctlGetTermios(int(e.Stderr.Fd()), unix.TCGETS)
+	req.ErrTTY = err == nil
 	d, err := service.OpenDir(cwd)
 	if err != nil {
 		return 0, false
@@ -192,7 +196,7 @@ func Try(e Env) (code int, ok bool) {
 	}
 	defer conn.Close()
 	<-notified
-	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: e.LookupEnv}, sigs)
+	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: e.LookupEnv}, sigs, e.Stdout, e.Stderr)
 	var notSent *service.NotSentError
 	switch {
 	case errors.As(err, &notSent):

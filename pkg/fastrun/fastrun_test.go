@@ -60,7 +60,7 @@ func (r *recorder) Serve(ctx context.Context, c *service.Call) int {
 	r.mu.Lock()
 	r.calls = append(r.calls, c)
 	r.mu.Unlock()
-	fmt.Fprintf(c.Files["stdout"], "ran %s\n", c.Request.Args)
+	fmt.Fprintf(c.Output(1), "ran %s\n", c.Request.Args)
 	if r.hangUp {
 		panic("hang up") // the server logs it and answers internal error
 	}
@@ -126,7 +126,8 @@ func (w *world) read(t *testing.T, name string) string {
 
 // The call fastrun makes is the one the command tree's client makes: op
 // run, the options as {"Fingerprint"}, --json, and the caller's streams,
-// working directory and key as descriptors, in that order.
+// working directory and key as descriptors, in that order; its streams
+// stay its own, and what the service sends for stdout reaches them.
 func TestTryCallsTheService(t *testing.T) {
 	w := newWorld(t, "[service]\nsocket = \"SOCK\"\n")
 	key := filepath.Join(w.dir, "agent.key")
@@ -146,7 +147,7 @@ func TestTryCallsTheService(t *testing.T) {
 	if err := json.Unmarshal(req.Args, &args); err != nil || len(args) != 1 || args["Fingerprint"] != "sha256:abc" {
 		t.Fatalf("args %s", req.Args)
 	}
-	if req.Op != "run" || !req.JSON || !slices.Equal(req.FDs, []string{"stdout", "stderr", "cwd", "key"}) {
+	if req.Op != "run" || !req.JSON || !slices.Equal(req.FDs, []string{"cwd", "key"}) {
 		t.Fatalf("request %+v", req)
 	}
 	if got := w.read(t, "stdout"); got != "ran {\"Fingerprint\":\"sha256:abc\"}\n" {

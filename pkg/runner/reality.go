@@ -17,7 +17,15 @@ func (pc *PlanContext) Reality(r *Runner, d operations.Digester) error {
 	if r.CallerCwd != nil {
 		// The directory the caller handed over now, not the one the plan
 		// names: the fingerprint then says whether they are the same.
-		req.Cwd = r.CallerCwd()
+		cwd, err := r.CallerCwd()
+		if err != nil {
+			if rf, ok := refusal.As(err); ok {
+				rf.Fingerprint = pc.Plan.Fingerprint
+				return rf
+			}
+			return pc.Refuse(refusal.FingerprintMismatch, "reality no longer matches the plan: cwd: %v", err).Needs("a new plan of what is there now")
+		}
+		req.Cwd = cwd
 	}
 	now, err := pc.Op.Resolve(req, r.CallerFiles(d))
 	if err != nil {

@@ -263,6 +263,11 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 
 	// 7. The outcome receipt.
 	out := &receipts.Outcome{Intent: in.Hash}
+	if r.FinishOutput != nil {
+		// Bounded: the receipt waits a fixed grace at most for a client
+		// that reads slowly, and none for one that stopped.
+		out.Undelivered = r.FinishOutput()
+	}
 	if runErr != nil {
 		out.ExitCode, out.Error = ExitSoftware, runErr.Error()
 	} else {

@@ -69,7 +69,7 @@ type Runner struct {
 	// CallerCwd, when set, is the working directory the caller handed over
 	// (the service): reality is resolved from it, not from the directory
 	// the plan names, and the fingerprint says whether they are the same.
-	CallerCwd func() string
+	CallerCwd func() (string, error)
 	// OpenFile opens a file parameter as the caller has it (the service:
 	// the descriptor the client handed over); nil opens it by path.
 	OpenFile func(name, path string) (*os.File, error)
@@ -92,6 +92,11 @@ type Runner struct {
 	// service: the client's, as requests); nil forwards this process's own
 	// SIGINT and SIGTERM.
 	Signals func() <-chan os.Signal
+	// FinishOutput, when set, is called once the program has ended and
+	// before its outcome receipt is written: it ends the relay of the
+	// program's output to a client (the service), waiting a bounded grace
+	// at most, and returns how many bytes the client was never given.
+	FinishOutput func() int64
 
 	// Stdin, Stdout and Stderr are the program's; Stderr also carries the
 	// run's warnings. Progress, when set, hears the hashing of large files.

@@ -3,8 +3,10 @@ package service
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,12 +38,22 @@ func (e *NotSentError) Error() string { return "sending the request: " + e.Err.E
 func (e *NotSentError) Unwrap() error { return e.Err }
 
 // Do makes one call: it sends req with files attached (named by req.FDs),
-// answers the service's questions through a, relays every signal received
-// on sigs while waiting, and returns how the call ended. The files are the
-// caller's and stay open.
-func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signal) (*Result, error) {
+// answers the service's questions through a, writes what the service
+// sends for the caller's stdout and stderr to stdout and stderr, relays
+// every signal received on sigs while waiting, and returns how the call
+// ended. The files are the caller's and stay open.
+//
+// Writing to stdout and stderr may block (a paused terminal): that holds
+// this client only. The service stops sending to a client that stops
+// reading, and carries on without it.
+func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signal, stdout, stderr io.Writer) (*Result, error) {
 	req.V = Version
 	if err := c.Send(req, files...); err != nil {
+		// A service that refused the connection at once (busy) answered
+		// before it closed: that answer, not the failed send, says why.
+		if res := refusedAtOnce(c); res != nil {
+			return res, nil
+		}
 		return nil, &NotSentError{err}
 	}
 	done := make(chan struct{})
@@ -75,17 +87,50 @@ func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signa
 			}
 			return nil, fmt.Errorf("reading the runner service's reply: %w", err)
 		}
-		kind, need, res, err := decodeReply(b)
+		kind, need, res, out, err := decodeReply(b)
 		if err != nil {
 			return nil, err
 		}
-		if kind != "need" {
+		switch kind {
+		case "out":
+			w := stdout
+			if out.FD == 2 {
+				w = stderr
+			}
+			if w != nil {
+				w.Write(out.Data)
+			}
+			continue
+		case "need":
+		default:
 			return res, nil
 		}
 		if err := answer(c, need, a); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// refusedAtOnce reads, without waiting, a Failure the service sent before
+// it closed a connection it would not take.
+func refusedAtOnce(c *Conn) *Result {
+	c.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	defer c.c.SetReadDeadline(time.Time{})
+	for range 2 { // the first read may report the reset instead
+		b, got, err := c.Recv()
+		closeAll(got)
+		if err != nil {
+			if errors.Is(err, syscall.ECONNRESET) {
+				continue
+			}
+			return nil
+		}
+		if kind, _, res, _, err := decodeReply(b); err == nil && kind == "failure" {
+			return res
+		}
+		return nil
+	}
+	return nil
 }
 
 func answer(c *Conn, n *Need, a Answerer) error {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Handler does the work of one call. It returns the command's exit status;
@@ -34,7 +36,11 @@ type Call struct {
 	Files map[string]*os.File
 
 	conn *Conn
-	mu   sync.Mutex // one Need in flight at a time
+	// sendMu orders the call's own sends (results, questions, the exit
+	// status); stalled is set once one timed out (see Output).
+	sendMu  sync.Mutex
+	stalled bool
+	mu      sync.Mutex // one Need in flight at a time
 	// running is set once Signals is called: a program runs, and the
 	// client can no longer be asked anything.
 	running bool
@@ -161,7 +167,7 @@ func (c *Call) need(n Need) (*Give, []*os.File, error) {
 		closeAll(r.files)
 	default:
 	}
-	if err := c.conn.Send(n); err != nil {
+	if err := c.send(n); err != nil {
 		return nil, nil, fmt.Errorf("asking the client: %w", err)
 	}
 	t := time.NewTimer(NeedTimeout)
@@ -204,17 +210,35 @@ func (c *Call) Signals() <-chan os.Signal {
 }
 
 // Server serves calls on a listener.
+//
+// # Slots
+//
+// Slots are fair (SPEC §13, docs/adr/0036-the-service-never-waits-on-a-caller.md).
+// A connection still sending its request holds one of its account's
+// MaxPendingPerAccount slots, for at most RequestTimeout. Once the request
+// is read, [Server.Classify] names the pools the call draws on, for
+// example its principal's own, or the small pool every keyless caller
+// shares; a call is admitted only if every one of them has room. So no
+// principal can take another's slots, strangers share a few between them,
+// and approvers and operators are served while agents and strangers hold
+// everything they may. A refused call is answered busy, after its request
+// was read: never a reset.
 type Server struct {
 	Handler Handler
-	// MaxCalls bounds calls in progress; one more is answered busy.
+	// MaxCalls bounds the connections still sending their request; one
+	// more is answered busy. 0 means 256.
 	MaxCalls int
 	// MaxCallsPerAccount bounds the calls in progress of one calling
-	// account (its uid, from SO_PEERCRED), connections still sending
-	// their request included: one more is answered busy. Without it one
-	// account could hold every slot (idle connections, status --wait) and
-	// keep every other account from being served. 0 means half of
-	// MaxCalls.
+	// account (its uid, from SO_PEERCRED) when Classify is nil. 0 means
+	// half of MaxCalls.
 	MaxCallsPerAccount int
+	// MaxPendingPerAccount bounds the connections of one account still
+	// sending their request. 0 means 32.
+	MaxPendingPerAccount int
+	// Classify, if set, names the pools a call whose request has been
+	// read draws on, with each pool's size. Nil: one pool per account,
+	// of MaxCallsPerAccount.
+	Classify func(*Call) []Pool
 	// RequestTimeout bounds how long a client may take to send its
 	// request once connected.
 	RequestTimeout time.Duration
@@ -224,8 +248,9 @@ type Server struct {
 	// joined (Join): a stop waits for every one.
 	wg sync.WaitGroup
 
-	mu     sync.Mutex
-	byPeer map[uint32]int
+	mu      sync.Mutex
+	pending map[uint32]int
+	inPool  map[string]int
 	// calls is the context every call is handed, done once the service
 	// stops (stopCalls); set up on first use, by Serve or Join.
 	calls     context.Context
@@ -233,6 +258,12 @@ type Server struct {
 	// stopping is set once the service stops: Join refuses from then on.
 	stopping bool
 	onStop   []func()
+}
+
+// Pool is one pool of slots a call draws on: its name and its size.
+type Pool struct {
+	Name string
+	Size int
 }
 
 // callsLocked returns the calls' context, setting it up on first use.
@@ -294,26 +325,54 @@ func (s *Server) stop() {
 	s.stopCalls()
 }
 
-// admit takes one of uid's slots, or reports that it has none left.
-func (s *Server) admit(uid uint32, max int) bool {
+// admitPending takes one of uid's slots for a connection still sending
+// its request, or reports that it has none left.
+func (s *Server) admitPending(uid uint32, max int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byPeer[uid] >= max {
+	if s.pending[uid] >= max {
 		return false
 	}
-	if s.byPeer == nil {
-		s.byPeer = map[uint32]int{}
+	if s.pending == nil {
+		s.pending = map[uint32]int{}
 	}
-	s.byPeer[uid]++
+	s.pending[uid]++
 	return true
 }
 
-// release gives back one of uid's slots.
-func (s *Server) release(uid uint32) {
+func (s *Server) releasePending(uid uint32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.byPeer[uid]--; s.byPeer[uid] <= 0 {
-		delete(s.byPeer, uid)
+	if s.pending[uid]--; s.pending[uid] <= 0 {
+		delete(s.pending, uid)
+	}
+}
+
+// admit takes a slot in every pool, or in none and names the full one.
+func (s *Server) admit(pools []Pool) (full string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range pools {
+		if s.inPool[p.Name] >= p.Size {
+			return p.Name, false
+		}
+	}
+	if s.inPool == nil {
+		s.inPool = map[string]int{}
+	}
+	for _, p := range pools {
+		s.inPool[p.Name]++
+	}
+	return "", true
+}
+
+func (s *Server) release(pools []Pool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range pools {
+		if s.inPool[p.Name]--; s.inPool[p.Name] <= 0 {
+			delete(s.inPool, p.Name)
+		}
 	}
 }
 
@@ -330,6 +389,16 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 	perAccount := s.MaxCallsPerAccount
 	if perAccount <= 0 {
 		perAccount = max(1, maxCalls/2)
+	}
+	pendingPerAccount := s.MaxPendingPerAccount
+	if pendingPerAccount <= 0 {
+		pendingPerAccount = 32
+	}
+	classify := s.Classify
+	if classify == nil {
+		classify = func(c *Call) []Pool {
+			return []Pool{{Name: "uid:" + strconv.FormatUint(uint64(c.Peer.UID), 10), Size: perAccount}}
+		}
 	}
 	slots := make(chan struct{}, maxCalls)
 	s.mu.Lock()
@@ -382,25 +451,26 @@ func (s *Server) Serve(ctx context.Context, l *net.UnixListener) error {
 			c.Close()
 			continue
 		}
-		if !s.admit(peer.UID, perAccount) {
+		if !s.admitPending(peer.UID, pendingPerAccount) {
 			// Not logged: an account hammering the socket would fill
 			// the log.
-			busy(c, "too many calls of this account in progress; try again")
+			busy(c, "too many calls of this account are still sending their request; try again")
 			continue
 		}
 		select {
 		case slots <- struct{}{}:
 		default:
-			s.release(peer.UID)
+			s.releasePending(peer.UID)
 			busy(c, "too many calls in progress; try again")
 			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() { <-slots }()
-			defer s.release(peer.UID)
-			s.serveConn(calls, c, peer)
+			s.serveConn(calls, c, peer, func() {
+				<-slots
+				s.releasePending(peer.UID)
+			}, classify)
 		}()
 	}
 }
@@ -411,16 +481,48 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// busy answers a connection that gets no slot, and closes it.
+// busy answers a connection that gets no slot, and closes it. What the
+// client sent already is read first (without waiting for more): a socket
+// closed with unread data resets its peer, whose read then fails with
+// ECONNRESET instead of finding this answer.
 func busy(c *net.UnixConn, msg string) {
 	conn := NewConn(c)
-	conn.Send(Failure{T: "failure", Code: CodeBusy, Error: msg})
+	drain(c)
+	conn.SendWithin(time.Second, Failure{T: "failure", Code: CodeBusy, Error: msg})
 	conn.Close()
 }
 
-func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn, peer Peer) {
+// drain reads and drops, without blocking, every message queued on c.
+func drain(c *net.UnixConn) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	raw.Read(func(fd uintptr) bool {
+		buf := make([]byte, MaxMessage+1)
+		oob := make([]byte, unix.CmsgSpace(MaxFDs*4))
+		for {
+			_, oobn, _, _, err := unix.Recvmsg(int(fd), buf, oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+			if err != nil {
+				return true // EAGAIN: nothing more queued
+			}
+			files, _ := parseRights(oob[:oobn])
+			closeAll(files)
+		}
+	})
+}
+
+// serveConn serves one connection. endPending gives back the slots of a
+// connection still sending its request, once it is read.
+func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn, peer Peer, endPending func(), classify func(*Call) []Pool) {
 	conn := NewConn(uc)
 	defer conn.Close()
+	pendingEnded := false
+	defer func() {
+		if !pendingEnded {
+			endPending()
+		}
+	}()
 	timeout := s.RequestTimeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -441,7 +543,7 @@ func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn, peer Peer) {
 			pe = protoErr(CodeBadRequest, "%v", err)
 		}
 		s.logf("uid %d: %s", peer.UID, pe.Code)
-		conn.Send(Failure{T: "failure", Code: pe.Code, Error: pe.Msg})
+		conn.SendWithin(WriteTimeout, Failure{T: "failure", Code: pe.Code, Error: pe.Msg})
 		return
 	}
 	req, err := DecodeRequest(b, len(files))
@@ -449,19 +551,28 @@ func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn, peer Peer) {
 		closeAll(files)
 		pe := err.(*Error)
 		s.logf("uid %d: %s", peer.UID, pe.Code)
-		conn.Send(Failure{T: "failure", Code: pe.Code, Error: pe.Msg})
+		conn.SendWithin(WriteTimeout, Failure{T: "failure", Code: pe.Code, Error: pe.Msg})
 		return
 	}
+	defer closeAll(files)
 	call := newCall(peer, req, conn)
-	// Read from now on, so that the call learns when its client goes
-	// (Gone); the deferred Close above ends the reading.
-	go call.read()
 	for i, n := range req.FDs {
 		call.Files[n] = files[i]
 	}
-	defer closeAll(files)
+	endPending()
+	pendingEnded = true
+	pools := classify(call)
+	if full, ok := s.admit(pools); !ok {
+		// The request was read: the client finds this answer.
+		conn.SendWithin(WriteTimeout, Failure{T: "failure", Code: CodeBusy, Error: fmt.Sprintf("too many calls in progress in pool %s; try again", full)})
+		return
+	}
+	defer s.release(pools)
+	// Read from now on, so that the call learns when its client goes
+	// (Gone); the deferred Close above ends the reading.
+	go call.read()
 	code := s.handle(ctx, call)
-	if err := conn.Send(Exit{T: "exit", Code: code}); err != nil && !IsClosed(err) && !errors.Is(err, syscall.EPIPE) {
+	if err := call.send(Exit{T: "exit", Code: code}); err != nil && !IsClosed(err) && !errors.Is(err, syscall.EPIPE) {
 		s.logf("uid %d: %s: sending the exit status: %v", peer.UID, req.Op, err)
 	}
 }
@@ -537,32 +648,38 @@ type Result struct {
 }
 
 // decodeReply decodes the service's messages to a client.
-func decodeReply(b []byte) (kind string, need *Need, res *Result, err error) {
+func decodeReply(b []byte) (kind string, need *Need, res *Result, out *Output, err error) {
 	var head struct {
 		T string `json:"t"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
-		return "", nil, nil, protoErr(CodeBadRequest, "reply: %v", err)
+		return "", nil, nil, nil, protoErr(CodeBadRequest, "reply: %v", err)
 	}
 	switch head.T {
+	case "out":
+		var o Output
+		if err := strictJSON(b, &o); err != nil || (o.FD != 1 && o.FD != 2) {
+			return "", nil, nil, nil, protoErr(CodeBadRequest, "out: fd %d: %v", o.FD, err)
+		}
+		return "out", nil, nil, &o, nil
 	case "need":
 		var n Need
 		if err := strictJSON(b, &n); err != nil {
-			return "", nil, nil, protoErr(CodeBadRequest, "need: %v", err)
+			return "", nil, nil, nil, protoErr(CodeBadRequest, "need: %v", err)
 		}
-		return "need", &n, nil, nil
+		return "need", &n, nil, nil, nil
 	case "exit":
 		var e Exit
 		if err := strictJSON(b, &e); err != nil {
-			return "", nil, nil, protoErr(CodeBadRequest, "exit: %v", err)
+			return "", nil, nil, nil, protoErr(CodeBadRequest, "exit: %v", err)
 		}
-		return "exit", nil, &Result{Code: e.Code}, nil
+		return "exit", nil, &Result{Code: e.Code}, nil, nil
 	case "failure":
 		var f Failure
 		if err := strictJSON(b, &f); err != nil {
-			return "", nil, nil, protoErr(CodeBadRequest, "failure: %v", err)
+			return "", nil, nil, nil, protoErr(CodeBadRequest, "failure: %v", err)
 		}
-		return "failure", nil, &Result{Failure: &Error{Code: f.Code, Msg: f.Error}}, nil
+		return "failure", nil, &Result{Failure: &Error{Code: f.Code, Msg: f.Error}}, nil, nil
 	}
-	return "", nil, nil, protoErr(CodeBadRequest, "unknown reply %q", head.T)
+	return "", nil, nil, nil, protoErr(CodeBadRequest, "unknown reply %q", head.T)
 }

@@ -34,7 +34,7 @@ func (h *echoHandler) Serve(ctx context.Context, c *Call) int {
 		Wait bool   `json:"wait"`
 	}
 	json.Unmarshal(c.Request.Args, &a)
-	out := c.Files["stdout"]
+	out := c.Output(1)
 	if a.Ask != "" {
 		v, ok, err := c.Env(a.Ask)
 		if err != nil {
@@ -109,16 +109,9 @@ func call(t *testing.T, sock string, req Request, a Answerer, sigs <-chan os.Sig
 		t.Fatal(err)
 	}
 	defer c.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	req.FDs = append([]string{"stdout"}, req.FDs...)
-	res, err := Do(c, req, []*os.File{w}, a, sigs)
-	w.Close()
-	out, _ := io.ReadAll(r)
-	return string(out), res, err
+	var out syncBuffer
+	res, err := Do(c, req, nil, a, sigs, &out, &out)
+	return out.String(), res, err
 }
 
 func TestCallRoundTrip(t *testing.T) {
@@ -184,7 +177,7 @@ func readFailure(t *testing.T, c *net.UnixConn) Code {
 	if err != nil {
 		t.Fatalf("no reply: %v", err)
 	}
-	kind, _, res, err := decodeReply(b)
+	kind, _, res, _, err := decodeReply(b)
 	if err != nil || kind != "failure" {
 		t.Fatalf("reply %q (%v), want a failure", b, err)
 	}
@@ -203,7 +196,7 @@ func TestHostileRequests(t *testing.T) {
 	for i := range many {
 		many[i] = fd
 	}
-	big := []byte(`{"v":1,"op":"plan","args":{"x":"` + strings.Repeat("a", MaxMessage) + `"}}`)
+	big := []byte(`{"v":2,"op":"plan","args":{"x":"` + strings.Repeat("a", MaxMessage) + `"}}`)
 	tests := []struct {
 		name string
 		msg  []byte
@@ -211,17 +204,18 @@ func TestHostileRequests(t *testing.T) {
 		want Code
 	}{
 		{"not json", []byte("hello"), nil, CodeBadRequest},
-		{"truncated json", []byte(`{"v":1,"op":"pl`), nil, CodeBadRequest},
-		{"unknown field", []byte(`{"v":1,"op":"plan","root":true}`), nil, CodeBadRequest},
-		{"two values", []byte(`{"v":1,"op":"plan"}{"v":1}`), nil, CodeBadRequest},
-		{"other version", []byte(`{"v":2,"op":"plan"}`), nil, CodeVersion},
-		{"unknown op", []byte(`{"v":1,"op":"serve"}`), nil, CodeBadRequest},
-		{"path traversal in fd name", []byte(`{"v":1,"op":"plan","fds":["file:../x"]}`), []int{fd}, CodeBadRequest},
-		{"fd named twice", []byte(`{"v":1,"op":"plan","fds":["key","key"]}`), []int{fd, fd}, CodeBadRequest},
-		{"fds not named", []byte(`{"v":1,"op":"plan"}`), []int{fd}, CodeBadRequest},
-		{"names without fds", []byte(`{"v":1,"op":"plan","fds":["key"]}`), nil, CodeBadRequest},
+		{"truncated json", []byte(`{"v":2,"op":"pl`), nil, CodeBadRequest},
+		{"unknown field", []byte(`{"v":2,"op":"plan","root":true}`), nil, CodeBadRequest},
+		{"two values", []byte(`{"v":2,"op":"plan"}{"v":2}`), nil, CodeBadRequest},
+		{"other version", []byte(`{"v":1,"op":"plan"}`), nil, CodeVersion},
+		{"unknown op", []byte(`{"v":2,"op":"serve"}`), nil, CodeBadRequest},
+		{"path traversal in fd name", []byte(`{"v":2,"op":"plan","fds":["file:../x"]}`), []int{fd}, CodeBadRequest},
+		{"fd named twice", []byte(`{"v":2,"op":"plan","fds":["key","key"]}`), []int{fd, fd}, CodeBadRequest},
+		{"a stdout handed over (version 1)", []byte(`{"v":2,"op":"plan","fds":["stdout"]}`), []int{fd}, CodeBadRequest},
+		{"fds not named", []byte(`{"v":2,"op":"plan"}`), []int{fd}, CodeBadRequest},
+		{"names without fds", []byte(`{"v":2,"op":"plan","fds":["key"]}`), nil, CodeBadRequest},
 		{"oversized", big, nil, CodeTooLarge},
-		{"too many fds", []byte(`{"v":1,"op":"plan"}`), many, CodeTooLarge},
+		{"too many fds", []byte(`{"v":2,"op":"plan"}`), many, CodeTooLarge},
 		{"slow: nothing sent", nil, nil, CodeTimeout},
 	}
 	for _, tt := range tests {
@@ -245,7 +239,7 @@ func TestHostileRequests(t *testing.T) {
 // A client that connects and says nothing holds only its own call: others
 // are served meanwhile, and it is cut off after the request timeout.
 func TestSlowClientDoesNotWedge(t *testing.T) {
-	sock := startServer(t, &echoHandler{}, func(s *Server) { s.RequestTimeout = 2 * time.Second })
+	sock := startServer(t, &echoHandler{}, func(s *Server) { s.RequestTimeout, s.MaxPendingPerAccount = 2*time.Second, 32 })
 	var idle []*net.UnixConn
 	for range 20 {
 		idle = append(idle, rawSend(t, sock, nil))
@@ -272,22 +266,38 @@ func TestUnansweredNeed(t *testing.T) {
 	NeedTimeout = 200 * time.Millisecond
 	t.Cleanup(func() { NeedTimeout = old })
 	sock := startServer(t, &echoHandler{}, nil)
-	r, w, _ := os.Pipe()
-	defer r.Close()
-	c := rawSend(t, sock, []byte(`{"v":1,"op":"plan","args":{"ask":"X"},"fds":["stdout"]}`), int(w.Fd()))
+	c := rawSend(t, sock, []byte(`{"v":2,"op":"plan","args":{"ask":"X"}}`))
 	defer c.Close()
-	w.Close()
-	out, _ := io.ReadAll(r) // ends when the handler is done with stdout
+	var out []byte
+	for { // the question, then what the handler says, then its exit
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, _, err := NewConn(c).Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind, _, _, o, err := decodeReply(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kind == "out" {
+			out = append(out, o.Data...)
+		}
+		if kind == "exit" || kind == "failure" {
+			break
+		}
+	}
 	if !strings.Contains(string(out), "timeout") {
 		t.Fatalf("handler wrote %q, want a timeout error", out)
 	}
 }
 
-// Busy: one more call than MaxCalls is refused at once, not queued.
+// Busy: one more call than its pool holds is refused at once, not queued,
+// and the client reads the answer (never a reset).
 func TestBusy(t *testing.T) {
 	release := make(chan struct{})
-	h := HandlerFunc(func(ctx context.Context, c *Call) int { <-release; return 0 })
-	sock := startServer(t, h, func(s *Server) { s.MaxCalls = 2 })
+	started := make(chan struct{}, 2)
+	h := HandlerFunc(func(ctx context.Context, c *Call) int { started <- struct{}{}; <-release; return 0 })
+	sock := startServer(t, h, func(s *Server) { s.MaxCallsPerAccount = 2 })
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
@@ -296,12 +306,12 @@ func TestBusy(t *testing.T) {
 			call(t, sock, Request{Op: "status"}, answers{}, nil)
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
-	c := rawSend(t, sock, nil)
-	if got := readFailure(t, c); got != CodeBusy {
-		t.Fatalf("got %s, want busy", got)
+	<-started
+	<-started
+	_, res, err := call(t, sock, Request{Op: "status"}, answers{}, nil)
+	if err != nil || res.Failure == nil || res.Failure.Code != CodeBusy {
+		t.Fatalf("a third call got %+v, %v; want busy", res, err)
 	}
-	c.Close()
 	close(release)
 	wg.Wait()
 }
@@ -314,7 +324,7 @@ func (f HandlerFunc) Serve(ctx context.Context, c *Call) int { return f(ctx, c) 
 // A hundred concurrent clients each get their own answer.
 func TestHundredClients(t *testing.T) {
 	h := &echoHandler{}
-	sock := startServer(t, h, nil)
+	sock := startServer(t, h, func(s *Server) { s.MaxPendingPerAccount = 128 })
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
 	for i := range 100 {
@@ -382,7 +392,7 @@ func TestListenStaleAndLive(t *testing.T) {
 
 // fdNameRE is the protocol's rule for descriptor names as a regexp: the
 // oracle validFDName is held equal to.
-var fdNameRE = regexp.MustCompile(`^(stdin|stdout|stderr|cwd|key|out|input|checkpoint|trust|file:[A-Za-z0-9_.-]{1,64})$`)
+var fdNameRE = regexp.MustCompile(`^(stdin|cwd|key|file:[A-Za-z0-9_.-]{1,64})$`)
 
 func TestValidFDName(t *testing.T) {
 	long := strings.Repeat("a", 64)
@@ -390,7 +400,7 @@ func TestValidFDName(t *testing.T) {
 		name string
 		ok   bool
 	}{
-		{"stdin", true}, {"trust", true}, {"file:config", true}, {"file:a.b_c-D9", true},
+		{"stdin", true}, {"cwd", true}, {"key", true}, {"stdout", false}, {"stderr", false}, {"trust", false}, {"file:config", true}, {"file:a.b_c-D9", true},
 		{"file:" + long, true}, {"file:" + long + "a", false}, {"file:", false},
 		{"file:a/b", false}, {"file:a b", false}, {"file:é", false}, {"File:x", false},
 		{"stdin ", false}, {"", false}, {"file:x\n", false}, {"stdinx", false},
@@ -416,8 +426,8 @@ func FuzzValidFDName(f *testing.F) {
 }
 
 func FuzzDecodeRequest(f *testing.F) {
-	f.Add([]byte(`{"v":1,"op":"plan","args":{"Operation":"x"},"fds":["stdin","stdout","file:config"],"json":true}`), 3)
-	f.Add([]byte(`{"v":1,"op":"run","fds":["cwd"]}`), 1)
+	f.Add([]byte(`{"v":2,"op":"plan","args":{"Operation":"x"},"fds":["stdin","stdout","file:config"],"json":true}`), 3)
+	f.Add([]byte(`{"v":2,"op":"run","fds":["cwd"]}`), 1)
 	f.Add([]byte(`{"v":2}`), 0)
 	f.Fuzz(func(t *testing.T, b []byte, nfds int) {
 		r, err := DecodeRequest(b, nfds)
@@ -443,13 +453,14 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
-// One account cannot hold every slot: its calls beyond
-// MaxCallsPerAccount are answered busy at once while the service still
-// has room for others, and its slots come back when its calls end.
+// One account cannot hold every slot with idle connections: its
+// connections beyond MaxPendingPerAccount are answered busy at once while
+// the service still has room for others, and its slots come back when
+// they end.
 func TestBusyPerAccount(t *testing.T) {
 	release := make(chan struct{})
 	h := HandlerFunc(func(ctx context.Context, c *Call) int { <-release; return 0 })
-	sock := startServer(t, h, func(s *Server) { s.MaxCalls, s.MaxCallsPerAccount = 8, 2 })
+	sock := startServer(t, h, func(s *Server) { s.MaxCalls, s.MaxPendingPerAccount = 8, 2 })
 	var held []*net.UnixConn
 	for range 2 {
 		held = append(held, rawSend(t, sock, nil)) // idle: still sending its request
@@ -499,7 +510,7 @@ func TestOtherAccountServedWhileOneIsAtItsCap(t *testing.T) {
 	}
 	uids := make(chan uint32, 8)
 	h := HandlerFunc(func(ctx context.Context, c *Call) int { uids <- c.Peer.UID; return 0 })
-	s := &Server{Handler: h, MaxCalls: 8, MaxCallsPerAccount: 2, RequestTimeout: 10 * time.Second}
+	s := &Server{Handler: h, MaxCalls: 8, MaxPendingPerAccount: 2, RequestTimeout: 10 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, l) }()
@@ -552,7 +563,7 @@ func TestOtherAccountServedWhileOneIsAtItsCap(t *testing.T) {
 			got <- result{err: fmt.Errorf("connect as nobody: %w", err)}
 			return
 		}
-		if _, err := unix.Write(fd, []byte(`{"v":1,"op":"status"}`)); err != nil {
+		if _, err := unix.Write(fd, []byte(`{"v":2,"op":"status"}`)); err != nil {
 			got <- result{err: err}
 			return
 		}
@@ -609,7 +620,7 @@ func TestClientGone(t *testing.T) {
 				return 0
 			})
 			sock := startServer(t, h, nil)
-			c := rawSend(t, sock, []byte(`{"v":1,"op":"status","args":`+tc.args+`}`))
+			c := rawSend(t, sock, []byte(`{"v":2,"op":"status","args":`+tc.args+`}`))
 			<-started
 			if tc.args != `{}` {
 				// The question reached the client: it goes without answering.
@@ -658,7 +669,7 @@ func TestClientThereIsNotGone(t *testing.T) {
 	defer conn.Close()
 	sigs := make(chan os.Signal, 1)
 	sigs <- unix.SIGINT
-	if res, err := Do(conn, Request{Op: "run"}, nil, answers{"X": "x"}, sigs); err != nil || res.Code != 0 {
+	if res, err := Do(conn, Request{Op: "run"}, nil, answers{"X": "x"}, sigs, io.Discard, io.Discard); err != nil || res.Code != 0 {
 		t.Fatalf("%+v %v", res, err)
 	}
 	if s, want := <-got, `X="x" true <nil>, signal interrupt`; s != want {
@@ -820,4 +831,23 @@ func TestStopTreatsJoinedCallsAsSocketCalls(t *testing.T) {
 	default:
 		t.Fatal("OnStop after the stop did not call its function at once")
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the client's writes and the test's
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -4,7 +4,7 @@
 // that keeps one misbehaving client from wedging the others. It knows no
 // command: a [Handler] (package cli's) does the work of each call.
 //
-// # Wire format (version 1)
+// # Wire format (version 2)
 //
 // The socket is SOCK_SEQPACKET: every message is one datagram of at most
 // [MaxMessage] bytes of JSON, with the descriptors it carries attached to it
@@ -14,8 +14,16 @@
 //	client → service   Request{v, op, args, fds, json}   + descriptors named by fds
 //	service → client   Need{…}                            (zero or more)
 //	client → service   Give{…}                            + descriptors, one per Need
+//	service → client   Output{fd, data}                   (zero or more)
 //	client → service   Signal{…}                          (any time; for a program that runs)
 //	service → client   Exit{code} or Failure{code, error}  (last)
+//
+// The service never writes onto a descriptor the caller handed over
+// (docs/adr/0036-the-service-never-waits-on-a-caller.md): everything the
+// caller is to see, a program's output included, comes back as Output
+// messages on the service's own socket, each sent with a deadline, and the
+// client writes it to its own stdout or stderr. Version 1 handed the
+// caller's stdout and stderr over, and a paused terminal held the service.
 //
 // The service reads the connection throughout a call, so it sees at once
 // when the client's end closes ([Call.Gone]): a wait for a decision then
@@ -33,13 +41,15 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // Version is the protocol version this build speaks.
-const Version = 1
+const Version = 2
 
 const (
 	// MaxMessage bounds one message. A request carries flags, not data:
@@ -61,12 +71,27 @@ type Request struct {
 	V    int             `json:"v"`
 	Op   string          `json:"op"`
 	Args json.RawMessage `json:"args,omitempty"`
-	// FDs names the descriptors attached, in order: "stdin", "stdout",
-	// "stderr", "cwd", "key", "out", "input", "checkpoint", "trust", or
+	// FDs names the descriptors attached, in order: "stdin" (handed to
+	// a program that runs, never read by the service), "cwd", "key", or
 	// "file:NAME" for a file parameter.
 	FDs  []string `json:"fds,omitempty"`
 	JSON bool     `json:"json,omitempty"`
+	// ErrTTY says the client's stderr is a terminal (progress lines are
+	// printed for one). The service never sees the terminal itself.
+	ErrTTY bool `json:"err_tty,omitempty"`
 }
+
+// Output is text for the client to write to its own stdout (FD 1) or
+// stderr (FD 2): a command's result, or a program's output relayed.
+type Output struct {
+	T    string `json:"t"` // "out"
+	FD   int    `json:"fd"`
+	Data []byte `json:"data"`
+}
+
+// MaxOutput bounds the data of one Output message, so that it stays under
+// MaxMessage once encoded.
+const MaxOutput = 32 << 10
 
 // Need asks the client for what the service may not take by itself: the
 // value of an environment variable an operation passes by value, or a file
@@ -137,7 +162,7 @@ func protoErr(code Code, format string, args ...any) *Error {
 // client 0.5 ms; docs/PERFORMANCE.md.)
 func validFDName(n string) bool {
 	switch n {
-	case "stdin", "stdout", "stderr", "cwd", "key", "out", "input", "checkpoint", "trust":
+	case "stdin", "cwd", "key":
 		return true
 	}
 	name, ok := strings.CutPrefix(n, "file:")
@@ -198,9 +223,11 @@ func strictJSON(b []byte, v any) error {
 	return nil
 }
 
-// Conn is one end of a call.
+// Conn is one end of a call. Its sends may come from several goroutines
+// (a relay, a question, the exit status): each is one datagram, sent whole.
 type Conn struct {
-	c *net.UnixConn
+	c      *net.UnixConn
+	sendMu sync.Mutex // one deadline at a time
 }
 
 // NewConn wraps a connected SOCK_SEQPACKET socket.
@@ -223,6 +250,25 @@ func (c *Conn) Raw() *net.UnixConn { return c.c }
 
 // Send writes v as one message with files attached.
 func (c *Conn) Send(v any, files ...*os.File) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.send(v, files...)
+}
+
+// SendWithin is Send that gives up after d: how the service sends, so that
+// a client that stops reading holds one send for at most d. A send that
+// timed out is an error that wraps os.ErrDeadlineExceeded.
+func (c *Conn) SendWithin(d time.Duration, v any, files ...*os.File) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if err := c.c.SetWriteDeadline(time.Now().Add(d)); err != nil {
+		return err
+	}
+	defer c.c.SetWriteDeadline(time.Time{})
+	return c.send(v, files...)
+}
+
+func (c *Conn) send(v any, files ...*os.File) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
