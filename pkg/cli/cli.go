@@ -317,6 +317,9 @@ func (f *Factory) callerFiles(d operations.Digester) runner.CallerFiles {
 // which comes from the registry.
 func (f *Factory) resolveDir(dir string) (string, error) {
 	if f.call != nil {
+		if dir == "" && f.call.c == nil {
+			return "", refusal.New(refusal.ParamInvalid, "the operation declares no cwd, and MCP over HTTP has no working directory of its own: nothing was planned").Needs("a cwd in the operation, or [service] mcp_cwd in the service's configuration")
+		}
 		if dir == "" {
 			return "", &usageError{msg: "the client handed over no working directory"}
 		}

@@ -390,7 +390,7 @@ func (s *serviceState) mcpBackend(base *Factory, principal string) (mcpapi.Backe
 	}
 	f := &Factory{
 		IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: base.Now, JSON: true, AWS: base.AWS, Net: base.Net, call: sc,
-		Getwd:     func() (string, error) { return "", nil },
+		Getwd:     sc.getwd,
 		LookupEnv: func(string) (string, bool) { return "", false },
 	}
 	return &hostedBackend{mcpBackend: newMCPBackend(f), pr: pr}, nil
@@ -438,7 +438,7 @@ const relayGrace = time.Second
 func (sc *serviceCall) file(name, path string) (*os.File, error) {
 	if fl, ok := sc.files[name]; ok {
 		if sc.c != nil {
-			if err := sameFile(fl, path); err != nil {
+			if err := sameObject(fl, path); err != nil {
 				return nil, err
 			}
 		}
@@ -452,7 +452,7 @@ func (sc *serviceCall) file(name, path string) (*os.File, error) {
 		return nil, &operations.InputError{Err: fmt.Errorf("file %s: %w", name, err)}
 	}
 	sc.files[name] = fl
-	if err := sameFile(fl, path); err != nil {
+	if err := sameObject(fl, path); err != nil {
 		return nil, err
 	}
 	return fl, nil
@@ -467,18 +467,6 @@ func sameObject(fl *os.File, path string) error {
 		return refusal.New(refusal.FingerprintMismatch, "the descriptor handed over does not stand for %s: %v", path, err).Needs("a path the runner service resolves to the same object as the caller (no bind mount or link of the caller's own over it)")
 	}
 	return nil
-}
-
-// sameFile is sameObject for a file parameter, whose bytes, not its path,
-// are what the plan binds, shows and hands the program: a file the service
-// cannot resolve at all (the caller's own private file, the case the
-// descriptor exists for) is taken; one whose path names another object
-// here is refused.
-func sameFile(fl *os.File, path string) error {
-	if err := service.SameObject(fl, path); errors.Is(err, service.ErrUnresolvable) {
-		return nil
-	}
-	return sameObject(fl, path)
 }
 
 func (sc *serviceCall) close() {
@@ -551,7 +539,7 @@ func (sc *serviceCall) canEnter(pc *runner.PlanContext, cred *syscall.Credential
 	var st unix.Stat_t
 	var err error
 	switch {
-	case pc.Op.Cwd != "":
+	case pc.Op.Cwd != "" || sc.c == nil: // declared, or [service] mcp_cwd
 		err = unix.Stat(pc.Plan.Cwd, &st)
 	case sc.cwd != nil:
 		err = unix.Fstat(int(sc.cwd.Fd()), &st)
@@ -624,6 +612,10 @@ func cwdPath(d *os.File) (string, error) {
 
 // getwd is the caller's working directory, as the plan binds it.
 func (sc *serviceCall) getwd() (string, error) {
+	if sc.c == nil {
+		// MCP over HTTP: no client, no directory but the configured one.
+		return sc.svc.cfg.Service.MCPCwd, nil
+	}
 	if sc.cwdErr != nil {
 		if _, ok := refusal.As(sc.cwdErr); ok {
 			return "", sc.cwdErr

@@ -186,6 +186,10 @@ type Service struct {
 	// principals sign plans with, one PRINCIPAL.key each; a token whose
 	// principal has none can read but not plan.
 	MCPKeys string `toml:"mcp_keys"`
+	// MCPCwd is the working directory of the plans MCP over HTTP makes
+	// for operations that declare none: a hosted agent hands over no
+	// directory. Empty: such operations are refused over HTTP.
+	MCPCwd string `toml:"mcp_cwd"`
 	// MCPAllowRun offers run to the tokens that allow it.
 	MCPAllowRun bool `toml:"mcp_allow_run"`
 }
@@ -306,7 +310,7 @@ func Parse(path string, data []byte) (*Config, error) {
 	if err := c.Log.check(path); err != nil {
 		return nil, err
 	}
-	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens, &c.Service.MCPKeys} {
+	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens, &c.Service.MCPKeys, &c.Service.MCPCwd} {
 		*p = c.Abs(*p)
 	}
 	return c, nil

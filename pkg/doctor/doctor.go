@@ -347,6 +347,12 @@ func examine(c *config.Config, a Account, named bool) []Finding {
 			d.add(Warning, "registry-file-ignored", c.Registry, w, "rename it to end in .toml to load it, or move it out of the registry directory")
 		}
 		for _, op := range reg.All() {
+			for _, name := range op.Env.Pass {
+				if looksLikeCredential(name) {
+					d.add(Warning, "env-pass-credential", op.Source, fmt.Sprintf("operation %s passes %s by value (env.pass): its value is bound into every plan and shown to every principal who reads one, and it looks like a credential", op.Name, name),
+						fmt.Sprintf("move %s to env.secret: the service reads it from its own credentials, and no plan, record or receipt holds its value (docs/DEPLOYMENT.md)", name))
+				}
+			}
 			if op.Unavailable != "" {
 				d.add(Info, "operation-unavailable", op.Source, op.Unavailable,
 					"install "+op.Program+" in a directory of secure_path if this host should run it; otherwise nothing to do (docs/DISTRIBUTED.md)")
@@ -389,6 +395,19 @@ func examine(c *config.Config, a Account, named bool) []Finding {
 	}
 	sort.SliceStable(d.out, func(i, j int) bool { return rank(d.out[i].Severity) < rank(d.out[j].Severity) })
 	return d.out
+}
+
+// looksLikeCredential reports whether an environment variable's name says
+// it holds a credential: *PASSWORD*, *PASSWD*, *TOKEN*, *SECRET*, *KEY*,
+// *CREDENTIAL*, in any case.
+func looksLikeCredential(name string) bool {
+	n := strings.ToUpper(name)
+	for _, w := range []string{"PASSWORD", "PASSWD", "TOKEN", "SECRET", "KEY", "CREDENTIAL"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func rank(s string) int {

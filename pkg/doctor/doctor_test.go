@@ -528,3 +528,27 @@ func TestReadableNeedsEveryDirectory(t *testing.T) {
 		t.Fatal("test setup: the key must not be the agent's")
 	}
 }
+
+// An env.pass whose name looks like a credential is flagged: its value is
+// bound into plans and shown to every principal who reads one (ADR 0036);
+// a name that does not look like one is not.
+func TestEnvPassCredentialIsFlagged(t *testing.T) {
+	for _, tc := range []struct {
+		names string
+		want  bool
+	}{
+		{`"PGPASSWORD"`, true}, {`"github_token"`, true}, {`"APP_SECRET_X"`, true},
+		{`"AWS_SECRET_ACCESS_KEY"`, true}, {`"API_KEY"`, true}, {`"DB_CREDENTIALS"`, true},
+		{`"AWS_REGION", "LANG"`, false},
+	} {
+		d := deployment(t, "")
+		must(t, os.WriteFile(filepath.Join(d.dir, "operations", "ops.toml"), []byte(operation("true", `run_as = "deployer"`+"\n[operation.env]\npass = ["+tc.names+"]")), 0o644))
+		f, ok := find(d.check(t, agent), "env-pass-credential")
+		if ok != tc.want {
+			t.Errorf("env.pass = [%s]: flagged %v, want %v (%+v)", tc.names, ok, tc.want, f)
+		}
+		if ok && f.Severity != Warning {
+			t.Errorf("env.pass = [%s]: severity %s, want a warning", tc.names, f.Severity)
+		}
+	}
+}

@@ -12,33 +12,43 @@ import (
 )
 
 // ErrNotThatPath is SameObject's error when a descriptor is not the object
-// its path names in the service's own namespace. ErrUnresolvable, which
-// wraps it, is the error when the service cannot resolve the path at all
-// (it may not search a directory on the way, or nothing is there).
-var (
-	ErrNotThatPath  = errors.New("not the object that path names in the runner service's namespace")
-	ErrUnresolvable = fmt.Errorf("%w: the service cannot resolve it", ErrNotThatPath)
-)
+// its path names in the service's own namespace.
+var ErrNotThatPath = errors.New("not the object that path names in the runner service's namespace")
 
 // SameObject reports whether the handed-over descriptor fd is the object
-// that path names in the service's own mount namespace: same device,
-// inode and mount. The kernel's name for a descriptor (readlink of
-// /proc/self/fd/N) is the path in the namespace where it was opened, so a
-// caller in a user namespace of its own, with its directory bind-mounted
-// over a reviewed one, hands over a descriptor that reads back as the
-// reviewed path. A descriptor stands for a path only when this holds
-// (SPEC §13, docs/adr/0036-the-service-never-waits-on-a-caller.md).
+// that path names in the service's own mount namespace. The kernel's name
+// for a descriptor (readlink of /proc/self/fd/N) is the path in the
+// namespace where it was opened, so a caller in a user namespace of its
+// own, with its directory bind-mounted over a reviewed one, hands over a
+// descriptor that reads back as the reviewed path. A descriptor stands for
+// a path only when this holds (SPEC §13,
+// docs/adr/0036-the-service-never-waits-on-a-caller.md):
 //
-// path is opened with O_PATH|O_NOFOLLOW, never read: its last component
-// may not be a symbolic link (the kernel's names have none).
+//   - path, opened here with O_PATH|O_NOFOLLOW (never read; its last
+//     component may not be a symbolic link, the kernel's names have none),
+//     is the same device, inode and mount as fd; or
+//   - the service may not search its way to path (a directory private to
+//     the caller), and fd is on a mount of the service's own namespace: a
+//     caller cannot mount anything there, so the kernel's name for fd is
+//     its path here.
 func SameObject(fd *os.File, path string) error {
 	want, err := objectID(int(fd.Fd()))
 	if err != nil {
 		return fmt.Errorf("the descriptor handed over: %w", err)
 	}
 	pfd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EACCES) {
+		here, merr := mountedHere(want.mnt)
+		switch {
+		case merr != nil:
+			return fmt.Errorf("%s: %w", path, merr)
+		case !here:
+			return fmt.Errorf("%s: %w (it was opened on a mount of another namespace)", path, ErrNotThatPath)
+		}
+		return nil
+	}
 	if err != nil {
-		return fmt.Errorf("%s: %w: %w", path, ErrUnresolvable, err)
+		return fmt.Errorf("%s: %w: %w", path, ErrNotThatPath, err)
 	}
 	defer unix.Close(pfd)
 	got, err := objectID(pfd)
@@ -49,6 +59,26 @@ func SameObject(fd *os.File, path string) error {
 		return fmt.Errorf("%s: %w (another file system or file is mounted or linked there for the caller)", path, ErrNotThatPath)
 	}
 	return nil
+}
+
+// mountedHere reports whether mount id m is a mount of this process's
+// mount namespace (the calling thread's, which in the service is every
+// thread's). Mount ids are unique on the system while mounted.
+func mountedHere(m uint64) (bool, error) {
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	want := strconv.FormatUint(m, 10) + " "
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), want) {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
 }
 
 // object is what tells two open files apart: device, inode, mount.
@@ -78,7 +108,7 @@ func objectID(fd int) (object, error) {
 }
 
 func fdinfoMountID(fd int) (uint64, error) {
-	f, err := os.Open("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	f, err := os.Open("/proc/thread-self/fdinfo/" + strconv.Itoa(fd))
 	if err != nil {
 		return 0, err
 	}

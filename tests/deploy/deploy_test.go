@@ -126,6 +126,9 @@ type deployment struct {
 
 	serveLog *syncBuffer
 	outputs  *syncBuffer // every client's stdout and stderr, to search for the secret
+
+	served   *exec.Cmd     // prod-write serve
+	serveEnd chan struct{} // closed once it has exited
 }
 
 // result is how a command ended.
@@ -460,6 +463,15 @@ timeout = "1s"
 pattern = "^[1-9]$"
 
 [[operation]]
+name = "spew"
+description = "Write far more than a client will take"
+program = "head"
+args = ["-c", "4000000", "/dev/zero"]
+targets = ["production"]
+run_as = "` + deployUser + `"
+timeout = "3s"
+
+[[operation]]
 name = "show-cwd"
 description = "Print the directory the program runs in"
 program = "pwd"
@@ -600,6 +612,9 @@ secure_path = ["/usr/bin", "/bin"]
 
 [service]
 socket = %q
+# Every account may connect: the tests try what a caller with no key of
+# the policy (pwtest-other) can do. The default is 0660.
+socket_mode = "0666"
 credentials = %q
 `, d.state, d.runnerKey, d.socket, d.creds), 0o644, rootAcct)
 
@@ -639,6 +654,7 @@ func (d *deployment) serve(t *testing.T) {
 		cmd.Wait()
 		close(exited)
 	}()
+	d.served, d.serveEnd = cmd, exited
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -1237,6 +1253,11 @@ func TestRunnerServiceBoundary(t *testing.T) {
 		}
 	})
 
+	t.Run("clients_that_never_read", d.clientsThatNeverRead)
+	t.Run("slots_stay_fair_while_two_accounts_take_all_they_may", d.slotsStayFair)
+	t.Run("bind_mount_over_the_reviewed_cwd_in_a_user_namespace", d.bindMountSwap)
+	t.Run("keyless_account_reads_no_plan", d.keylessReadsNoPlan)
+
 	// doctor's text is being rewritten elsewhere: record it, and only
 	// require that it either passes or names findings.
 	t.Run("doctor_as_the_agent", func(t *testing.T) {
@@ -1257,6 +1278,8 @@ func TestRunnerServiceBoundary(t *testing.T) {
 			t.Error("the service logged the secret")
 		}
 	})
+	// Last, as it stops the service.
+	t.Run("serve_stops_while_a_client_holds_a_paused_terminal", d.serveStopsWhileAClientHoldsAPausedTerminal)
 	t.Logf("the whole test took %s", time.Since(start).Round(time.Millisecond))
 }
 
