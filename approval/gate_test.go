@@ -119,6 +119,62 @@ func TestEvaluate(t *testing.T) {
 			d.Issued, d.Expires = testNow.Add(-2*time.Hour), testNow.Add(-2*time.Minute)
 			w.add("bob", approval.TypeTrinity, d)
 		}, wantPath: smith},
+		// Issued while the veto stood, between its issue and its expiry:
+		// no more a yes once it lapses than one issued before it.
+		{name: "a go issued while a deny stood never counts after it lapses", build: func(w *world) {
+			d := answer(w.fp, "", approval.Deny, "bob")
+			d.Issued, d.Expires = testNow.Add(-2*time.Hour), testNow.Add(-time.Hour)
+			w.add("bob", approval.TypeTrinity, d)
+			g := geraGo(w.fp, "gera", 1)
+			g.Issued, g.Expires = testNow.Add(-90*time.Minute), testNow.Add(23*time.Hour)
+			w.add("gera", approval.TypeGera, g)
+		}, want: refusal.Vetoed},
+		{name: "a record and approval made while a no-go stood never count after it lapses", build: func(w *world) {
+			ng := geraNoGo(w.fp, "gera")
+			ng.Issued, ng.Expires = testNow.Add(-2*time.Hour), testNow.Add(-time.Hour)
+			w.add("gera", approval.TypeGera, ng)
+			rec := smithRecord(w.fp, "smith")
+			rec.Issued = testNow.Add(-90 * time.Minute)
+			r := w.add("smith", approval.TypeSmith, rec)
+			a := answer(w.fp, r, approval.Approve, "alice")
+			a.Issued = testNow.Add(-80 * time.Minute)
+			w.add("alice", approval.TypeTrinity, a)
+		}, want: refusal.Vetoed},
+		// Of two lapsed vetoes the one that stood longest decides, whichever
+		// was issued first: a go issued after one expired but while the
+		// other stood never counts.
+		{name: "a go issued between two vetoes' expiries never counts (the first issued expired first)", build: func(w *world) {
+			d := answer(w.fp, "", approval.Deny, "bob")
+			d.Issued, d.Expires = testNow.Add(-3*time.Hour), testNow.Add(-2*time.Hour)
+			w.add("bob", approval.TypeTrinity, d)
+			ng := geraNoGo(w.fp, "gera")
+			ng.Issued, ng.Expires = testNow.Add(-150*time.Minute), testNow.Add(-time.Hour)
+			w.add("gera", approval.TypeGera, ng)
+			g := geraGo(w.fp, "gera", 1)
+			g.Issued = testNow.Add(-90 * time.Minute)
+			w.add("gera", approval.TypeGera, g)
+		}, want: refusal.Vetoed},
+		{name: "a go issued between two vetoes' expiries never counts (the last issued expired first)", build: func(w *world) {
+			d := answer(w.fp, "", approval.Deny, "bob")
+			d.Issued, d.Expires = testNow.Add(-3*time.Hour), testNow.Add(-time.Hour)
+			w.add("bob", approval.TypeTrinity, d)
+			ng := geraNoGo(w.fp, "gera")
+			ng.Issued, ng.Expires = testNow.Add(-150*time.Minute), testNow.Add(-2*time.Hour)
+			w.add("gera", approval.TypeGera, ng)
+			g := geraGo(w.fp, "gera", 1)
+			g.Issued = testNow.Add(-90 * time.Minute)
+			w.add("gera", approval.TypeGera, g)
+		}, want: refusal.Vetoed},
+		// Only a veto that counted can lapse: a deny by a principal without
+		// the approver role never stood, so it voids nothing.
+		{name: "a lapsed deny by someone without the approver role voids nothing", build: func(w *world) {
+			d := answer(w.fp, "", approval.Deny, "gera")
+			d.Issued, d.Expires = testNow.Add(-2*time.Hour), testNow.Add(-time.Hour)
+			w.add("gera", approval.TypeTrinity, d)
+			g := geraGo(w.fp, "gera", 1)
+			g.Issued = testNow.Add(-90 * time.Minute)
+			w.add("gera", approval.TypeGera, g)
+		}, wantPath: gera},
 		// Evidence that cannot be verified may be a veto: refuse, never
 		// drop it.
 		{name: "forged veto refuses as unreadable", build: func(w *world) {
