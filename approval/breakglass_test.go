@@ -15,7 +15,9 @@ import (
 
 // bgCast: bea may break glass and approve (so her own review is tried),
 // ben may plan and break glass (so he breaks glass on his own plan), and
-// alice and carol approve.
+// alice and carol approve. Of the approvers whose keys count only for a
+// time, rex's key was revoked a second before the gate's clock and nova's
+// counts only from an hour after it; vic's is revoked an hour after it.
 var bgCast = []member{
 	{ID: "agent", Roles: []string{"agent"}},
 	{ID: "bea", Roles: []string{"break-glass", "approver"}},
@@ -23,6 +25,9 @@ var bgCast = []member{
 	{ID: "alice", Roles: []string{"approver"}},
 	{ID: "carol", Roles: []string{"approver"}},
 	{ID: "gera", Roles: []string{"gera"}},
+	{ID: "rex", Roles: []string{"approver"}, RevokedAt: testNow.Add(-time.Second)},
+	{ID: "nova", Roles: []string{"approver"}, Since: testNow.Add(time.Hour)},
+	{ID: "vic", Roles: []string{"approver"}, RevokedAt: testNow.Add(time.Hour)},
 }
 
 const breakGlassPath = "break-glass"
@@ -34,6 +39,12 @@ func breakGlass(fp, by string) approval.BreakGlass {
 
 func review(t tb, rec *approval.Envelope, by string) *approval.Envelope {
 	t.Helper()
+	return reviewWith(t, rec, by, nil)
+}
+
+// reviewWith is review signed by by, with edit applied to it first.
+func reviewWith(t tb, rec *approval.Envelope, by string, edit func(*approval.BreakGlassReview)) *approval.Envelope {
+	t.Helper()
 	s, err := mustPolicy(t, bgCast).Open(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -42,8 +53,11 @@ func review(t tb, rec *approval.Envelope, by string) *approval.Envelope {
 	if err := s.Decode(&b); err != nil {
 		t.Fatal(err)
 	}
-	return mustSign(t, by, approval.TypeBreakGlassReview, approval.BreakGlassReview{Record: s.ID, Fingerprint: b.Fingerprint,
-		Breaker: b.Breaker, Reviewer: by, Issued: b.Issued.Add(time.Second)})
+	r := approval.BreakGlassReview{Record: s.ID, Fingerprint: b.Fingerprint, Breaker: b.Breaker, Reviewer: by, Issued: b.Issued.Add(time.Second)}
+	if edit != nil {
+		edit(&r)
+	}
+	return mustSign(t, by, approval.TypeBreakGlassReview, r)
 }
 
 func TestBreakGlassGate(t *testing.T) {
@@ -63,6 +77,10 @@ func TestBreakGlassGate(t *testing.T) {
 		return mustSign(t, by, approval.TypeBreakGlass, b)
 	}
 	ok := sign("bea", nil)
+	// reviewed is the history of bea's earlier run with the reviews given.
+	reviewed := func(reviews ...*approval.Envelope) approval.BreakGlassHistory {
+		return approval.BreakGlassHistory{Ran: []*approval.Envelope{earlier}, Reviews: reviews}
+	}
 	for _, c := range []struct {
 		name     string
 		plan     *approval.Envelope
@@ -87,6 +105,18 @@ func TestBreakGlassGate(t *testing.T) {
 		{name: "earlier run reviewed by a non-approver", evidence: []*approval.Envelope{ok}, history: approval.BreakGlassHistory{Ran: []*approval.Envelope{earlier}, Reviews: []*approval.Envelope{review(t, earlier, "gera")}}, want: refusal.BreakGlassUnreviewed},
 		{name: "a review of another run", evidence: []*approval.Envelope{ok}, history: approval.BreakGlassHistory{Ran: []*approval.Envelope{earlier}, Reviews: []*approval.Envelope{review(t, ok, "alice")}}, want: refusal.BreakGlassUnreviewed},
 		{name: "earlier run reviewed by an approver", evidence: []*approval.Envelope{ok}, history: approval.BreakGlassHistory{Ran: []*approval.Envelope{earlier}, Reviews: []*approval.Envelope{review(t, earlier, "alice")}}},
+		// A review counts only when its signer's key is in force now, it
+		// names its signer as the reviewer, and it was issued after the
+		// run it reviews and not in the future.
+		{name: "earlier run reviewed with a key revoked since", evidence: []*approval.Envelope{ok}, history: reviewed(review(t, earlier, "rex")), want: refusal.BreakGlassUnreviewed},
+		{name: "earlier run reviewed with a key not yet valid", evidence: []*approval.Envelope{ok}, history: reviewed(review(t, earlier, "nova")), want: refusal.BreakGlassUnreviewed},
+		{name: "earlier run reviewed with a key revoked only later", evidence: []*approval.Envelope{ok}, history: reviewed(review(t, earlier, "vic"))},
+		{name: "the breaker's own review under another approver's name", evidence: []*approval.Envelope{ok}, history: reviewed(reviewWith(t, earlier, "bea", func(r *approval.BreakGlassReview) { r.Reviewer = "alice" })), want: refusal.BreakGlassUnreviewed},
+		{name: "a review signed by a non-approver under an approver's name", evidence: []*approval.Envelope{ok}, history: reviewed(reviewWith(t, earlier, "gera", func(r *approval.BreakGlassReview) { r.Reviewer = "alice" })), want: refusal.BreakGlassUnreviewed},
+		{name: "a review issued before the run it reviews", evidence: []*approval.Envelope{ok}, history: reviewed(reviewWith(t, earlier, "alice", func(r *approval.BreakGlassReview) { r.Issued = r.Issued.Add(-2 * time.Second) })), want: refusal.BreakGlassUnreviewed},
+		{name: "a review issued with the run it reviews", evidence: []*approval.Envelope{ok}, history: reviewed(reviewWith(t, earlier, "alice", func(r *approval.BreakGlassReview) { r.Issued = r.Issued.Add(-time.Second) })), want: refusal.BreakGlassUnreviewed},
+		{name: "a review issued beyond the clock skew", evidence: []*approval.Envelope{ok}, history: reviewed(reviewWith(t, earlier, "alice", func(r *approval.BreakGlassReview) { r.Issued = testNow.Add(approval.ClockSkew + time.Second) })), want: refusal.BreakGlassUnreviewed},
+		{name: "a review issued within the clock skew", evidence: []*approval.Envelope{ok}, history: reviewed(reviewWith(t, earlier, "alice", func(r *approval.BreakGlassReview) { r.Issued = testNow.Add(approval.ClockSkew) }))},
 		{name: "another breaker's unreviewed run does not count", evidence: []*approval.Envelope{ok}, history: approval.BreakGlassHistory{Ran: []*approval.Envelope{mustSign(t, "ben", approval.TypeBreakGlass, breakGlass(fp, "ben"))}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -32,6 +32,33 @@ func (w *world) add(signer, payloadType string, v any) string {
 
 func (w *world) addEnv(env *approval.Envelope) { w.evidence = append(w.evidence, env) }
 
+// ago is the time d before the gate's clock.
+func ago(d time.Duration) time.Time { return testNow.Add(-d) }
+
+// deny adds a Trinity deny of the plan by by, of no record, issued and
+// expiring at the times given.
+func (w *world) deny(by string, issued, expires time.Time) {
+	d := answer(w.fp, "", approval.Deny, by)
+	d.Issued, d.Expires = issued, expires
+	w.add(by, approval.TypeTrinity, d)
+}
+
+// noGo adds a Gera no-go of the plan, issued and expiring at the times
+// given.
+func (w *world) noGo(issued, expires time.Time) {
+	ng := geraNoGo(w.fp, "gera")
+	ng.Issued, ng.Expires = issued, expires
+	w.add("gera", approval.TypeGera, ng)
+}
+
+// goIssued adds a single-use Gera go of the plan issued at issued,
+// expiring a day after the gate's clock.
+func (w *world) goIssued(issued time.Time) {
+	g := geraGo(w.fp, "gera", 1)
+	g.Issued, g.Expires = issued, testNow.Add(24*time.Hour)
+	w.add("gera", approval.TypeGera, g)
+}
+
 // TestEvaluate checks each rule of SPEC §3 that Evaluate owns, one case a
 // defence: each case fails if the defence it names is removed.
 func TestEvaluate(t *testing.T) {
@@ -119,6 +146,40 @@ func TestEvaluate(t *testing.T) {
 			d.Issued, d.Expires = testNow.Add(-2*time.Hour), testNow.Add(-2*time.Minute)
 			w.add("bob", approval.TypeTrinity, d)
 		}, wantPath: smith},
+		// Issued while the veto stood, between its issue and its expiry:
+		// no more a yes once it lapses than one issued before it.
+		{name: "a go issued while a deny stood never counts after it lapses", build: func(w *world) {
+			w.deny("bob", ago(2*time.Hour), ago(time.Hour))
+			w.goIssued(ago(90 * time.Minute))
+		}, want: refusal.Vetoed},
+		{name: "a record and approval made while a no-go stood never count after it lapses", build: func(w *world) {
+			w.noGo(ago(2*time.Hour), ago(time.Hour))
+			rec := smithRecord(w.fp, "smith")
+			rec.Issued = ago(90 * time.Minute)
+			r := w.add("smith", approval.TypeSmith, rec)
+			a := answer(w.fp, r, approval.Approve, "alice")
+			a.Issued = ago(80 * time.Minute)
+			w.add("alice", approval.TypeTrinity, a)
+		}, want: refusal.Vetoed},
+		// Of two lapsed vetoes the one that stood longest decides, whichever
+		// was issued first: a go issued after one expired but while the
+		// other stood never counts.
+		{name: "a go issued between two vetoes' expiries never counts (the first issued expired first)", build: func(w *world) {
+			w.deny("bob", ago(3*time.Hour), ago(2*time.Hour))
+			w.noGo(ago(150*time.Minute), ago(time.Hour))
+			w.goIssued(ago(90 * time.Minute))
+		}, want: refusal.Vetoed},
+		{name: "a go issued between two vetoes' expiries never counts (the last issued expired first)", build: func(w *world) {
+			w.deny("bob", ago(3*time.Hour), ago(time.Hour))
+			w.noGo(ago(150*time.Minute), ago(2*time.Hour))
+			w.goIssued(ago(90 * time.Minute))
+		}, want: refusal.Vetoed},
+		// Only a veto that counted can lapse: a deny by a principal without
+		// the approver role never stood, so it voids nothing.
+		{name: "a lapsed deny by someone without the approver role voids nothing", build: func(w *world) {
+			w.deny("gera", ago(2*time.Hour), ago(time.Hour))
+			w.goIssued(ago(90 * time.Minute))
+		}, wantPath: gera},
 		// Evidence that cannot be verified may be a veto: refuse, never
 		// drop it.
 		{name: "forged veto refuses as unreadable", build: func(w *world) {

@@ -31,6 +31,8 @@ type member struct {
 	Roles  []string
 	Slack  string
 	GitHub string
+	// Since and RevokedAt bound when its signatures count (zero: always).
+	Since, RevokedAt time.Time
 }
 
 // keyFor returns the key of a principal id: the same id always gets the
@@ -58,6 +60,12 @@ func policyTOML(members []member) string {
 		}
 		if m.GitHub != "" {
 			fmt.Fprintf(&b, "github = %q\ngithub_id = %d\n", m.GitHub, gitHubID(m.GitHub))
+		}
+		if !m.Since.IsZero() {
+			fmt.Fprintf(&b, "since = %s\n", m.Since.UTC().Format(time.RFC3339))
+		}
+		if !m.RevokedAt.IsZero() {
+			fmt.Fprintf(&b, "revoked_at = %s\n", m.RevokedAt.UTC().Format(time.RFC3339))
 		}
 	}
 	return b.String()

@@ -37,10 +37,12 @@ type Journal struct {
 	Host   string
 	Now    func() time.Time
 
-	// Sync and SyncDir make an append durable: nil means f.Sync and
-	// durable.SyncDir. Tests swap them to fail or to record the order of
-	// events (an append whose sync fails returns its error; nothing may
-	// execute before the intent's sync returns).
+	// Sync and SyncDir make an append durable: nil means durable.Sync
+	// and durable.SyncDir, the fsyncs every durable write goes through
+	// (docs/adr/0003-durable-writes.md). Tests swap them, here or there,
+	// to fail or to record the order of events (an append whose sync
+	// fails returns its error; nothing may execute before the intent's
+	// sync returns).
 	Sync    func(*os.File) error
 	SyncDir func(dir string) error
 }
@@ -126,7 +128,7 @@ func (j *Journal) sync(f *os.File) error {
 	if j.Sync != nil {
 		return j.Sync(f)
 	}
-	return f.Sync()
+	return durable.Sync(f)
 }
 
 func (j *Journal) syncDir(dir string) error {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/prod-write/prod-write/pkg/durable"
 )
 
 // An append is durable only once its fsync returns: an append whose sync
@@ -53,5 +55,50 @@ func TestAppendWhoseSyncFailsFails(t *testing.T) {
 				t.Fatalf("Append = %v, want the sync's error", err)
 			}
 		})
+	}
+}
+
+// The fsync a journal uses when nobody injects one is durable.Sync, the
+// one every durable write goes through: an append that never reached it
+// would return while a power cut could still take its line, and a run
+// would start on an intent receipt that is gone after the reboot. With
+// Journal.Sync unset, each append syncs the journal once its whole line
+// is written, and one whose sync fails returns that error.
+func TestAppendNeverReturnsBeforeItsLineIsSynced(t *testing.T) {
+	f := jtNew(t)
+	orig := durable.Sync
+	t.Cleanup(func() { durable.Sync = orig })
+	var synced []int64 // the journal's size at each of its fsyncs
+	var fail error
+	durable.Sync = func(fl *os.File) error {
+		if fl.Name() != f.path {
+			return orig(fl)
+		}
+		fi, err := fl.Stat()
+		if err != nil {
+			return err
+		}
+		synced = append(synced, fi.Size())
+		if fail != nil {
+			return fail
+		}
+		return orig(fl)
+	}
+	j := f.journal()
+	for range 2 {
+		if _, err := j.Append(jtEntry("a", 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if size := int64(len(f.raw())); len(synced) != 2 || synced[1] != size || synced[0] == 0 || synced[0] >= size {
+		t.Fatalf("the journal was synced at sizes %v; want once per append, each after its line (a journal of %d bytes)", synced, size)
+	}
+
+	fail = errors.New("EIO from a dying disk")
+	if _, err := j.Append(jtEntry("b", 0)); !errors.Is(err, fail) {
+		t.Fatalf("Append whose default sync fails = %v, want the sync's error", err)
+	}
+	if len(synced) != 3 {
+		t.Fatalf("%d syncs of the journal after three appends, want 3", len(synced))
 	}
 }

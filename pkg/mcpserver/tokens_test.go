@@ -1,7 +1,9 @@
 package mcpserver_test
 
 import (
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,4 +142,48 @@ func FuzzLoadTokens(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A bearer resolves only when all 32 bytes of its sha256 match an entry:
+// a comparison of a prefix would let any token whose hash shares those
+// bytes with a real one through (4 bytes: 2^32 guesses), and one of a
+// suffix or of the bytes up to the last the same. Each entry below is a
+// bearer's hash with one byte changed; alongside the bearer's own entry
+// (before or after it), the bearer still resolves to its own principal.
+func TestTokenSharingAllButOneByteOfAHashIsRefused(t *testing.T) {
+	const bearer = "agent-secret"
+	near := func(i int) string {
+		sum, err := hex.DecodeString(mcpserver.HashToken(bearer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum[i] ^= 0x80
+		return hex.EncodeToString(sum)
+	}
+	entry := func(sum, principal string) string {
+		return fmt.Sprintf("[[token]]\nsha256 = %q\nprincipal = %q\nscope = \"agent\"\n", sum, principal)
+	}
+	for _, i := range []int{0, 4, 16, 31} {
+		t.Run(fmt.Sprintf("byte %d differs", i), func(t *testing.T) {
+			tokens, err := mcpserver.ParseTokens("tokens.toml", []byte(entry(near(i), "mallory")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tok, ok := tokens.Resolve(bearer); ok {
+				t.Fatalf("a bearer whose hash differs from the entry's in byte %d only resolves to %+v", i, tok)
+			}
+			for _, file := range []string{
+				entry(near(i), "mallory") + entry(mcpserver.HashToken(bearer), "agent"),
+				entry(mcpserver.HashToken(bearer), "agent") + entry(near(i), "mallory"),
+			} {
+				tokens, err := mcpserver.ParseTokens("tokens.toml", []byte(file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tok, ok := tokens.Resolve(bearer); !ok || tok.Principal != "agent" {
+					t.Errorf("beside its own entry, the bearer resolves to %+v, %v; want agent", tok, ok)
+				}
+			}
+		})
+	}
 }
