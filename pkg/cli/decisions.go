@@ -56,7 +56,7 @@ func (d *decisionRecord) Stamp(in *receipts.Intent) *receipts.Intent {
 }
 
 // Ready says whether the log can take a line now, before the run spends
-// anything (docs/adr/0036-a-decision-log-that-never-drops-a-line.md).
+// anything (docs/adr/0037-a-decision-log-that-never-drops-a-line.md).
 func (d *decisionRecord) Ready() error {
 	sink, err := d.f.decisionSink()
 	if err == nil && sink != nil {

@@ -113,7 +113,7 @@ func (s *sink) Check() error       { return s.checkErr }
 // cannot take an allowed run's line stops the run, before anything is
 // spent (Ready) or before the program starts (Allowed), with exit 74; the
 // cause (it names the service's files) is in the service's log, not told
-// to the caller (docs/adr/0036-a-decision-log-that-never-drops-a-line.md).
+// to the caller (docs/adr/0037-a-decision-log-that-never-drops-a-line.md).
 func TestUnloggedAllowedDecisionStopsTheRun(t *testing.T) {
 	cause := errors.New("write /var/log/prod-write/decisions.jsonl: no space left on device")
 	for _, tc := range []struct {

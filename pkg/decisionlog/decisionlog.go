@@ -18,7 +18,7 @@
 // PATH.lock, a file beside the log that is never rotated, so every writer
 // waits its turn and then writes to the file at PATH as it is then. No
 // writer ever finds the file rotated under it, so none retries and none
-// gives up (docs/adr/0036-a-decision-log-that-never-drops-a-line.md).
+// gives up (docs/adr/0037-a-decision-log-that-never-drops-a-line.md).
 // Each line is one write(2) to a descriptor opened with O_APPEND.
 //
 // # Not a receipt

@@ -187,7 +187,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 			return nil, err
 		}
 		// The gate said yes. Nothing is spent for a run whose allowed
-		// line the decision log cannot take (ADR 0036).
+		// line the decision log cannot take (ADR 0037).
 		if !logReady {
 			if err := dl.Ready(); err != nil {
 				return nil, err
@@ -230,7 +230,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 		return nil, fmt.Errorf("writing intent receipt (nothing ran): %w", err)
 	}
 	if err := dl.Allowed(dec, runID, in.Seq); err != nil {
-		// A program never runs without its allowed line (ADR 0036).
+		// A program never runs without its allowed line (ADR 0037).
 		return nil, r.notStarted(j, pc, in, runID, err)
 	}
 	failpoint.Hit("after-intent")

@@ -118,7 +118,7 @@ type Runner struct {
 // DecisionLog hears one run attempt: the plan once loaded, the intent of
 // an allowed run, and how the attempt ended. A run whose allowed line
 // cannot be written does not start
-// (docs/adr/0036-a-decision-log-that-never-drops-a-line.md).
+// (docs/adr/0037-a-decision-log-that-never-drops-a-line.md).
 type DecisionLog interface {
 	Loaded(*PlanContext)
 	// Ready is asked once the gate allows the run, before anything is

@@ -238,7 +238,7 @@ func (l *decisionLog) Allowed(*approval.Decision, string, uint64) error {
 func (l *decisionLog) Finish(err error) { l.finished = err }
 
 // A run whose allowed line cannot be written never runs its program
-// (docs/adr/0036-a-decision-log-that-never-drops-a-line.md). When the log
+// (docs/adr/0037-a-decision-log-that-never-drops-a-line.md). When the log
 // says so before anything is spent, nothing is: no receipt, and the
 // single-use approval runs afterwards. When the line fails only after the
 // intent is durable, the program still does not start, and an outcome
