@@ -55,10 +55,24 @@ func (d *decisionRecord) Stamp(in *receipts.Intent) *receipts.Intent {
 	return in
 }
 
-// Allowed logs the decision of a run whose intent receipt is durable.
-func (d *decisionRecord) Allowed(dec *approval.Decision, runID string, seq uint64) {
+// Ready says whether the log can take a line now, before the run spends
+// anything (docs/adr/0037-a-decision-log-that-never-drops-a-line.md).
+func (d *decisionRecord) Ready() error {
+	sink, err := d.f.decisionSink()
+	if err == nil && sink != nil {
+		err = sink.Check()
+	}
+	if err == nil {
+		return nil
+	}
+	return d.failed(err, "nothing was spent and nothing ran")
+}
+
+// Allowed logs the decision of a run whose intent receipt is durable; an
+// error stops the run before its program starts.
+func (d *decisionRecord) Allowed(dec *approval.Decision, runID string, seq uint64) error {
 	if d.off() {
-		return
+		return nil
 	}
 	e := d.entry(decisionlog.Allowed)
 	e.Path = operations.PathName(dec.Path)
@@ -72,7 +86,10 @@ func (d *decisionRecord) Allowed(dec *approval.Decision, runID string, seq uint6
 		e.Use, e.Uses = d.intent.Slot+1, dec.AnchorUses
 	}
 	e.RunID, e.Receipt = runID, seq
-	d.write(e)
+	if err := d.write(e); err != nil {
+		return d.failed(err, "")
+	}
+	return nil
 }
 
 // Finish logs the decision of a run that returned err without an allowed
@@ -93,7 +110,16 @@ func (d *decisionRecord) Finish(err error) {
 	} else {
 		e.Reason = err.Error()
 	}
-	d.write(e)
+	// The attempt failed already: its own error stays the result (a
+	// refusal stays a refusal), and the lost line is said.
+	if werr := d.write(e); werr != nil {
+		if d.f.call != nil {
+			d.f.call.svc.log.Printf("warning: decision %s (%s) not logged: %v", e.DecisionID, e.Decision, werr)
+			fmt.Fprintf(d.stderr, "prod-write: warning: the service could not write decision %s to its decision log (its log says why)\n", e.DecisionID)
+			return
+		}
+		fmt.Fprintf(d.stderr, "prod-write: warning: decision %s not logged: %v\n", e.DecisionID, werr)
+	}
 }
 
 // askedFingerprint reports whether what a caller typed has the shape of a
@@ -164,26 +190,30 @@ func (d *decisionRecord) off() bool {
 	return false
 }
 
-// write hands the line to the log. A log that cannot be written never
-// turns a refusal into something else, nor stops a run already allowed
-// (its intent receipt carries the decision id): it is said, on the
-// caller's stderr and, in the service, in the service's log
-// (docs/adr/0026-decision-log.md).
-func (d *decisionRecord) write(e decisionlog.Entry) {
+// write hands the line to the log.
+func (d *decisionRecord) write(e decisionlog.Entry) error {
 	d.done = true
 	sink, err := d.f.decisionSink()
 	if err == nil && sink != nil {
 		err = sink.Write(e.Line())
 	}
-	if err == nil {
-		return
+	return err
+}
+
+// failed is the error of a run stopped because its allowed line cannot be
+// written (done says what was not done). Under the service the cause is
+// in the service's log, and the caller is told only that it could not log
+// (the cause names the service's files); the exit status is 74 either way.
+func (d *decisionRecord) failed(err error, done string) error {
+	msg := fmt.Sprintf("decision %s cannot be written to the decision log", d.id)
+	if done != "" {
+		msg += ", so " + done
 	}
 	if d.f.call != nil {
-		d.f.call.svc.log.Printf("warning: decision %s (%s) not logged: %v", e.DecisionID, e.Decision, err)
-		fmt.Fprintf(d.stderr, "prod-write: warning: the service could not write decision %s to its decision log (its log says why)\n", e.DecisionID)
-		return
+		d.f.call.svc.log.Printf("decision %s (allowed) not logged, the run stopped: %v", d.id, err)
+		return &ExitError{Code: ExitIOErr, Msg: msg + " (the service's log says why)"}
 	}
-	fmt.Fprintf(d.stderr, "prod-write: warning: decision %s not logged: %v\n", e.DecisionID, err)
+	return &ExitError{Code: ExitIOErr, Msg: msg + ": " + err.Error()}
 }
 
 // decisionSink is where this process logs decisions: in the service, the

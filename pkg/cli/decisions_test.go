@@ -4,12 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"log"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/decisionlog"
+	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/receipts"
 )
 
 // TestDecisionLogFloodOfRefusals: an agent retries a vetoed plan hundreds
@@ -91,5 +99,58 @@ func appendConfig(t *testing.T, dir, text string) {
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sink is a decision log that takes no line: checkErr is what Check says,
+// writeErr what Write says.
+type sink struct{ checkErr, writeErr error }
+
+func (s *sink) Write([]byte) error { return s.writeErr }
+func (s *sink) Check() error       { return s.checkErr }
+
+// TestUnloggedAllowedDecisionStopsTheRun: under the service, a log that
+// cannot take an allowed run's line stops the run, before anything is
+// spent (Ready) or before the program starts (Allowed), with exit 74; the
+// cause (it names the service's files) is in the service's log, not told
+// to the caller (docs/adr/0037-a-decision-log-that-never-drops-a-line.md).
+func TestUnloggedAllowedDecisionStopsTheRun(t *testing.T) {
+	cause := errors.New("write /var/log/prod-write/decisions.jsonl: no space left on device")
+	for _, tc := range []struct {
+		name string
+		sink *sink
+	}{
+		{"ready", &sink{checkErr: cause, writeErr: cause}},
+		{"allowed", &sink{writeErr: cause}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var svcLog, stderr bytes.Buffer
+			f := &Factory{Now: time.Now, call: &serviceCall{svc: &serviceState{cfg: &config.Config{}, decisions: tc.sink, log: log.New(&svcLog, "", 0)}}}
+			d, err := f.startDecision("sha256:ab", &stderr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Loaded(&runner.PlanContext{Plan: &operations.Plan{Fingerprint: "sha256:ab"}, Policy: &approval.Policy{}, Registry: &operations.Registry{}})
+			d.Stamp(&receipts.Intent{})
+			err = d.Ready()
+			if tc.name == "allowed" {
+				if err != nil {
+					t.Fatalf("Ready: %v", err)
+				}
+				err = d.Allowed(&approval.Decision{}, "run-1", 1)
+			}
+			if err == nil {
+				t.Fatal("no error: the run would go on without its line")
+			}
+			if code := ExitCode(err); code != ExitIOErr {
+				t.Errorf("exit %d, want %d", code, ExitIOErr)
+			}
+			if strings.Contains(err.Error(), "/var/log") || strings.Contains(stderr.String(), "/var/log") {
+				t.Errorf("the caller is told the service's files: %q, %q", err, stderr.String())
+			}
+			if !strings.Contains(svcLog.String(), cause.Error()) || !strings.Contains(svcLog.String(), d.id) {
+				t.Errorf("the service's log does not say why: %q", svcLog.String())
+			}
+		})
 	}
 }

@@ -14,10 +14,12 @@
 // # Concurrent writers
 //
 // Local runs are separate processes, and the service runs calls at once:
-// each line is one write(2) to a descriptor opened with O_APPEND, under an
-// exclusive flock(2) of the file, after checking that the locked file is
-// still the one at PATH (a writer that waited while another rotated opens
-// the new file). Rotation happens only under that lock.
+// every write, and every rotation, happens under an exclusive flock(2) of
+// PATH.lock, a file beside the log that is never rotated, so every writer
+// waits its turn and then writes to the file at PATH as it is then. No
+// writer ever finds the file rotated under it, so none retries and none
+// gives up (docs/adr/0037-a-decision-log-that-never-drops-a-line.md).
+// Each line is one write(2) to a descriptor opened with O_APPEND.
 //
 // # Not a receipt
 //
@@ -172,8 +174,16 @@ func clip(s string, n int) string {
 
 // Sink is where lines go.
 type Sink interface {
+	// Write writes one line, or says why it could not.
 	Write(line []byte) error
+	// Check says whether a line could be written now, writing nothing.
+	Check() error
 }
+
+var (
+	_ Sink = (*File)(nil)
+	_ Sink = (*Stream)(nil)
+)
 
 // Stream writes lines to a stream (the service's standard output, for a
 // log shipper that reads it), one write each, serialized.
@@ -192,6 +202,10 @@ func (s *Stream) Write(line []byte) error {
 	return err
 }
 
+// Check returns nil: a stream cannot be tried without writing to it, so
+// its failures are found by the write.
+func (s *Stream) Check() error { return nil }
+
 // File is a size-capped, rotated log file (see the package doc).
 type File struct {
 	Path    string
@@ -207,89 +221,95 @@ type File struct {
 // ErrTooLarge is returned for a line longer than the file's MaxSize.
 var ErrTooLarge = errors.New("decision log line longer than the log's max size")
 
-// maxAttempts bounds how often Write follows a file rotated away under it.
-const maxAttempts = 16
-
 // Write appends line (which must end in a newline) to the log, rotating
-// first if it would not fit.
+// first if it would not fit. It waits for the log's lock as long as
+// another writer holds it (a holder only rotates and writes one line), and
+// it returns an error only when the line cannot be written at all.
 func (l *File) Write(line []byte) error {
 	if int64(len(line)) > l.MaxSize {
 		return ErrTooLarge
 	}
+	return l.append(line)
+}
+
+// Check takes the log's lock and opens the log for appending, creating
+// both if needed, as Write would, and writes nothing: a log that cannot be
+// written is found before anything depends on its next line.
+func (l *File) Check() error { return l.append(nil) }
+
+// LockPath is the file whose flock every writer of the log at path holds
+// while it rotates or writes.
+func LockPath(path string) string { return path + ".lock" }
+
+// append writes line (nothing when empty) under the lock of PATH.lock.
+func (l *File) append(line []byte) error {
 	mode := l.Mode
 	if mode == 0 {
 		mode = 0o640
 	}
-	for range maxAttempts {
-		done, err := l.try(line, mode)
-		if err != nil || done {
+	// Opened for writing, although flock needs no more than reading: an
+	// account that may only read the log (a log shipper) cannot then hold
+	// the lock, which would stall every writer.
+	lock, err := openRegular(LockPath(l.Path), os.O_RDWR, mode)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // closing releases the lock
+	if err := flock(int(lock.Fd())); err != nil {
+		return fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	fl, err := openRegular(l.Path, os.O_WRONLY|os.O_APPEND, mode)
+	if err != nil || len(line) == 0 {
+		if err == nil {
+			err = fl.Close()
+		}
+		return err
+	}
+	fi, err := fl.Stat()
+	if err != nil {
+		fl.Close()
+		return err
+	}
+	if fi.Size() > 0 && fi.Size()+int64(len(line)) > l.MaxSize {
+		fl.Close()
+		if err := l.rotate(); err != nil {
+			return fmt.Errorf("rotating %s: %w", l.Path, err)
+		}
+		if fl, err = openRegular(l.Path, os.O_WRONLY|os.O_APPEND, mode); err != nil {
 			return err
 		}
-	}
-	return fmt.Errorf("decision log %s: rotated under this writer %d times in a row", l.Path, maxAttempts)
-}
-
-// try makes one attempt: done is false when the file was rotated (by this
-// writer or another) and the write must be tried again on the new one.
-func (l *File) try(line []byte, mode os.FileMode) (done bool, err error) {
-	fl, err := os.OpenFile(l.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, mode)
-	if err != nil {
-		return false, err
-	}
-	defer fl.Close() // closing releases the lock
-	fd := int(fl.Fd())
-	if err := flock(fd); err != nil {
-		return false, fmt.Errorf("locking %s: %w", l.Path, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return false, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false, fmt.Errorf("%s is not a regular file", l.Path)
-	}
-	var now unix.Stat_t
-	if err := unix.Lstat(l.Path, &now); err != nil || now.Dev != st.Dev || now.Ino != st.Ino {
-		// Rotated (or removed) while this writer waited for the lock.
-		return false, nil
-	}
-	if st.Size > 0 && st.Size+int64(len(line)) > l.MaxSize {
-		if err := l.rotate(); err != nil {
-			return false, fmt.Errorf("rotating %s: %w", l.Path, err)
-		}
-		return false, nil
 	}
 	n, err := fl.Write(line)
 	if err == nil && n != len(line) {
 		err = io.ErrShortWrite
 	}
-	return err == nil, err
+	if cerr := fl.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
-// Check opens the log for appending, creating it if needed, as Write
-// would: a log that cannot be written is found before the first decision.
-func (l *File) Check() error {
-	mode := l.Mode
-	if mode == 0 {
-		mode = 0o640
-	}
-	fl, err := os.OpenFile(l.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, mode)
+// openRegular opens path with flag, creating it with mode if needed. It
+// refuses a symlink (O_NOFOLLOW) and anything but a regular file; a FIFO
+// planted there fails at once (O_NONBLOCK) instead of holding the writer.
+func openRegular(path string, flag int, mode os.FileMode) (*os.File, error) {
+	fl, err := os.OpenFile(path, flag|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, mode)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer fl.Close()
 	fi, err := fl.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", path)
+	}
 	if err != nil {
-		return err
+		fl.Close()
+		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", l.Path)
-	}
-	return nil
+	return fl, nil
 }
 
 // rotate shifts PATH.i to PATH.i+1 (the oldest is replaced) and PATH to
-// PATH.1; the caller holds the lock of the file at PATH.
+// PATH.1; the caller holds the log's lock.
 func (l *File) rotate() error {
 	if l.Keep <= 0 {
 		return os.Remove(l.Path)

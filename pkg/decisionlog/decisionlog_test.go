@@ -7,10 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -36,6 +40,9 @@ func logFiles(t *testing.T, path string) map[string]int64 {
 	}
 	out := map[string]int64{}
 	for _, e := range entries {
+		if e.Name() == filepath.Base(decisionlog.LockPath(path)) {
+			continue
+		}
 		if e.Name() == filepath.Base(path) || strings.HasPrefix(e.Name(), filepath.Base(path)+".") {
 			fi, err := e.Info()
 			if err != nil {
@@ -47,8 +54,13 @@ func logFiles(t *testing.T, path string) map[string]int64 {
 	return out
 }
 
-// checkLines fails unless every line of the file is a whole decision.
-func checkLines(t testing.TB, file string) int {
+// checkLines fails unless every line of the file is a whole decision, and
+// returns how many there are.
+func checkLines(t testing.TB, file string) int { return len(readLines(t, file)) }
+
+// readLines returns the decisions of the file, failing unless every line
+// is a whole one.
+func readLines(t testing.TB, file string) []decisionlog.Entry {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +68,7 @@ func checkLines(t testing.TB, file string) int {
 	if len(data) > 0 && data[len(data)-1] != '\n' {
 		t.Fatalf("%s does not end in a newline", file)
 	}
-	n := 0
+	var out []decisionlog.Entry
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -64,9 +76,9 @@ func checkLines(t testing.TB, file string) int {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.FormatVersion != decisionlog.FormatVersion || e.DecisionID == "" {
 			t.Fatalf("%s: torn or foreign line %q: %v", file, sc.Text(), err)
 		}
-		n++
+		out = append(out, e)
 	}
-	return n
+	return out
 }
 
 // TestFloodStaysCapped: a caller asking again and again cannot make the
@@ -142,51 +154,162 @@ func TestCapProperty(t *testing.T) {
 
 // TestConcurrentWritersNeverTear: writers with their own descriptors (as
 // separate processes have: flock locks an open file description) append
-// and rotate at once; every line stays whole, and with room for all, none
-// is lost.
+// and rotate at once; every line stays whole, no file is over the cap,
+// and with room for all of them, every line is there exactly once (issue
+// 29: a writer that found the file rotated under it 16 times dropped its
+// line).
 func TestConcurrentWritersNeverTear(t *testing.T) {
+	const writers, each = 8, 200
 	for _, tc := range []struct {
 		name    string
 		maxSize int64
 		keep    int
 	}{
 		{"no rotation", 64 << 20, 1},
-		{"rotating", decisionlog.MinSize, 2},
+		// Room for every line: none may be lost.
+		{"rotating", decisionlog.MinSize, keepAll(writers * each)},
+		// The oldest files dropped, as in a flood.
+		{"rotating away", decisionlog.MinSize, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "decisions.jsonl")
-			const writers, each = 8, 200
 			var wg sync.WaitGroup
 			errs := make(chan error, writers)
 			for w := range writers {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					l := &decisionlog.File{Path: path, MaxSize: tc.maxSize, Keep: tc.keep}
-					for i := range each {
-						if err := l.Write(refusalLine(w*each+i, (w*31+i)%500)); err != nil {
-							errs <- err
-							return
-						}
-					}
+					errs <- writeAttempts(&decisionlog.File{Path: path, MaxSize: tc.maxSize, Keep: tc.keep}, w*each, each)
 				}()
 			}
 			wg.Wait()
 			close(errs)
 			for err := range errs {
-				t.Fatal(err)
-			}
-			n := 0
-			for name, size := range logFiles(t, path) {
-				if size > tc.maxSize {
-					t.Errorf("%s is %d bytes, over the cap", name, size)
+				if err != nil {
+					t.Fatal(err)
 				}
-				n += checkLines(t, filepath.Join(filepath.Dir(path), name))
 			}
-			if tc.name == "no rotation" && n != writers*each {
-				t.Errorf("%d lines, want %d", n, writers*each)
+			seen := checkLog(t, path, tc.maxSize, tc.keep)
+			if tc.name != "rotating away" {
+				checkAll(t, seen, writers*each)
 			}
 		})
+	}
+}
+
+// TestWritersInProcesses: the same with separate processes (this test
+// binary again), since locks between processes are what local runs rely
+// on: every line is kept, whole, once, within the cap.
+func TestWritersInProcesses(t *testing.T) {
+	const procs, each = 4, 300
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	keep := keepAll(procs * each)
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for p := range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestWriterProcess$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("DECISIONLOG_WRITER=%s,%d,%d,%d", path, p*each, each, keep))
+		out := &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("writer process %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	checkAll(t, checkLog(t, path, decisionlog.MinSize, keep), procs*each)
+}
+
+// TestWriterProcess is one writer of TestWritersInProcesses, run only
+// under it: $DECISIONLOG_WRITER is PATH,FIRST,COUNT,KEEP.
+func TestWriterProcess(t *testing.T) {
+	spec := os.Getenv("DECISIONLOG_WRITER")
+	if spec == "" {
+		t.Skip("a helper of TestWritersInProcesses")
+	}
+	var path string
+	var first, count, keep int
+	parts := strings.Split(spec, ",")
+	if len(parts) != 4 {
+		t.Fatalf("DECISIONLOG_WRITER=%q", spec)
+	}
+	path = parts[0]
+	for i, p := range []*int{&first, &count, &keep} {
+		n, err := strconv.Atoi(parts[i+1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p = n
+	}
+	if err := writeAttempts(&decisionlog.File{Path: path, MaxSize: decisionlog.MinSize, Keep: keep}, first, count); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeAttempts writes the refusals of attempts first to first+count-1.
+func writeAttempts(l *decisionlog.File, first, count int) error {
+	for i := first; i < first+count; i++ {
+		if err := l.Write(refusalLine(i, (i*31)%500)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepAll is a Keep that rotates none of n lines of writeAttempts away
+// with MaxSize MinSize: each rotated file holds more than MinSize-MaxLine
+// bytes.
+func keepAll(n int) int {
+	var total int64
+	for i := range n {
+		total += int64(len(refusalLine(i, (i*31)%500)))
+	}
+	return int(total/(decisionlog.MinSize-decisionlog.MaxLine)) + 1
+}
+
+// checkLog checks the log's files (at most keep+1, none over maxSize,
+// every line whole) and returns how often each attempt's line is in them.
+func checkLog(t *testing.T, path string, maxSize int64, keep int) map[int]int {
+	t.Helper()
+	files := logFiles(t, path)
+	if len(files) > keep+1 {
+		t.Errorf("%d files, keep %d", len(files), keep)
+	}
+	seen := map[int]int{}
+	for name, size := range files {
+		if size > maxSize {
+			t.Errorf("%s is %d bytes, over the cap %d", name, size, maxSize)
+		}
+		for _, e := range readLines(t, filepath.Join(filepath.Dir(path), name)) {
+			var i int
+			if _, err := fmt.Sscanf(e.Reason, "attempt %d ", &i); err != nil {
+				t.Fatalf("%s: reason %q", name, e.Reason)
+			}
+			seen[i]++
+		}
+	}
+	return seen
+}
+
+// checkAll fails unless attempts 0 to n-1 are each in the log once.
+func checkAll(t *testing.T, seen map[int]int, n int) {
+	t.Helper()
+	lost := 0
+	for i := range n {
+		switch seen[i] {
+		case 0:
+			lost++
+		case 1:
+		default:
+			t.Errorf("attempt %d logged %d times", i, seen[i])
+		}
+	}
+	if lost > 0 || len(seen) != n {
+		t.Errorf("%d of %d lines lost (%d distinct attempts logged)", lost, n, len(seen))
 	}
 }
 
@@ -247,26 +370,64 @@ func FuzzLine(f *testing.F) {
 	})
 }
 
-// TestNoFollow: a symlink planted at the log's path is not followed.
+// TestNoFollow: a symlink planted at the log's path, or at its lock's, is
+// not followed.
 func TestNoFollow(t *testing.T) {
-	dir := t.TempDir()
-	target := filepath.Join(dir, "elsewhere")
-	if err := os.WriteFile(target, nil, 0o600); err != nil {
-		t.Fatal(err)
+	for _, at := range []string{"log", "lock"} {
+		t.Run(at, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "elsewhere")
+			if err := os.WriteFile(target, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "decisions.jsonl")
+			link := path
+			if at == "lock" {
+				link = decisionlog.LockPath(path)
+			}
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			l := &decisionlog.File{Path: path, MaxSize: decisionlog.MinSize, Keep: 1}
+			if err := l.Write(refusalLine(0, 0)); err == nil {
+				t.Fatal("wrote through a symlink")
+			}
+			if err := l.Check(); err == nil {
+				t.Fatal("Check accepted a symlink")
+			}
+			if data, _ := os.ReadFile(target); len(data) != 0 {
+				t.Fatalf("the symlink's target was written: %q", data)
+			}
+		})
 	}
-	path := filepath.Join(dir, "decisions.jsonl")
-	if err := os.Symlink(target, path); err != nil {
-		t.Fatal(err)
-	}
-	l := &decisionlog.File{Path: path, MaxSize: decisionlog.MinSize, Keep: 1}
-	if err := l.Write(refusalLine(0, 0)); err == nil {
-		t.Fatal("wrote through a symlink")
-	}
-	if err := l.Check(); err == nil {
-		t.Fatal("Check accepted a symlink")
-	}
-	if data, _ := os.ReadFile(target); len(data) != 0 {
-		t.Fatalf("the symlink's target was written: %q", data)
+}
+
+// TestFIFO: a FIFO planted at the log's path, or at its lock's, is an
+// error at once, not a writer (and so a run) blocked until someone reads
+// it.
+func TestFIFO(t *testing.T) {
+	for _, at := range []string{"log", "lock"} {
+		t.Run(at, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "decisions.jsonl")
+			fifo := path
+			if at == "lock" {
+				fifo = decisionlog.LockPath(path)
+			}
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			l := &decisionlog.File{Path: path, MaxSize: decisionlog.MinSize, Keep: 1}
+			done := make(chan [2]error, 1)
+			go func() { done <- [2]error{l.Write(refusalLine(0, 0)), l.Check()} }()
+			select {
+			case errs := <-done:
+				if errs[0] == nil || errs[1] == nil {
+					t.Fatalf("Write %v, Check %v: want errors", errs[0], errs[1])
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("blocked on a FIFO")
+			}
+		})
 	}
 }
 

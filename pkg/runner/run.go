@@ -176,7 +176,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	unreadable := append(ProblemStrings(problems), histProblems...)
 	used := map[string]int{}
 	var dec *approval.Decision
-	slot, lost := 0, false
+	slot, lost, logReady := 0, false, false
 	for {
 		dec, err = approval.Evaluate(approval.Input{Plan: pc.Envelope, Evidence: evidence, Precondition: pre, Unreadable: unreadable, Policy: pc.Policy, Op: pc.Op, Now: r.Now(), Used: used, BreakGlass: hist})
 		if rf, ok := refusal.As(err); ok && lost && rf.Code == refusal.EvidenceConsumed {
@@ -185,6 +185,14 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		// The gate said yes. Nothing is spent for a run whose allowed
+		// line the decision log cannot take (ADR 0037).
+		if !logReady {
+			if err := dl.Ready(); err != nil {
+				return nil, err
+			}
+			logReady = true
 		}
 		if dec.Anchor == "" {
 			break
@@ -221,7 +229,10 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("writing intent receipt (nothing ran): %w", err)
 	}
-	dl.Allowed(dec, runID, in.Seq)
+	if err := dl.Allowed(dec, runID, in.Seq); err != nil {
+		// A program never runs without its allowed line (ADR 0037).
+		return nil, r.notStarted(j, pc, in, runID, err)
+	}
 	failpoint.Hit("after-intent")
 	if dec.Path == operations.PathBreakGlass && r.WarnUnnotified != nil {
 		r.WarnUnnotified(r.Stderr, pc, dec, runID)
@@ -288,6 +299,23 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 		return nil, fmt.Errorf("executing %s: %w", pc.Op.ProgramPath, runErr)
 	}
 	return &Ran{Plan: pc, RunID: runID, Intent: in, Done: done, Outcome: out, Result: res}, nil
+}
+
+// notStarted ends a run whose intent is durable but whose program will
+// not start, for cause: an outcome receipt says so (exit 70, "not
+// started: " and the cause), so the journal shows a run that never
+// started rather than one that may have crashed. The approval's use stays
+// spent (ADR 0006), and the error says so.
+func (r *Runner) notStarted(j *receipts.Journal, pc *PlanContext, in receipts.Appended, runID string, cause error) error {
+	out := &receipts.Outcome{Intent: in.Hash, ExitCode: ExitSoftware, Error: "not started: " + cause.Error()}
+	done, err := j.Append(&receipts.Receipt{Kind: receipts.KindOutcome, RunID: runID, Outcome: out})
+	if err != nil {
+		return fmt.Errorf("%w; the program was not started, but its outcome receipt could not be written (its intent is receipt %d): %v", cause, in.Seq, err)
+	}
+	if r.Ship != nil {
+		r.Ship(r.Stderr, pc.Config, in, done)
+	}
+	return fmt.Errorf("%w; the program was not started (receipts %d and %d say so; the approval's use is spent)", cause, in.Seq, done.Seq)
 }
 
 // childEnv builds the program's whole environment from the plan: values as

@@ -121,23 +121,30 @@ type Runner struct {
 }
 
 // DecisionLog hears one run attempt: the plan once loaded, the intent of
-// an allowed run, and how the attempt ended.
+// an allowed run, and how the attempt ended. A run whose allowed line
+// cannot be written does not start
+// (docs/adr/0037-a-decision-log-that-never-drops-a-line.md).
 type DecisionLog interface {
 	Loaded(*PlanContext)
+	// Ready is asked once the gate allows the run, before anything is
+	// spent: an error (the log cannot take a line) stops the run there.
+	Ready() error
 	// Stamp gives the intent its decision id.
 	Stamp(*receipts.Intent) *receipts.Intent
-	// Allowed is said once the intent receipt is durable.
-	Allowed(dec *approval.Decision, runID string, seq uint64)
+	// Allowed writes the allowed line once the intent receipt is
+	// durable: an error stops the run before the program starts.
+	Allowed(dec *approval.Decision, runID string, seq uint64) error
 	// Finish is said when the attempt returns; err is nil for a run.
 	Finish(err error)
 }
 
 type noDecisionLog struct{}
 
-func (noDecisionLog) Loaded(*PlanContext)                        {}
-func (noDecisionLog) Stamp(in *receipts.Intent) *receipts.Intent { return in }
-func (noDecisionLog) Allowed(*approval.Decision, string, uint64) {}
-func (noDecisionLog) Finish(error)                               {}
+func (noDecisionLog) Loaded(*PlanContext)                              {}
+func (noDecisionLog) Ready() error                                     { return nil }
+func (noDecisionLog) Stamp(in *receipts.Intent) *receipts.Intent       { return in }
+func (noDecisionLog) Allowed(*approval.Decision, string, uint64) error { return nil }
+func (noDecisionLog) Finish(error)                                     {}
 
 func (r *Runner) startDecision(asked string) (DecisionLog, error) {
 	if r.StartDecision == nil {

@@ -2,10 +2,12 @@ package runner_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,4 +218,89 @@ func TestRunOnceThenRefused(t *testing.T) {
 	if j := d.journal(t); len(j) != 2 {
 		t.Errorf("journal after the refused run: %d receipts, want the first run's 2", len(j))
 	}
+}
+
+// decisionLog is a decision log that cannot take a line: from the start
+// (ready fails), or only when the allowed line is written.
+type decisionLog struct {
+	ready, allowed error
+	finished       error
+}
+
+var errUnloggable = errors.New("the decision log is full")
+
+func (l *decisionLog) Loaded(*runner.PlanContext)                 {}
+func (l *decisionLog) Ready() error                               { return l.ready }
+func (l *decisionLog) Stamp(in *receipts.Intent) *receipts.Intent { return in }
+func (l *decisionLog) Allowed(*approval.Decision, string, uint64) error {
+	return l.allowed
+}
+func (l *decisionLog) Finish(err error) { l.finished = err }
+
+// A run whose allowed line cannot be written never runs its program
+// (docs/adr/0037-a-decision-log-that-never-drops-a-line.md). When the log
+// says so before anything is spent, nothing is: no receipt, and the
+// single-use approval runs afterwards. When the line fails only after the
+// intent is durable, the program still does not start, and an outcome
+// receipt says it did not; the use is spent, as the error says.
+func TestRunStopsWhenItsDecisionCannotBeLogged(t *testing.T) {
+	t.Run("before spending", func(t *testing.T) {
+		d := newDeployment(t)
+		fp := d.plan(t, 1)
+		var stdout, stderr bytes.Buffer
+		r := d.runner(&stdout, &stderr)
+		dl := &decisionLog{ready: errUnloggable, allowed: errUnloggable}
+		r.StartDecision = func(string, io.Writer) (runner.DecisionLog, error) { return dl, nil }
+		if ran, err := r.Run(fp); !errors.Is(err, errUnloggable) || ran != nil {
+			t.Fatalf("run with a log that cannot take its line: %v, %v", ran, err)
+		}
+		if !errors.Is(dl.finished, errUnloggable) {
+			t.Errorf("the attempt finished with %v", dl.finished)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("the program ran: %q", stdout.String())
+		}
+		if j := d.journal(t); len(j) != 0 {
+			t.Fatalf("%d receipts, want none", len(j))
+		}
+		// Nothing was spent: the single use runs once the log is back.
+		ran, err := d.runner(&stdout, &stderr).Run(fp)
+		if err != nil {
+			t.Fatalf("run once the log is back: %v", err)
+		}
+		if stdout.String() != "said staging\n" || ran.Intent.Seq != 1 {
+			t.Errorf("printed %q, intent %d", stdout.String(), ran.Intent.Seq)
+		}
+	})
+	t.Run("after the intent", func(t *testing.T) {
+		d := newDeployment(t)
+		fp := d.plan(t, 1)
+		var stdout, stderr bytes.Buffer
+		r := d.runner(&stdout, &stderr)
+		r.StartDecision = func(string, io.Writer) (runner.DecisionLog, error) {
+			return &decisionLog{allowed: errUnloggable}, nil
+		}
+		ran, err := r.Run(fp)
+		if !errors.Is(err, errUnloggable) || ran != nil {
+			t.Fatalf("run whose allowed line fails: %v, %v", ran, err)
+		}
+		if !strings.Contains(err.Error(), "not started") || !strings.Contains(err.Error(), "spent") {
+			t.Errorf("the error does not say the program did not start and the use is spent: %v", err)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("the program ran: %q", stdout.String())
+		}
+		j := d.journal(t)
+		if len(j) != 2 || j[0].Kind != receipts.KindIntent || j[1].Kind != receipts.KindOutcome {
+			t.Fatalf("%d receipts, want an intent and an outcome", len(j))
+		}
+		out := j[1].Outcome
+		if j[1].RunID != j[0].RunID || out.ExitCode != runner.ExitSoftware || !strings.HasPrefix(out.Error, "not started: ") || out.Stdout.Size != 0 {
+			t.Errorf("outcome %+v of run %s (intent's %s): want exit 70, not started", out, j[1].RunID, j[0].RunID)
+		}
+		_, err = d.runner(&stdout, &stderr).Run(fp)
+		if r, ok := refusal.As(err); !ok || r.Code != refusal.EvidenceConsumed {
+			t.Errorf("the next run: %v, want the use spent", err)
+		}
+	})
 }
