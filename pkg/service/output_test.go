@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -21,8 +22,15 @@ func relayCall(t *testing.T, n int, grace time.Duration) (*net.UnixConn, <-chan 
 		w := r.Writer(1)
 		start := time.Now()
 		chunk := bytes.Repeat([]byte("x"), 4096)
+		held := 0
 		for left := n; left > 0; left -= len(chunk) {
 			w.Write(chunk[:min(left, len(chunk))])
+			r.mu.Lock()
+			held = max(held, r.queued)
+			r.mu.Unlock()
+		}
+		if held > RelayBuffer {
+			t.Errorf("the relay held %d bytes for its client, over its bound of %d", held, RelayBuffer)
 		}
 		wrote <- time.Since(start)
 		undelivered <- r.Finish(grace)
@@ -111,5 +119,26 @@ func TestOutputToAStalledClientFailsOnce(t *testing.T) {
 	}
 	if err := <-errs; !errors.Is(err, ErrStalled) {
 		t.Fatalf("later write: %v, want ErrStalled at once", err)
+	}
+}
+
+// A connection refused at once (busy) whose request is already queued
+// reads the busy answer, not a reset: what it sent is drained first.
+func TestBusyIsReadNotAReset(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	l, err := Listen(sock, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c := rawSend(t, sock, []byte(`{"v":2,"op":"status"}`))
+	defer c.Close()
+	sc, err := l.AcceptUnix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy(sc, "too many calls")
+	if got := readFailure(t, c); got != CodeBusy {
+		t.Fatalf("got %s, want busy", got)
 	}
 }

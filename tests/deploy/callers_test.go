@@ -338,7 +338,8 @@ func (d *deployment) keylessReadsNoPlan(t *testing.T) {
 	for _, in := range intents {
 		seq = strconv.FormatUint(in.Seq, 10)
 	}
-	secretish := []string{"keyless-probe", d.appFile, "reviewed config", d.srv}
+	// What the plan binds, not what the registry says of every plan.
+	secretish := []string{"keyless-probe", d.appFile, "version = 1"}
 	other := func(args ...string) result { return d.exec(t, d.other, d.otherHome, d.otherEnv(), d.bin, args...) }
 	for _, args := range [][]string{
 		{"status", p.Fingerprint}, {"status", p.Fingerprint, "--json"},
