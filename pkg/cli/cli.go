@@ -20,6 +20,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/keys"
@@ -317,7 +318,7 @@ func (f *Factory) callerFiles(d operations.Digester) runner.CallerFiles {
 // which comes from the registry.
 func (f *Factory) resolveDir(dir string) (string, error) {
 	if f.call != nil {
-		if dir == "" && f.call.c == nil {
+		if dir == "" && f.call.hosted {
 			return "", refusal.New(refusal.ParamInvalid, "the operation declares no cwd, and MCP over HTTP has no working directory of its own: nothing was planned").Needs("a cwd in the operation, or [service] mcp_cwd in the service's configuration")
 		}
 		if dir == "" {
@@ -409,7 +410,10 @@ func printError(f *Factory, err error) {
 	}
 	fmt.Fprintf(w, "prod-write: error: %s\n", msg)
 	var usage *usageError
+	var apiErr *api.Error
 	switch {
+	case errors.As(err, &apiErr) && apiErr.Hint != "":
+		fmt.Fprintf(w, "prod-write: hint: %s\n", apiErr.Hint)
 	case errors.As(err, &usage):
 		fmt.Fprintf(w, "prod-write: hint: see 'prod-write --help'\n")
 	case errors.Is(err, keys.ErrNotAKey):

@@ -56,11 +56,18 @@ func (f *Factory) callService(c *config.Config, op string, args any, extra []han
 // that wait: a run carries on when its client goes, and its outcome would
 // be lost to the caller.
 func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op string, args any, extra []handover) error {
-	req := service.Request{Op: op, JSON: f.JSON}
+	_, err := f.callServiceAPI(ctx, c, op, 0, args, extra)
+	return err
+}
+
+// callServiceAPI is callServiceContext that, with apiVersion set, asks for
+// the call's typed result (pkg/api) and returns the service's reply.
+func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op string, apiVersion int, args any, extra []handover) ([]byte, error) {
+	req := service.Request{Op: op, JSON: f.JSON, API: apiVersion}
 	if args != nil {
 		b, err := json.Marshal(args)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		req.Args = b
 	}
@@ -87,7 +94,7 @@ func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op s
 		// service sends for stdout: the service writes no file at all.
 		fl, err := os.OpenFile(h.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		closers = append(closers, fl)
 		defer fl.Sync()
@@ -95,7 +102,7 @@ func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op s
 	}
 	in, err := streams.reader(f.IO.In)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in != nil {
 		add("stdin", in)
@@ -105,18 +112,18 @@ func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op s
 	req.ErrTTY = f.IO.ErrTTY
 	cwd, err := f.Getwd()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	d, err := service.OpenDir(cwd)
 	if err != nil {
-		return fmt.Errorf("opening the working directory: %w", err)
+		return nil, fmt.Errorf("opening the working directory: %w", err)
 	}
 	closers = append(closers, d)
 	add("cwd", d)
 	if path := f.KeyFile(); path != "" {
 		k, err := service.OpenRead(path)
 		if err != nil {
-			return &config.Error{Msg: "cannot open the key", Err: err}
+			return nil, &config.Error{Msg: "cannot open the key", Err: err}
 		}
 		closers = append(closers, k)
 		add("key", k)
@@ -128,14 +135,14 @@ func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op s
 		}
 		fl, err := service.OpenRead(h.path)
 		if err != nil {
-			return &dataError{err: fmt.Errorf("%s: %w", h.name, err)}
+			return nil, &dataError{err: fmt.Errorf("%s: %w", h.name, err)}
 		}
 		closers = append(closers, fl)
 		add(h.name, fl)
 	}
 	conn, err := service.Dial(c.Service.Socket)
 	if err != nil {
-		return refusal.New(ServiceUnavailable, "cannot reach the runner service at %s: %v", c.Service.Socket, errors.Unwrap(err)).Needs("a running prod-write serve (docs/DEPLOYMENT.md)")
+		return nil, refusal.New(ServiceUnavailable, "cannot reach the runner service at %s: %v", c.Service.Socket, errors.Unwrap(err)).Needs("a running prod-write serve (docs/DEPLOYMENT.md)")
 	}
 	defer conn.Close()
 	stopClosing := context.AfterFunc(ctx, func() { conn.Close() })
@@ -151,18 +158,26 @@ func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op s
 	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: f.LookupEnv}, sigs, stdout, f.IO.Err)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("the call to the runner service was cancelled: %w", ctx.Err())
+			return nil, fmt.Errorf("the call to the runner service was cancelled: %w", ctx.Err())
 		}
-		return err
+		return nil, err
 	}
 	if res.Failure != nil {
-		return res.Failure
+		return nil, res.Failure
+	}
+	if apiVersion != 0 && res.Body != nil {
+		// A typed call's outcome, refusals and errors included, is its
+		// reply.
+		return res.Body, nil
 	}
 	if res.Code != 0 {
 		// The service printed what happened to our stderr already.
-		return &ExitError{Code: res.Code}
+		return nil, &ExitError{Code: res.Code}
 	}
-	return nil
+	if apiVersion != 0 {
+		return nil, errors.New("the runner service answered no typed result (is it older than this client?)")
+	}
+	return nil, nil
 }
 
 // clientStreams hands the caller's stdin over as a descriptor, for a

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -59,6 +60,7 @@ func ExitCode(err error) int {
 		dataErr   *dataError
 		pathErr   *fs.PathError
 		svcErr    *service.Error
+		apiErr    *api.Error
 	)
 	switch {
 	case err == nil:
@@ -67,6 +69,9 @@ func ExitCode(err error) int {
 		return exitErr.Code
 	case errors.As(err, &svcErr) && svcErr.Code == service.CodeBusy:
 		return ExitTempFail
+	case errors.As(err, &apiErr):
+		// As the service judged it.
+		return apiErr.Exit
 	case errors.As(err, &usage):
 		return ExitUsage
 	case errors.As(err, &refused):
@@ -87,6 +92,9 @@ func ExitCode(err error) int {
 // errorCode is the stable code of an error in --json output.
 func errorCode(err error) string {
 	var insecure *keys.InsecureError
+	if apiErr := (*api.Error)(nil); errors.As(err, &apiErr) {
+		return apiErr.Code
+	}
 	switch ExitCode(err) {
 	case ExitInvalid:
 		return "invalid"

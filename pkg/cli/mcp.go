@@ -16,6 +16,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
@@ -158,14 +159,18 @@ func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (any, error) {
 }
 
 func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
+	// The API the CLI's status calls: in-process, or the service's
+	// (whose answer is typed: nothing of it reaches the MCP server's
+	// stdout, the protocol's channel).
+	var a api.API = localAPI{f: b.f}
 	if b.remote {
-		return b.remoteStatus(fp)
+		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
 	}
-	s, err := statusCore(b.f, fp, operations.HashDigester{})
+	r, err := a.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.fields(), s.Refusal, nil
+	return r, r.Refusal, nil
 }
 
 func (b *mcpBackend) Receipt(id string) ([]json.RawMessage, error) {
@@ -319,14 +324,14 @@ func (b *mcpBackend) Wait(ctx context.Context, fp string, timeout time.Duration,
 	if err != nil && !pending {
 		return nil, nil, false, err
 	}
-	return s.fields(), s.Refusal, pending, nil
+	return s.result(), s.Refusal, pending, nil
 }
 
 func (b *mcpBackend) remoteWait(ctx context.Context, fp string, deadline time.Time, progress func(string)) (any, *refusal.Error, bool, error) {
 	for {
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
-			report, r, err := b.remoteStatus(fp)
+			report, r, err := b.Status(fp)
 			return report, r, true, err
 		}
 		var out bytes.Buffer

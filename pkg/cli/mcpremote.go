@@ -102,23 +102,19 @@ func (b *mcpBackend) remoteRun(fp string) (*mcpapi.RunResult, error) {
 }
 
 func (b *mcpBackend) remoteRegistry() (*operations.Registry, error) {
-	var out bytes.Buffer
-	if _, err := b.call("ops-list", nil, nil, &out, io.Discard); err != nil {
+	r, err := serviceAPI{f: b.with(io.Discard, io.Discard)}.Ops(context.Background())
+	if err != nil {
 		return nil, err
 	}
-	return decodeOpsList(out.Bytes())
+	return registryOf(r.Operations)
 }
 
 func (b *mcpBackend) remotePrincipal() (*approval.Principal, error) {
-	var out bytes.Buffer
-	if _, err := b.call("whoami", nil, nil, &out, io.Discard); err != nil {
+	r, err := serviceAPI{f: b.with(io.Discard, io.Discard)}.Whoami(context.Background())
+	if err != nil {
 		return nil, err
 	}
-	var pr approval.Principal
-	if err := json.Unmarshal(out.Bytes(), &pr); err != nil {
-		return nil, fmt.Errorf("the service's whoami: %w", err)
-	}
-	return &pr, nil
+	return r.Principal, nil
 }
 
 func (b *mcpBackend) remotePlan(req mcpapi.PlanRequest) (any, error) {
@@ -132,17 +128,6 @@ func (b *mcpBackend) remotePlan(req mcpapi.PlanRequest) (any, error) {
 		return nil, err
 	}
 	return json.RawMessage(bytes.TrimSpace(out.Bytes())), nil
-}
-
-func (b *mcpBackend) remoteStatus(fp string) (any, *refusal.Error, error) {
-	var out bytes.Buffer
-	_, err := b.call("status", &StatusOptions{Fingerprint: fp}, nil, &out, io.Discard)
-	r, refused := refusal.As(err)
-	if err != nil && (!refused || out.Len() == 0) {
-		// Refused before a report (no plan, no key…): the tool's error.
-		return nil, nil, err
-	}
-	return json.RawMessage(bytes.TrimSpace(out.Bytes())), r, nil
 }
 
 // lastLine passes writes through to w and remembers the last complete line

@@ -26,13 +26,17 @@ func NewCmdOps(f *Factory) *cobra.Command {
 		Example: "  prod-write ops list --json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.dispatch("ops-list", nil, nil, func() error {
-				reg, err := loadRegistry(f)
-				if err != nil {
-					return err
-				}
-				return opsList(f, reg)
-			})
+			// The API's result (in-process, or the service's),
+			// rendered here.
+			a, err := f.api()
+			if err != nil {
+				return err
+			}
+			r, err := a.Ops(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return opsList(f, r.Operations)
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -67,8 +71,7 @@ func loadRegistry(f *Factory) (*operations.Registry, error) {
 	return f.Registry(c)
 }
 
-func opsList(f *Factory, reg *operations.Registry) error {
-	ops := reg.All()
+func opsList(f *Factory, ops []*operations.Operation) error {
 	if f.JSON {
 		// Each definition as hashed (its digest checks): approval paths
 		// in their stored spelling (ADR 0014).

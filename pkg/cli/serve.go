@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -369,7 +368,7 @@ func (s *serviceState) mcpBackend(base *Factory, principal string) (mcpapi.Backe
 	if !ok {
 		return nil, fmt.Errorf("token principal %q is not in the trust policy", principal)
 	}
-	sc := &serviceCall{svc: s, files: map[string]*os.File{}}
+	sc := &serviceCall{svc: s, files: map[string]*os.File{}, hosted: true}
 	if dir := s.cfg.Service.MCPKeys; dir != "" {
 		kf, err := os.Open(filepath.Join(dir, principal+".key"))
 		switch {
@@ -427,6 +426,9 @@ type serviceCall struct {
 	// finishOutput ends the relay of a program's output (nil: no
 	// client to relay to).
 	finishOutput func() int64
+	// hosted is a call of MCP over HTTP: no client, no directory but
+	// [service] mcp_cwd.
+	hosted bool
 }
 
 // relayGrace is how long a run's outcome receipt waits, at most, for a
@@ -539,7 +541,7 @@ func (sc *serviceCall) canEnter(pc *runner.PlanContext, cred *syscall.Credential
 	var st unix.Stat_t
 	var err error
 	switch {
-	case pc.Op.Cwd != "" || sc.c == nil: // declared, or [service] mcp_cwd
+	case pc.Op.Cwd != "" || sc.hosted: // declared, or [service] mcp_cwd
 		err = unix.Stat(pc.Plan.Cwd, &st)
 	case sc.cwd != nil:
 		err = unix.Fstat(int(sc.cwd.Fd()), &st)
@@ -612,7 +614,7 @@ func cwdPath(d *os.File) (string, error) {
 
 // getwd is the caller's working directory, as the plan binds it.
 func (sc *serviceCall) getwd() (string, error) {
-	if sc.c == nil {
+	if sc.hosted {
 		// MCP over HTTP: no client, no directory but the configured one.
 		return sc.svc.cfg.Service.MCPCwd, nil
 	}
@@ -725,8 +727,22 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 		f.IO.Out, f.IO.Err = c.Output(1), c.Output(2)
 	}
 	start := time.Now()
-	err := h.dispatch(f, sc)
-	code := ExitCode(err)
+	if sc.cwd != nil {
+		// A directory that does not stand for its path is refused only
+		// by the calls that bind it (Getwd, CallerCwd): status from
+		// there is still answered.
+		sc.cwdPath, sc.cwdErr = cwdPath(sc.cwd)
+	}
+	var err error
+	var code int
+	if c.Request.API != 0 {
+		// A typed call: its outcome is the reply, nothing is printed
+		// (err is a call that could not be answered at all).
+		code, err = h.serveAPI(f, sc)
+	} else {
+		err = h.dispatch(f, sc)
+		code = ExitCode(err)
+	}
 	if err != nil {
 		printError(f, err)
 	}
@@ -744,27 +760,11 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 }
 
 func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
-	if sc.cwd != nil {
-		// A directory that does not stand for its path is refused only
-		// by the calls that bind it (Getwd, CallerCwd): status from
-		// there is still answered.
-		sc.cwdPath, sc.cwdErr = cwdPath(sc.cwd)
-	}
 	req := sc.c.Request
 	if slices.Contains(plansReadByKeyOnly, req.Op) && !sc.mayReadPlans() {
 		return refusal.New(refusal.PrincipalUnknown, "%s shows what plans bind, and the caller handed over no key of the trust policy", strings.ReplaceAll(req.Op, "-", " ")).Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
 	}
-	args := func(v any) error {
-		if len(req.Args) == 0 {
-			return &usageError{msg: "the request carries no arguments"}
-		}
-		dec := json.NewDecoder(strings.NewReader(string(req.Args)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(v); err != nil {
-			return &usageError{msg: fmt.Sprintf("arguments of %s: %v", req.Op, err)}
-		}
-		return nil
-	}
+	args := func(v any) error { return decodeArgs(req.Op, req.Args, v) }
 	switch req.Op {
 	case "plan":
 		o := &PlanOptions{}
@@ -841,7 +841,7 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		if err != nil {
 			return err
 		}
-		return opsList(f, reg)
+		return opsList(f, reg.All())
 	case "ops-show":
 		var a nameArg
 		if err := args(&a); err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/runner"
@@ -59,7 +61,7 @@ backoff on DynamoDB), never in a busy loop (docs/JSON.md, "status --wait").`,
 			if opts.Timeout != "" {
 				return &usageError{msg: "--timeout goes with --wait"}
 			}
-			return f.dispatch("status", opts, nil, func() error { return statusRun(opts) })
+			return statusShow(opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "block until the decision lands (0), is denied, withdrawn or expires (77), or --timeout passes (124)")
@@ -147,38 +149,33 @@ func statusCore(f *Factory, fp string, d operations.Digester) (*statusReport, er
 	return &statusReport{Plan: pc.Plan, Decision: dec, Problems: problems, Refusal: r, Request: req, gateErr: gateErr, policyDigest: pc.Policy.Digest, op: pc.Op, now: now}, nil
 }
 
-// fields is the report as `status --json` prints it (and the MCP status
-// tool returns it). A map, so that the keys keep their sorted order.
-func (s *statusReport) fields() map[string]any {
-	out := map[string]any{
-		"fingerprint":    s.Plan.Fingerprint,
-		"operation":      s.Plan.Operation,
-		"target":         s.Plan.Target,
-		"planner":        s.Plan.Planner,
-		"mutating":       s.Plan.Mutating,
-		"allowed":        s.gateErr == nil,
-		"evidence":       []*approval.Assessed{},
-		"problems":       nonNil(s.Problems),
-		"path":           "",
-		"format_version": FormatVersion,
-	}
-	if s.Decision != nil {
-		out["evidence"] = nonNil(s.Decision.Evidence)
-		out["path"] = operations.PathName(s.Decision.Path)
-	}
-	if s.Plan.Precondition != nil {
+// result is the report as the API returns it (`status --json` prints it,
+// the MCP status tool returns it).
+func (s *statusReport) result() *api.StatusResult {
+	r := &api.StatusResult{
+		Fingerprint:   s.Plan.Fingerprint,
+		Operation:     s.Plan.Operation,
+		Target:        s.Plan.Target,
+		Planner:       s.Plan.Planner,
+		Mutating:      s.Plan.Mutating,
+		Allowed:       s.gateErr == nil,
+		Evidence:      []*approval.Assessed{},
+		Problems:      nonNil(s.Problems),
+		FormatVersion: FormatVersion,
+		Plan:          s.Plan,
 		// What the approver approves the world as (issue 22); status
 		// does not run the check, run does.
-		out["precondition"] = s.Plan.Precondition
+		Precondition: s.Plan.Precondition,
+		Refusal:      s.Refusal,
+		Explanation:  s.explain(),
+		Request:      s.Request,
 	}
-	if s.Refusal != nil {
-		out["refusal"] = s.Refusal
+	if s.Decision != nil {
+		r.Evidence = nonNil(s.Decision.Evidence)
+		r.Path = operations.PathName(s.Decision.Path)
+		r.PreconditionUnchecked = s.Decision.PreconditionUnchecked
 	}
-	out["explanation"] = s.explain()
-	if s.Request != nil {
-		out["request"] = s.Request
-	}
-	return out
+	return r
 }
 
 func statusRun(o *StatusOptions) error {
@@ -194,22 +191,48 @@ func statusRun(o *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	return printStatus(f, s)
+	return printStatus(f, s.result())
+}
+
+// statusShow is status without --wait: the API's result (in-process, or
+// the runner service's), rendered here, on the caller's side.
+func statusShow(o *StatusOptions) error {
+	f := o.F
+	a, err := f.api()
+	if err != nil {
+		return err
+	}
+	if la, ok := a.(localAPI); ok && f.IO.ErrTTY && !f.JSON {
+		la.progress = progressPrinter(f.IO.Err)
+		a = la
+	}
+	r, err := a.Status(context.Background(), api.StatusRequest{Fingerprint: o.Fingerprint})
+	if err != nil {
+		return err
+	}
+	return printStatus(f, r)
 }
 
 // printStatus prints the report; its error is the exit status.
-func printStatus(f *Factory, s *statusReport) error {
+func printStatus(f *Factory, s *api.StatusResult) error {
 	if f.JSON {
-		if err := printJSON(f.IO.Out, s.fields()); err != nil {
+		if err := printJSON(f.IO.Out, s); err != nil {
 			return err
 		}
-		return s.gateErr
+		if s.Refusal != nil {
+			return s.Refusal
+		}
+		return nil
 	}
 	w := f.IO.Out
-	printPlan(w, s.Plan)
-	dec := s.Decision
-	if dec != nil {
-		for _, a := range dec.Evidence {
+	if s.Plan != nil {
+		printPlan(w, s.Plan)
+	} else {
+		fmt.Fprintf(w, "fingerprint: %s\noperation:   %s\ntarget:      %s\n", s.Fingerprint, s.Operation, s.Target)
+		fmt.Fprintf(w, "redacted:    what the plan binds is shown only to a caller with a key of the trust policy\n")
+	}
+	{
+		for _, a := range s.Evidence {
 			state := "counts"
 			if !a.Valid {
 				state = "does not count: " + a.Why
@@ -227,13 +250,13 @@ func printStatus(f *Factory, s *statusReport) error {
 			fmt.Fprintf(w, "%s (%.12s…) — %s\n", line, a.ID, state)
 		}
 	}
-	if dec != nil && dec.PreconditionUnchecked {
+	if s.PreconditionUnchecked {
 		fmt.Fprintf(w, "precondition: not run by status; run runs the check again before consuming anything\n")
 	}
 	for _, p := range s.Problems {
 		fmt.Fprintf(w, "problem:     %s\n", p)
 	}
-	fmt.Fprintf(w, "why:         %s\n", s.explain().Sentence)
+	fmt.Fprintf(w, "why:         %s\n", s.Explanation.Sentence)
 	if rq := s.Request; rq != nil {
 		fmt.Fprintf(w, "request:     %s: %s\n", rq.ID, rq.Sentence())
 		for _, a := range rq.Asked {
@@ -244,7 +267,7 @@ func printStatus(f *Factory, s *statusReport) error {
 		}
 	}
 	if s.Refusal == nil {
-		fmt.Fprintf(w, "gate:        open (path %s): run would proceed\n", operations.PathName(dec.Path))
+		fmt.Fprintf(w, "gate:        open (path %s): run would proceed\n", s.Path)
 		return nil
 	}
 	r := s.Refusal

@@ -251,7 +251,7 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 			// Silent: the client asks again (statusWaitClient).
 			return &ExitError{Code: ExitTimeout}
 		}
-		if perr := printStatus(f, s); perr != nil {
+		if perr := printStatus(f, s.result()); perr != nil {
 			var ee *ExitError
 			if !errors.As(perr, &ee) && !isRefusal(perr) {
 				return perr
@@ -262,7 +262,7 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 	if err != nil {
 		return err
 	}
-	return printStatus(f, s)
+	return printStatus(f, s.result())
 }
 
 // clientContext is done once the client of a call in the service has gone

@@ -140,7 +140,8 @@ func (h *waitingHandler) Serve(_ context.Context, c *service.Call) int {
 	var o StatusOptions
 	json.Unmarshal(c.Request.Args, &o)
 	if !o.Wait {
-		io.WriteString(c.Output(1), `{"state":"pending"}`+"\n")
+		// A typed status (pkg/api): the plan's request is pending.
+		c.Reply([]byte(`{"result":{"fingerprint":"` + o.Fingerprint + `","request":{"state":"pending"}}}`))
 		return 0
 	}
 	h.started <- struct{}{}

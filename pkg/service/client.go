@@ -58,6 +58,7 @@ func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signa
 	}
 	done := make(chan struct{})
 	defer close(done)
+	var body []byte // the typed result, once it came
 	if sigs != nil {
 		go func() {
 			for {
@@ -92,6 +93,12 @@ func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signa
 			return nil, err
 		}
 		switch kind {
+		case "reply":
+			if len(body)+len(res.Body) > MaxReply {
+				return nil, protoErr(CodeTooLarge, "a reply over %d bytes", MaxReply)
+			}
+			body = append(body, res.Body...)
+			continue
 		case "out":
 			w := stdout
 			if out.FD == 2 {
@@ -103,6 +110,9 @@ func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signa
 			continue
 		case "need":
 		default:
+			if res.Failure == nil {
+				res.Body = body
+			}
 			return res, nil
 		}
 		if err := answer(c, need, a); err != nil {

@@ -217,3 +217,18 @@ func (r *Relay) Finish(grace time.Duration) int64 {
 	r.queue, r.queued = nil, 0
 	return r.dropped
 }
+
+// Reply sends the call's typed result (pkg/api), in parts, each within
+// WriteTimeout.
+func (c *Call) Reply(body []byte) error {
+	for {
+		part := body[:min(len(body), MaxOutput)]
+		body = body[len(part):]
+		if err := c.send(Reply{T: "reply", Data: part, More: len(body) > 0}); err != nil {
+			return err
+		}
+		if len(body) == 0 {
+			return nil
+		}
+	}
+}

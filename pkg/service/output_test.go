@@ -50,9 +50,15 @@ func TestRelayNeverWaitsOnAClientThatDoesNotRead(t *testing.T) {
 	RelayTimeout = time.Hour // only Finish's grace can end the wait
 	t.Cleanup(func() { RelayTimeout = old })
 	const n = 8 << 20 // far past the socket's buffer and the relay's
-	_, undelivered, wrote := relayCall(t, n, 200*time.Millisecond)
+	c, undelivered, wrote := relayCall(t, n, 200*time.Millisecond)
 	<-wrote
-	got := <-undelivered
+	var got int64
+	select {
+	case got = <-undelivered:
+	case <-time.After(30 * time.Second): // a generous bound: it is 200 ms
+		c.Close() // lets the relay's send fail, so that the server stops
+		t.Fatal("Finish waited for a client that reads nothing")
+	}
 	if got <= 0 || got > n {
 		t.Fatalf("Finish says %d bytes undelivered of %d, want some and at most all", got, n)
 	}

@@ -645,6 +645,9 @@ func activated() (*net.UnixListener, error) {
 type Result struct {
 	Code    int
 	Failure *Error
+	// Body is the call's typed result, when it asked for one (Request.API)
+	// and the call produced it.
+	Body []byte
 }
 
 // decodeReply decodes the service's messages to a client.
@@ -656,6 +659,12 @@ func decodeReply(b []byte) (kind string, need *Need, res *Result, out *Output, e
 		return "", nil, nil, nil, protoErr(CodeBadRequest, "reply: %v", err)
 	}
 	switch head.T {
+	case "reply":
+		var r Reply
+		if err := strictJSON(b, &r); err != nil {
+			return "", nil, nil, nil, protoErr(CodeBadRequest, "reply: %v", err)
+		}
+		return "reply", nil, &Result{Body: r.Data}, nil, nil
 	case "out":
 		var o Output
 		if err := strictJSON(b, &o); err != nil || (o.FD != 1 && o.FD != 2) {

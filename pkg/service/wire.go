@@ -15,6 +15,7 @@
 //	service → client   Need{…}                            (zero or more)
 //	client → service   Give{…}                            + descriptors, one per Need
 //	service → client   Output{fd, data}                   (zero or more)
+//	service → client   Reply{body}                        (a typed result, when asked: Request.API)
 //	client → service   Signal{…}                          (any time; for a program that runs)
 //	service → client   Exit{code} or Failure{code, error}  (last)
 //
@@ -79,7 +80,24 @@ type Request struct {
 	// ErrTTY says the client's stderr is a terminal (progress lines are
 	// printed for one). The service never sees the terminal itself.
 	ErrTTY bool `json:"err_tty,omitempty"`
+	// API, when set, asks for the call's typed result (pkg/api, of that
+	// version) in a Reply, instead of its rendered text: the client
+	// renders it.
+	API int `json:"api,omitempty"`
 }
+
+// Reply carries a call's typed result (pkg/api), its JSON in parts of at
+// most MaxOutput bytes, before the Exit: More says another part follows.
+// A call that failed sends none; its error is on stderr and in its exit
+// status, as for any call.
+type Reply struct {
+	T    string `json:"t"` // "reply"
+	Data []byte `json:"data"`
+	More bool   `json:"more,omitempty"`
+}
+
+// MaxReply bounds a typed result a client takes in.
+const MaxReply = 64 << 20
 
 // Output is text for the client to write to its own stdout (FD 1) or
 // stderr (FD 2): a command's result, or a program's output relayed.

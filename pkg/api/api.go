@@ -1,0 +1,142 @@
+// Package api is prod-write's application API (SPEC §13, §14; docs/API.md):
+// each call's request, result and refusal as Go types, which every front
+// end drives and renders for itself. Two implementations share [API]: one
+// in-process, for local mode, and the runner service's socket client, for
+// service mode; the service answers a call with the same types, encoded as
+// JSON under [Version], never with text it rendered. Like tailscaled's
+// LocalAPI, what a caller may read is decided per call, in the service,
+// from the caller's credentials ([Redact]).
+//
+// The calls here are the first on the API (ops list, whoami, status);
+// the others still run as commands inside the service
+// (docs/adr/0038-one-typed-api.md says which, and the plan for them).
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/store"
+)
+
+// Version is the version of the types on the socket. A field is only ever
+// added under one version, never renamed or given another meaning.
+const Version = 1
+
+// API is the application's calls. A refusal is a *refusal.Error, returned
+// as the error; any other error is the call failing.
+type API interface {
+	// Ops returns the operation registry.
+	Ops(ctx context.Context) (*OpsResult, error)
+	// Whoami returns the principal of the caller's key.
+	Whoami(ctx context.Context) (*WhoamiResult, error)
+	// Status judges a stored plan as run would now. A gate that says no
+	// is the result's Refusal, not an error.
+	Status(ctx context.Context, req StatusRequest) (*StatusResult, error)
+}
+
+// OpsResult is the registry.
+type OpsResult struct {
+	Operations []*operations.Operation `json:"operations"`
+}
+
+// WhoamiResult is the principal of the caller's key.
+type WhoamiResult struct {
+	Principal *approval.Principal `json:"principal"`
+}
+
+// StatusRequest names a stored plan.
+type StatusRequest struct {
+	Fingerprint string `json:"fingerprint"`
+}
+
+// StatusResult is what status knows of a stored plan. Its JSON is `status
+// --json` (docs/JSON.md): the fields are in the order of their names.
+type StatusResult struct {
+	Allowed       bool                          `json:"allowed"`
+	Evidence      []*approval.Assessed          `json:"evidence"`
+	Explanation   *approval.Explanation         `json:"explanation"`
+	Fingerprint   string                        `json:"fingerprint"`
+	FormatVersion int                           `json:"format_version"`
+	Mutating      bool                          `json:"mutating"`
+	Operation     string                        `json:"operation"`
+	Path          string                        `json:"path"`
+	Plan          *operations.Plan              `json:"plan,omitempty"`
+	Planner       string                        `json:"planner"`
+	Precondition  *operations.PreconditionBound `json:"precondition,omitempty"`
+	// PreconditionUnchecked: status does not run the check; run runs it
+	// again before consuming anything.
+	PreconditionUnchecked bool                    `json:"precondition_unchecked,omitempty"`
+	Problems              []store.Problem         `json:"problems"`
+	Redacted              bool                    `json:"redacted,omitempty"`
+	Refusal               *refusal.Error          `json:"refusal,omitempty"`
+	Request               *bridge.DecisionRequest `json:"request,omitempty"`
+	Target                string                  `json:"target"`
+}
+
+// Redact removes from r what a caller with no key of the policy may not
+// read (docs/adr/0036-the-service-never-waits-on-a-caller.md): everything a
+// plan binds (argv, params, file paths, environment values), the
+// evidence's reasons and the decision request, which quote it. The
+// operation's name, the fingerprint, the target, whether the gate is open
+// and the refusal's code stay.
+func (r *StatusResult) Redact() {
+	r.Plan = nil
+	r.Precondition = nil
+	r.Evidence = []*approval.Assessed{}
+	r.Problems = []store.Problem{}
+	r.Request = nil
+	if r.Explanation != nil {
+		r.Explanation = &approval.Explanation{Allowed: r.Explanation.Allowed, Path: r.Explanation.Path, Sentence: "redacted: hand over a key of the trust policy to read why"}
+	}
+	if r.Refusal != nil {
+		r.Refusal = &refusal.Error{Code: r.Refusal.Code, Reason: "redacted: hand over a key of the trust policy to read why", Fingerprint: r.Refusal.Fingerprint, Operation: r.Refusal.Operation, Missing: []string{}}
+	}
+	r.Redacted = true
+}
+
+// Answer is the service's reply to a typed call: the result, or the
+// refusal, or the error that stopped it.
+type Answer struct {
+	Result  json.RawMessage `json:"result,omitempty"`
+	Refusal *refusal.Error  `json:"refusal,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// Error is a call that failed for a reason that is not a refusal, as the
+// service reports it: its stable code (docs/JSON.md), the exit status it
+// maps to, and what to say.
+type Error struct {
+	Code    string `json:"code"`
+	Exit    int    `json:"exit"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Decode reads an Answer into result, or returns its refusal or error.
+func Decode(b []byte, result any) error {
+	var a Answer
+	if err := json.Unmarshal(b, &a); err != nil {
+		return fmt.Errorf("the runner service's answer: %w", err)
+	}
+	switch {
+	case a.Refusal != nil:
+		return a.Refusal
+	case a.Error != nil:
+		return a.Error
+	case a.Result == nil:
+		return errors.New("the runner service's answer holds no result")
+	}
+	if err := json.Unmarshal(a.Result, result); err != nil {
+		return fmt.Errorf("the runner service's result: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// The two implementations of the application API (pkg/api): in-process,
+// with f's own configuration, policy, store and registry (local mode, and
+// the service itself); and the runner service's socket client. Both
+// return the same types, and the commands render them on the caller's
+// side (docs/adr/0038-one-typed-api.md).
+var (
+	_ api.API = localAPI{}
+	_ api.API = serviceAPI{}
+)
+
+// api returns the API this caller reaches: the service's when its
+// configuration names one (and this is not the service), else in-process.
+func (f *Factory) api() (api.API, error) {
+	if f.call != nil {
+		return localAPI{f: f}, nil
+	}
+	c, err := f.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	if c.Service.Socket == "" {
+		return localAPI{f: f}, nil
+	}
+	return serviceAPI{f: f}, nil
+}
+
+// localAPI is the API in this process.
+type localAPI struct {
+	f *Factory
+	// progress, when set, hears the hashing of large files.
+	progress func(name string, done, total int64)
+}
+
+func (a localAPI) Ops(context.Context) (*api.OpsResult, error) {
+	reg, err := loadRegistry(a.f)
+	if err != nil {
+		return nil, err
+	}
+	return &api.OpsResult{Operations: nonNil(reg.All())}, nil
+}
+
+func (a localAPI) Whoami(context.Context) (*api.WhoamiResult, error) {
+	c, err := a.f.Config()
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.f.Policy(c)
+	if err != nil {
+		return nil, err
+	}
+	_, pr, err := a.f.Actor(p, "")
+	if err != nil {
+		return nil, err
+	}
+	return &api.WhoamiResult{Principal: pr}, nil
+}
+
+func (a localAPI) Status(_ context.Context, req api.StatusRequest) (*api.StatusResult, error) {
+	s, err := statusCore(a.f, req.Fingerprint, operations.HashDigester{Progress: a.progress})
+	if err != nil {
+		return nil, err
+	}
+	return s.result(), nil
+}
+
+// serviceAPI is the API of the runner service f's configuration names.
+type serviceAPI struct{ f *Factory }
+
+func (a serviceAPI) call(ctx context.Context, op string, args, result any) error {
+	c, err := a.f.loadConfig()
+	if err != nil {
+		return err
+	}
+	b, err := a.f.callServiceAPI(ctx, c, op, api.Version, args, nil)
+	if err != nil {
+		return err
+	}
+	return api.Decode(b, result)
+}
+
+func (a serviceAPI) Ops(ctx context.Context) (*api.OpsResult, error) {
+	var r api.OpsResult
+	if err := a.call(ctx, "ops-list", nil, &r); err != nil {
+		return nil, err
+	}
+	reg, err := registryOf(r.Operations)
+	if err != nil {
+		return nil, err
+	}
+	return &api.OpsResult{Operations: nonNil(reg.All())}, nil
+}
+
+// registryOf is the registry of definitions the service sent, each checked
+// against its digest, as hashed.
+func registryOf(ops []*operations.Operation) (*operations.Registry, error) {
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	return operations.Decode(b)
+}
+
+func (a serviceAPI) Whoami(ctx context.Context) (*api.WhoamiResult, error) {
+	var r api.WhoamiResult
+	if err := a.call(ctx, "whoami", nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (a serviceAPI) Status(ctx context.Context, req api.StatusRequest) (*api.StatusResult, error) {
+	var r api.StatusResult
+	if err := a.call(ctx, "status", &StatusOptions{Fingerprint: req.Fingerprint}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// serveAPI answers a typed call in the service (Request.API): the
+// in-process API with the call's Factory, its outcome (result, refusal or
+// error) as an api.Answer, a status redacted for a caller that may not
+// read plans. It returns the exit status, and an error only for a call it
+// could not answer at all (which the caller prints).
+func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
+	req := sc.c.Request
+	if req.API != api.Version {
+		return ExitUsage, &usageError{msg: "this service speaks version 1 of the typed API"}
+	}
+	a := localAPI{f: f}
+	if req.ErrTTY && !req.JSON {
+		// Sent as text to the client's stderr, as it happens.
+		a.progress = progressPrinter(f.IO.Err)
+	}
+	ctx := context.Background()
+	var result any
+	var err error
+	switch req.Op {
+	case "ops-list":
+		result, err = a.Ops(ctx)
+	case "whoami":
+		result, err = a.Whoami(ctx)
+	case "status":
+		var o StatusOptions
+		if err := decodeArgs(req.Op, req.Args, &o); err != nil {
+			return ExitUsage, err
+		}
+		if o.Wait {
+			return ExitUsage, &usageError{msg: "status --wait has no typed form yet"}
+		}
+		var r *api.StatusResult
+		if r, err = a.Status(ctx, api.StatusRequest{Fingerprint: o.Fingerprint}); err == nil && !sc.mayReadPlans() {
+			r.Redact()
+		}
+		result = r
+	default:
+		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
+	}
+	var ans api.Answer
+	code := ExitOK
+	if err != nil {
+		code = ExitCode(err)
+		if r, ok := refusal.As(err); ok {
+			ans.Refusal = r
+		} else {
+			ans.Error = apiError(err)
+		}
+	} else if ans.Result, err = json.Marshal(result); err != nil {
+		return ExitSoftware, err
+	}
+	b, err := json.Marshal(ans)
+	if err != nil {
+		return ExitSoftware, err
+	}
+	if err := sc.c.Reply(b); err != nil {
+		// The client stopped reading or went: nobody to tell.
+		return ExitIOErr, nil
+	}
+	return code, nil
+}
+
+// apiError is err as the service reports it to a typed call.
+func apiError(err error) *api.Error {
+	e := &api.Error{Code: errorCode(err), Exit: ExitCode(err), Message: err.Error()}
+	var usage *usageError
+	switch {
+	case errors.As(err, &usage):
+		e.Hint = "see 'prod-write --help'"
+	case errors.Is(err, keys.ErrNotAKey):
+		e.Hint = "a key is the file `prod-write keygen --out FILE` writes (PKCS#8 PEM, mode 0600); its public line goes in trust.toml"
+	}
+	return e
+}
+
+// decodeArgs decodes a call's arguments strictly.
+func decodeArgs(op string, b []byte, v any) error {
+	if len(b) == 0 {
+		return &usageError{msg: "the request carries no arguments"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &usageError{msg: fmt.Sprintf("arguments of %s: %v", op, err)}
+	}
+	return nil
+}
