@@ -327,21 +327,75 @@ func runOverhead(dir string, service bool) result {
 	}
 	floorDir := filepath.Join(dir, "floor")
 	os.MkdirAll(floorDir, 0o700)
-	for i := 0; i < 5; i++ { // warm up both
+	// The peer (SPEC §15): sudo -n /bin/true by the same account, timed
+	// in the same rounds, when sudo is here and lets this account.
+	sudo, _ := exec.LookPath("sudo")
+	if sudo != "" && exec.Command(sudo, "-n", "/bin/true").Run() != nil {
+		sudo = ""
+	}
+	for i := 0; i < 5; i++ { // warm up all
 		timeCmd(dir, *floorBin, floorDir, "/bin/true")
 		timeCmdEnv(dir, env, *bin, "run", fp)
+		if sudo != "" {
+			timeCmd(dir, sudo, "-n", "/bin/true")
+		}
 	}
-	var fl, rl []time.Duration
+	var fl, rl, sl []time.Duration
+	var floorCPU, runCPU time.Duration
 	for i := 0; i < *runs; i++ {
-		fl = append(fl, timeCmd(dir, *floorBin, floorDir, "/bin/true"))
-		rl = append(rl, timeCmdEnv(dir, env, *bin, "run", fp))
+		d, c := timeCmdCPU(dir, nil, *floorBin, floorDir, "/bin/true")
+		fl, floorCPU = append(fl, d), floorCPU+c
+		svc := processCPU(servicePID)
+		d, c = timeCmdCPU(dir, env, *bin, "run", fp)
+		rl, runCPU = append(rl, d), runCPU+c+processCPU(servicePID)-svc
+		if sudo != "" {
+			sl = append(sl, timeCmd(dir, sudo, "-n", "/bin/true"))
+		}
 	}
 	fm, rm := median(fl), median(rl)
-	r := result{name: name + " wall time / floor (approved /bin/true)", ratio: rm.Seconds() / fm.Seconds(), goal: "≤ 1.2"}
-	r.met = r.ratio <= 1.2
+	goal := 1.2
+	if service {
+		goal = 1.5
+	}
+	r := result{name: name + " wall time / floor (approved /bin/true)", ratio: rm.Seconds() / fm.Seconds(), goal: fmt.Sprintf("≤ %.1f", goal)}
+	r.met = r.ratio <= goal
 	r.extra = []string{fmt.Sprintf("floor %v, %s %v (median of %d each)", fm.Round(time.Microsecond), what, rm.Round(time.Microsecond), *runs)}
-	fmt.Printf("%s: %s\n", name, r.extra[0])
+	if service {
+		// The service's CPU is read from /proc in ticks of 10 ms: over
+		// the rounds together it is exact enough.
+		cpuRatio := runCPU.Seconds() / floorCPU.Seconds()
+		r.extra = append(r.extra, fmt.Sprintf("CPU per run (client and service) %v, the floor's %v: %.2f× (goal ≤ 1.3)",
+			(runCPU / time.Duration(*runs)).Round(10*time.Microsecond), (floorCPU / time.Duration(*runs)).Round(10*time.Microsecond), cpuRatio))
+		if cpuRatio > 1.3 {
+			r.met = false
+		}
+		if sudo != "" {
+			sm := median(sl)
+			sudoRatio := rm.Seconds() / sm.Seconds()
+			r.extra = append(r.extra, fmt.Sprintf("sudo -n /bin/true %v: run through the service is %.2f× the peer (goal ≤ 1.0)", sm.Round(time.Microsecond), sudoRatio))
+			if sudoRatio > 1.0 {
+				r.met = false
+			}
+		} else {
+			r.extra = append(r.extra, "no sudo that lets this account run /bin/true without a password: the peer row is not measured")
+		}
+	}
+	for _, x := range r.extra {
+		fmt.Printf("%s: %s\n", name, x)
+	}
 	return r
+}
+
+// timeCmdCPU is timeCmdEnv that also returns the CPU the command used.
+func timeCmdCPU(dir string, env []string, name string, args ...string) (time.Duration, time.Duration) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	t := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fail(fmt.Errorf("%s %v: %v\n%s", name, args, err, out))
+	}
+	return time.Since(t), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 }
 
 func benchParallel(dir string) result        { return parallelRuns(dir, false) }
@@ -406,9 +460,9 @@ func parallelRuns(dir string, service bool) result {
 		}
 	}
 	sm, pm := median(seq), median(par)
-	r := result{name: name + ": 32 runs' throughput / one at a time", ratio: sm.Seconds() / pm.Seconds(), goal: "≥ 4"}
-	r.met = r.ratio >= 4
-	r.extra = []string{fmt.Sprintf("one at a time %v, parallel %v for 32 runs (median of %d rounds)", sm.Round(time.Millisecond), pm.Round(time.Millisecond), rounds)}
+	speedup := sm.Seconds() / pm.Seconds()
+	r := result{name: name + ": 32 runs' throughput / the CPU bound", goal: "≥ 0.9"}
+	r.extra = []string{fmt.Sprintf("one at a time %v, parallel %v for 32 runs (median of %d rounds): %.2f× one at a time", sm.Round(time.Millisecond), pm.Round(time.Millisecond), rounds, speedup)}
 	// Whatever is batched, n runs at once cannot finish faster than the
 	// CPU they use spread over every core: the ratio is bounded by
 	// cores × (wall per run one at a time) / (CPU per run made at once).
@@ -416,6 +470,8 @@ func parallelRuns(dir string, service bool) result {
 	parPerRun := parCPU / time.Duration(n*rounds)
 	wallPerRun := sm / n
 	ceiling := float64(runtime.NumCPU()) * wallPerRun.Seconds() / parPerRun.Seconds()
+	r.ratio = speedup / ceiling
+	r.met = r.ratio >= 0.9
 	r.extra = append(r.extra, fmt.Sprintf("CPU per run %v one at a time, %v all at once (of which the client processes %v); wall per run one at a time %v: on %d cores no batching of this CPU can exceed %.2f×",
 		perRun.Round(10*time.Microsecond), parPerRun.Round(10*time.Microsecond), (parClients/time.Duration(n*rounds)).Round(10*time.Microsecond), wallPerRun.Round(10*time.Microsecond), runtime.NumCPU(), ceiling))
 	fmt.Printf("%s: %s\n%s: %s\n", name, r.extra[0], name, r.extra[1])

@@ -80,25 +80,23 @@ type StatusResult struct {
 	Target                string                  `json:"target"`
 }
 
-// Redact removes from r what a caller with no key of the policy may not
-// read (docs/adr/0036-the-service-never-waits-on-a-caller.md): everything a
-// plan binds (argv, params, file paths, environment values), the
-// evidence's reasons and the decision request, which quote it. The
-// operation's name, the fingerprint, the target, whether the gate is open
-// and the refusal's code stay.
-func (r *StatusResult) Redact() {
-	r.Plan = nil
-	r.Precondition = nil
-	r.Evidence = []*approval.Assessed{}
-	r.Problems = []store.Problem{}
-	r.Request = nil
-	if r.Explanation != nil {
-		r.Explanation = &approval.Explanation{Allowed: r.Explanation.Allowed, Path: r.Explanation.Path, Sentence: "redacted: hand over a key of the trust policy to read why"}
+// RedactedStatus is the status a caller with no key of the policy reads
+// (docs/adr/0036-the-service-never-waits-on-a-caller.md): the plan's
+// operation, target and fingerprint, and nothing it binds (argv, params,
+// file paths, environment values), nor the gate's judgement, which would
+// need the caller's files and environment and quotes them. Refusal says
+// why.
+func RedactedStatus(fingerprint, operation, target string, mutating bool, formatVersion int) *StatusResult {
+	why := "what the gate says of a plan, and what the plan binds, is shown only to a caller with a key of the trust policy"
+	return &StatusResult{
+		Fingerprint: fingerprint, Operation: operation, Target: target, Mutating: mutating,
+		FormatVersion: formatVersion,
+		Evidence:      []*approval.Assessed{},
+		Problems:      []store.Problem{},
+		Explanation:   &approval.Explanation{Sentence: why},
+		Refusal:       &refusal.Error{Code: refusal.PrincipalUnknown, Reason: why, Fingerprint: fingerprint, Operation: operation, Missing: []string{"--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml"}},
+		Redacted:      true,
 	}
-	if r.Refusal != nil {
-		r.Refusal = &refusal.Error{Code: r.Refusal.Code, Reason: "redacted: hand over a key of the trust policy to read why", Fingerprint: r.Refusal.Fingerprint, Operation: r.Refusal.Operation, Missing: []string{}}
-	}
-	r.Redacted = true
 }
 
 // Answer is the service's reply to a typed call: the result, or the

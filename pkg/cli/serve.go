@@ -429,6 +429,8 @@ type serviceCall struct {
 	// hosted is a call of MCP over HTTP: no client, no directory but
 	// [service] mcp_cwd.
 	hosted bool
+	// mayRead memoizes mayReadPlans.
+	mayRead *bool
 }
 
 // relayGrace is how long a run's outcome receipt waits, at most, for a
@@ -438,6 +440,10 @@ const relayGrace = time.Second
 // file returns the descriptor of file parameter name: the one handed over
 // with the request, or else one the client opens now for path.
 func (sc *serviceCall) file(name, path string) (*os.File, error) {
+	if sc.c != nil && !sc.mayReadPlans() {
+		// The question would name the path the plan binds.
+		return nil, refusal.New(refusal.PrincipalUnknown, "file %s of the plan is its caller's to hand over, and a caller with no key of the trust policy is asked for none (nor told its path)", name).Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
+	}
 	if fl, ok := sc.files[name]; ok {
 		if sc.c != nil {
 			if err := sameObject(fl, path); err != nil {
@@ -680,10 +686,12 @@ var plansReadByKeyOnly = []string{"status", "receipts-show", "receipts-export"}
 // handed over a key of the policy, or it is root or the service's own
 // account, which can read the store's files anyway.
 func (sc *serviceCall) mayReadPlans() bool {
-	if p := sc.c.Peer.UID; p == 0 || p == sc.svc.uid {
-		return true
+	if sc.mayRead == nil {
+		p := sc.c.Peer.UID
+		ok := p == 0 || p == sc.svc.uid || sc.svc.principalOf(sc.key) != nil
+		sc.mayRead = &ok
 	}
-	return sc.svc.principalOf(sc.key) != nil
+	return *sc.mayRead
 }
 
 // Serve implements service.Handler.

@@ -323,16 +323,20 @@ func (d *deployment) bindMountSwap(t *testing.T) {
 	}
 }
 
-// Defence: a caller with no key of the policy is refused the calls that
-// show what a plan binds (pkg/cli plansReadByKeyOnly). Without it,
-// pwtest-other listed every plan and read its argv, params, paths and
-// env.pass values. Every call it can make is tried, and none prints any.
+// Defence: a caller with no key of the policy gets status redacted
+// (pkg/api StatusResult.Redact, in the service's serveAPI) and is refused
+// the other calls that show what a plan binds (pkg/cli plansReadByKeyOnly).
+// Without them, pwtest-other listed every plan and read its argv, params,
+// paths and env.pass values. Every call it can make is tried, and none
+// prints any.
 func (d *deployment) keylessReadsNoPlan(t *testing.T) {
 	p := d.plan(t, d.agentWork, "deploy-config", "--param", "name=keyless-probe", "--file", "config="+d.appFile)
 	d.approve(t, p.Fingerprint)
 	if r := d.asAgent(t, "run", p.Fingerprint); r.code != 0 {
 		t.Fatalf("run: %s", r)
 	}
+	// A use left, so that a run gets as far as the plan's file.
+	d.geraGo(t, p.Fingerprint, 1)
 	intents, _ := d.runsOf(t, p.Fingerprint)
 	seq := ""
 	for _, in := range intents {
@@ -343,10 +347,14 @@ func (d *deployment) keylessReadsNoPlan(t *testing.T) {
 	other := func(args ...string) result { return d.exec(t, d.other, d.otherHome, d.otherEnv(), d.bin, args...) }
 	for _, args := range [][]string{
 		{"status", p.Fingerprint}, {"status", p.Fingerprint, "--json"},
+		{"status", p.Fingerprint, "--wait", "--timeout", "1s"},
+		// A run would ask it for the plan's file by its path.
+		{"run", p.Fingerprint}, {"run", p.Fingerprint, "--json"},
 		{"receipts", "show", seq}, {"receipts", "show", seq, "--json"},
 		{"receipts", "export", "--in-toto"},
 	} {
-		r := other(args...)
+		// From the directory the plan binds, which run_as may enter.
+		r := d.exec(t, d.other, d.agentWork, d.otherEnv(), d.bin, args...)
 		if r.code != 77 {
 			t.Errorf("%q as %s: exit %d, want 77 (refused):\n%s", args, otherUser, r.code, r)
 		}
