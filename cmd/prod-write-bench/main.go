@@ -365,7 +365,7 @@ func runOverhead(dir string, service bool) result {
 		// the rounds together it is exact enough.
 		cpuRatio := runCPU.Seconds() / floorCPU.Seconds()
 		r.extra = append(r.extra, fmt.Sprintf("CPU per run (client and service) %v, the floor's %v: %.2f× (goal ≤ 1.3)",
-			(runCPU / time.Duration(*runs)).Round(10*time.Microsecond), (floorCPU / time.Duration(*runs)).Round(10*time.Microsecond), cpuRatio))
+			(runCPU/time.Duration(*runs)).Round(10*time.Microsecond), (floorCPU/time.Duration(*runs)).Round(10*time.Microsecond), cpuRatio))
 		if cpuRatio > 1.3 {
 			r.met = false
 		}
