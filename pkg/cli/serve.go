@@ -440,17 +440,18 @@ const relayGrace = time.Second
 // file returns the descriptor of file parameter name: the one handed over
 // with the request, or else one the client opens now for path.
 func (sc *serviceCall) file(name, path string) (*os.File, error) {
-	if sc.c != nil && !sc.mayReadPlans() {
-		// The question would name the path the plan binds.
-		return nil, refusal.New(refusal.PrincipalUnknown, "file %s of the plan is its caller's to hand over, and a caller with no key of the trust policy is asked for none (nor told its path)", name).Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
-	}
 	if fl, ok := sc.files[name]; ok {
+		// Handed over with the request: the caller named it.
 		if sc.c != nil {
 			if err := sameObject(fl, path); err != nil {
 				return nil, err
 			}
 		}
 		return fl, nil
+	}
+	if sc.c != nil && !sc.mayReadPlans() {
+		// The question would name the path a stored plan binds.
+		return nil, refusal.New(refusal.PrincipalUnknown, "file %s of the plan is its caller's to hand over, and a caller with no key of the trust policy is asked for none (nor told its path)", name).Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
 	}
 	if sc.c == nil {
 		return nil, &operations.InputError{Err: fmt.Errorf("file %s: no client to hand it over (MCP over HTTP takes no files)", name)}
