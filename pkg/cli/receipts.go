@@ -527,7 +527,7 @@ no receipts.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
-	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a signed head from `receipts checkpoint` the journal must still reach")
+	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a `FILE` that receipts checkpoint wrote: a signed head the journal must still reach")
 	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
 	cmd.Flags().StringVar(&opts.Policy, "policy", "", "audit only: a proposed trust policy; report the runs it would have refused, without failing")
