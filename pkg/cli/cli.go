@@ -439,10 +439,9 @@ replays.`,
 	root.PersistentFlags().StringVar(&f.ConfigPath, "config", "", "configuration `FILE` (default: prod-write.toml here or in a parent, or $PROD_WRITE_CONFIG)")
 	root.PersistentFlags().StringVar(&f.KeyPath, "key", "", "the acting principal's private key `FILE` (default $PROD_WRITE_KEY)")
 	root.PersistentFlags().BoolVar(&f.JSON, "json", false, "machine-readable output")
-	// --version honours --json like every command (docs/JSON.md).
-	root.SetVersionTemplate(fmt.Sprintf(`{{if (and (.Flags.Lookup "json") (eq (.Flags.Lookup "json").Value.String "true"))}}{"format_version":%d,"version":{{printf "%%q" .Version}}}
-{{else}}{{.Name}} version {{.Version}}
-{{end}}`, FormatVersion))
+	// --version honours --json like every command (docs/JSON.md), and
+	// says which binary answered, as `version` does.
+	root.SetVersionTemplate(versionTemplate(f.binary()))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 
 	root.AddCommand(
@@ -467,6 +466,7 @@ replays.`,
 		NewCmdDoctor(f, nil),
 		NewCmdMCP(f, nil),
 		NewCmdServe(f, nil),
+		NewCmdVersion(f, nil),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
