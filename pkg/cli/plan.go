@@ -188,14 +188,17 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 	if err != nil {
 		return nil, false, err
 	}
+	// The policy loads with a key or without one (--dry-run): a dry run
+	// that passed where the plan itself fails on a broken trust policy
+	// would tell the agent its invocation is fine (issue 29).
+	policy, err := f.Policy(c)
+	if err != nil {
+		return nil, false, err
+	}
 	// With a key, know who plans before hashing anything.
 	var actor *approval.Principal
 	var signer *keys.Private
-	var policy *approval.Policy
 	if f.hasKey() {
-		if policy, err = f.Policy(c); err != nil {
-			return nil, false, err
-		}
 		k, pr, err := f.Actor(policy, approval.RoleAgent)
 		if err != nil {
 			if r, ok := refusal.As(err); ok {
