@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// binary is the name of the binary this process is: prod-write-net links
-// the backends prod-write hands commands to it for (handoff.go). Its
-// name, not os.Args[0]: a renamed or symlinked binary is still one of the
-// two.
+// binary is the name of the binary this process is: prod-write-net is the
+// one that links the network backends, and prod-write hands it the
+// commands that need them (handoff.go). Told by what is linked, not by
+// os.Args[0]: a renamed or symlinked binary is still one of the two.
 func (f *Factory) binary() string {
 	if f.AWS != nil || f.Net != nil {
 		return NetBinary
