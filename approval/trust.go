@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -86,38 +87,59 @@ type Policy struct {
 	cached                         atomic.Int64
 }
 
-// ConfigError is a broken configuration or policy file (exit 78).
+// ConfigError is a broken configuration or policy file (exit 78): one that
+// does not parse or check, or cannot be read at all (then Err is why).
 type ConfigError struct {
 	File string
 	Line int
 	Msg  string
+	Err  error
 }
 
 func (e *ConfigError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	msg := e.Msg
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
 	}
-	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, msg)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// PolicyReadError is the error for a trust policy at path that cannot be
+// read (missing, a directory, unreadable): a configuration error naming
+// the file, as a prod-write.toml that cannot be read is, never a bare I/O
+// error (issue 29).
+func PolicyReadError(path string, err error) *ConfigError {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err // the path is already in the message
+	}
+	return &ConfigError{File: path, Msg: "cannot read the trust policy", Err: err}
 }
 
 // LoadPolicy reads a trust policy, refusing one that group or others can
-// write.
+// write. Every error but that refusal (a [*keys.InsecureError]) is a
+// [*ConfigError] naming the file.
 func LoadPolicy(path string) (*Policy, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading trust policy: %w", err)
+		return nil, PolicyReadError(path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, PolicyReadError(path, err)
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
 		return nil, &keys.InsecureError{Path: path, Mode: fi.Mode(), What: "write"}
 	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(f); err != nil {
-		return nil, fmt.Errorf("reading trust policy: %w", err)
+		return nil, PolicyReadError(path, err)
 	}
 	return ParsePolicy(path, buf.Bytes())
 }

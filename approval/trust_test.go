@@ -181,10 +181,28 @@ func TestLoadPolicyPermissions(t *testing.T) {
 			}
 		})
 	}
+	// A policy that cannot be read is a configuration error naming the
+	// file, as one that does not parse is (issue 29); the cause still
+	// unwraps.
 	t.Run("missing", func(t *testing.T) {
-		_, err := approval.LoadPolicy(filepath.Join(t.TempDir(), "nope.toml"))
+		path := filepath.Join(t.TempDir(), "nope.toml")
+		_, err := approval.LoadPolicy(path)
 		if !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("got %v, want not-exist", err)
+		}
+		var ce *approval.ConfigError
+		if !errors.As(err, &ce) || ce.File != path {
+			t.Fatalf("got %v, want a *ConfigError naming %s", err, path)
+		}
+		if want := path + ": cannot read the trust policy: no such file or directory"; err.Error() != want {
+			t.Fatalf("got %q, want %q", err, want)
+		}
+	})
+	t.Run("a directory", func(t *testing.T) {
+		path := t.TempDir()
+		var ce *approval.ConfigError
+		if _, err := approval.LoadPolicy(path); !errors.As(err, &ce) || ce.File != path || !strings.Contains(err.Error(), "is a directory") {
+			t.Fatalf("got %v, want a *ConfigError naming %s, a directory", err, path)
 		}
 	})
 	t.Run("broken, through wrapping", func(t *testing.T) {

@@ -12,10 +12,12 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/prod-write/prod-write/approval"
@@ -367,14 +369,56 @@ func Run(args []string, f *Factory) int {
 		return ExitOK
 	}
 	var usage *usageError
-	if !errors.As(err, &usage) && strings.HasPrefix(err.Error(), "unknown command ") {
-		// cobra's own error for an unknown top-level word, untyped: a
-		// usage error all the same (its text carries the suggestions).
+	if rest, ok := strings.CutPrefix(err.Error(), "unknown command "); ok && !errors.As(err, &usage) {
+		// cobra's own error for an unknown top-level word, untyped, with
+		// its suggestions on lines of their own: a usage error all the
+		// same, said as a group's unknown word is.
 		err = &usageError{msg: err.Error()}
+		if q, qerr := strconv.QuotedPrefix(rest); qerr == nil {
+			word, _ := strconv.Unquote(q)
+			err = unknownCommand(root, word)
+		}
+	}
+	if !f.JSON {
+		// cobra found the error before it parsed --json (an unknown
+		// command, a bad flag before it): reported as asked all the same.
+		f.JSON = askedJSON(root, args)
 	}
 	printError(f, err)
 	return ExitCode(err)
 }
+
+// askedJSON reports whether args ask for --json, read as the command they
+// name would read them, leniently: an unknown flag is skipped, and a
+// flag's value is never taken for --json (file FP --summary --json).
+func askedJSON(root *cobra.Command, args []string) bool {
+	cmd, rest, _ := root.Find(args)
+	if cmd == nil {
+		cmd, rest = root, args
+	}
+	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	asked := fs.Bool("json", false, "")
+	like := func(fl *pflag.Flag) {
+		if fs.Lookup(fl.Name) == nil {
+			fs.VarPF(anyValue{}, fl.Name, fl.Shorthand, "").NoOptDefVal = fl.NoOptDefVal
+		}
+	}
+	cmd.Flags().VisitAll(like)
+	cmd.InheritedFlags().VisitAll(like)
+	if fs.Parse(rest) != nil {
+		return false
+	}
+	return *asked
+}
+
+// anyValue is a flag value that takes anything and keeps nothing.
+type anyValue struct{}
+
+func (anyValue) String() string   { return "" }
+func (anyValue) Set(string) error { return nil }
+func (anyValue) Type() string     { return "string" }
 
 func printError(f *Factory, err error) {
 	w := f.IO.Err
@@ -439,10 +483,9 @@ replays.`,
 	root.PersistentFlags().StringVar(&f.ConfigPath, "config", "", "configuration `FILE` (default: prod-write.toml here or in a parent, or $PROD_WRITE_CONFIG)")
 	root.PersistentFlags().StringVar(&f.KeyPath, "key", "", "the acting principal's private key `FILE` (default $PROD_WRITE_KEY)")
 	root.PersistentFlags().BoolVar(&f.JSON, "json", false, "machine-readable output")
-	// --version honours --json like every command (docs/JSON.md).
-	root.SetVersionTemplate(fmt.Sprintf(`{{if (and (.Flags.Lookup "json") (eq (.Flags.Lookup "json").Value.String "true"))}}{"format_version":%d,"version":{{printf "%%q" .Version}}}
-{{else}}{{.Name}} version {{.Version}}
-{{end}}`, FormatVersion))
+	// --version honours --json like every command (docs/JSON.md), and
+	// says which binary answered, as `version` does.
+	root.SetVersionTemplate(versionTemplate(f.binary()))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
 
 	root.AddCommand(
@@ -467,6 +510,7 @@ replays.`,
 		NewCmdDoctor(f, nil),
 		NewCmdMCP(f, nil),
 		NewCmdServe(f, nil),
+		NewCmdVersion(f, nil),
 	)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {

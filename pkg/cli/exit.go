@@ -61,6 +61,7 @@ func ExitCode(err error) int {
 		pathErr   *fs.PathError
 		svcErr    *service.Error
 		apiErr    *api.Error
+		badIn     *badInputRefusal
 	)
 	switch {
 	case err == nil:
@@ -74,6 +75,8 @@ func ExitCode(err error) int {
 		return apiErr.Exit
 	case errors.As(err, &usage):
 		return ExitUsage
+	case errors.As(err, &badIn):
+		return ExitDataErr
 	case errors.As(err, &refused):
 		return ExitRefused
 	case errors.As(err, &insecure), errors.As(err, &cfgErr), errors.As(err, &defErr),
@@ -118,3 +121,23 @@ type dataError struct{ err error }
 
 func (e *dataError) Error() string { return e.err.Error() }
 func (e *dataError) Unwrap() error { return e.err }
+
+// badInputRefusal is a refusal of a plan's own params or files by their
+// declared rules (param_invalid at plan time): bad input data (exit 65,
+// README), since no gate said no and no approval would change it. It is
+// still the typed refusal, which it unwraps to: --json prints the refusal
+// line (with exit_code 65), and MCP, local or through the service, answers
+// with the refusal as before. The same code at run time (a secret not set,
+// a definition that changed since the plan) is the gate's, exit 77.
+type badInputRefusal struct{ r *refusal.Error }
+
+func (e *badInputRefusal) Error() string { return e.r.Error() }
+func (e *badInputRefusal) Unwrap() error { return e.r }
+
+// planInput marks err as bad input when it is a param_invalid refusal.
+func planInput(err error) error {
+	if r, ok := refusal.As(err); ok && r.Code == refusal.ParamInvalid {
+		return &badInputRefusal{r}
+	}
+	return err
+}

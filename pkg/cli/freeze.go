@@ -54,7 +54,7 @@ approvals, and the planner cannot grant its own plan.`,
 			return f.dispatch("freeze-grant", opts, nil, func() error { return freezeGrantRun(opts) })
 		},
 	}
-	grant.Flags().StringVar(&opts.Freeze, "freeze", "", "the freeze's name (as `freeze list` shows it)")
+	grant.Flags().StringVar(&opts.Freeze, "freeze", "", "the freeze's `NAME`, as freeze list shows it")
 	grant.Flags().StringVar(&opts.Reason, "reason", "", "why this plan must run during the freeze")
 	grant.Flags().DurationVar(&opts.TTL, "ttl", 0, "how long the grant stands (default: the operation's approval ttl)")
 	list := &cobra.Command{

@@ -90,7 +90,7 @@ func historyRecord(o *HistoryOptions) error {
 	}
 	data, err := os.ReadFile(trust)
 	if err != nil {
-		return fmt.Errorf("reading trust policy: %w", err)
+		return approval.PolicyReadError(trust, err)
 	}
 	// Only a policy that parses is recorded: replay must be able to judge
 	// by every version in the history.

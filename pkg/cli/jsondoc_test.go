@@ -191,6 +191,8 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	mustExit(0, code, "freeze list")
 	code, _ = run("--version", "stdout", "--version")
 	mustExit(0, code, "--version")
+	code, _ = run("version", "stdout", "version")
+	mustExit(0, code, "version")
 	code, _ = run("ops list", "stdout", "ops", "list")
 	mustExit(0, code, "ops list")
 	code, _ = run("ops show", "stdout", "ops", "show", "config-push")

@@ -41,7 +41,11 @@ fingerprint that approvals must name, then stores the plan signed with the
 agent's key (--key or PROD_WRITE_KEY, role agent). Without a key it refuses
 (exit 64), unless --dry-run says that nothing should be stored: a plan nobody
 signed cannot be approved, and an agent that forgot its key must not believe
-it asked.`,
+it asked.
+
+A param or file that breaks its declared rules is refused (param_invalid)
+with exit 65, bad input: no approval would allow it. --dry-run loads the
+trust policy as plan does, and fails on a broken one.`,
 		Example: `  prod-write plan config-push --target staging --param service=api \
       --file config=./api.toml --key keys/agent.key`,
 		Args: cobra.ExactArgs(1),
@@ -188,14 +192,17 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 	if err != nil {
 		return nil, false, err
 	}
+	// The policy loads with a key or without one (--dry-run): a dry run
+	// that passed where the plan itself fails on a broken trust policy
+	// would tell the agent its invocation is fine (issue 29).
+	policy, err := f.Policy(c)
+	if err != nil {
+		return nil, false, err
+	}
 	// With a key, know who plans before hashing anything.
 	var actor *approval.Principal
 	var signer *keys.Private
-	var policy *approval.Policy
 	if f.hasKey() {
-		if policy, err = f.Policy(c); err != nil {
-			return nil, false, err
-		}
 		k, pr, err := f.Actor(policy, approval.RoleAgent)
 		if err != nil {
 			if r, ok := refusal.As(err); ok {
@@ -211,7 +218,7 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 	}
 	plan, err := reg.Resolve(req, f.callerFiles(d))
 	if err != nil {
-		return nil, false, err
+		return nil, false, planInput(err)
 	}
 	op, _ := reg.Get(o.Operation)
 	if o.DryRun {

@@ -97,6 +97,9 @@ off after it.`,
 	return cmd
 }
 
+// openJournal opens the configured journal. One that does not exist is
+// bad input to a command that looks for a receipt in it (a
+// [*noJournalError]); list and replay say there is none yet instead.
 func openJournal(f *Factory) (*os.File, error) {
 	c, err := f.Config()
 	if err != nil {
@@ -104,9 +107,25 @@ func openJournal(f *Factory) (*os.File, error) {
 	}
 	fl, err := os.Open(c.JournalPath())
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, &dataError{err: fmt.Errorf("no receipts yet: %s does not exist", c.JournalPath())}
+		return nil, &dataError{err: &noJournalError{path: c.JournalPath()}}
 	}
 	return fl, err
+}
+
+// noJournalError is a configured journal that does not exist: no run has
+// written a receipt here yet.
+type noJournalError struct{ path string }
+
+func (e *noJournalError) Error() string { return noReceipts(e.path, true) }
+
+// noReceipts is how list and replay report a journal with no entry: an
+// empty or absent journal is one nothing has run against yet, which is no
+// error (issue 29).
+func noReceipts(journal string, absent bool) string {
+	if absent {
+		return fmt.Sprintf("no receipts yet: %s does not exist", journal)
+	}
+	return fmt.Sprintf("no receipts yet: %s is empty", journal)
 }
 
 // lastArg is receipts list's argument through the service.
@@ -116,6 +135,10 @@ type lastArg struct {
 
 func receiptsList(f *Factory, last int) error {
 	fl, err := openJournal(f)
+	var none *noJournalError
+	if errors.As(err, &none) {
+		return listNoReceipts(f, none.Error())
+	}
 	if err != nil {
 		return err
 	}
@@ -123,6 +146,9 @@ func receiptsList(f *Factory, last int) error {
 	fi, err := fl.Stat()
 	if err != nil {
 		return err
+	}
+	if fi.Size() == 0 {
+		return listNoReceipts(f, noReceipts(fl.Name(), false))
 	}
 	// The lines listed: the journal as it is now, or its last N, read
 	// from the end (what that costs is the N lines, not the journal).
@@ -244,6 +270,17 @@ func receiptsList(f *Factory, last int) error {
 		bgs.print(out) // after the table, which out still holds
 	}
 	return nil
+}
+
+// listNoReceipts is receipts list of a journal with no entry: the sentence
+// for people; for machines, JSON Lines of no entry, which is no line at all
+// (docs/JSON.md).
+func listNoReceipts(f *Factory, sentence string) error {
+	if f.JSON {
+		return nil
+	}
+	_, err := fmt.Fprintln(f.IO.Out, sentence)
+	return err
 }
 
 // reviewedPlan is the fingerprint a break-glass review says it reviews
@@ -497,6 +534,10 @@ prefix holding several hosts' prefixes (s3://BUCKET/receipts, or the
 bucket) is replayed as a fleet: each host's chain on its own, and every
 approval's uses counted across all hosts (docs/DISTRIBUTED.md).
 
+The configured journal, before any run has written it, is replayed as a
+journal with no entry: "no receipts yet", which verifies (a checkpoint must
+still be reached). A PATH that does not exist is an error.
+
 Exit 0 when everything verifies, 1 when anything does not, 65 when the input
 is not receipts at all, 74 when it cannot be read or an archive prefix holds
 no receipts.`,
@@ -527,7 +568,7 @@ no receipts.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
-	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a signed head from `receipts checkpoint` the journal must still reach")
+	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a `FILE` that receipts checkpoint wrote: a signed head the journal must still reach")
 	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
 	cmd.Flags().StringVar(&opts.Policy, "policy", "", "audit only: a proposed trust policy; report the runs it would have refused, without failing")
@@ -627,13 +668,14 @@ func replayRun(o *ReplayOptions) error {
 		}
 		return replayArchive(f, rp, path)
 	}
-	in, err := os.Open(path)
+	in, note, err := openReplayJournal(path, o.Path == "")
 	if err != nil {
 		return err
 	}
 	defer in.Close()
 	out := newReplayOutput(f, false)
 	out.audit = rp.Audit != nil
+	out.note = note
 	sum, err := out.replay(rp, "", path, in)
 	if err != nil {
 		return err
@@ -644,6 +686,25 @@ func replayRun(o *ReplayOptions) error {
 		}
 	}
 	return out.end(sum, nil, nil)
+}
+
+// openReplayJournal opens the journal at path for replay, and says when it
+// has no entry. The configured journal (configured true) that does not
+// exist is one no run has written yet: replayed as empty, which verifies
+// unless a checkpoint counts entries it lacks. A path named on the command
+// line that does not exist stays an error: it is more likely mistyped.
+func openReplayJournal(path string, configured bool) (io.ReadCloser, string, error) {
+	in, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && configured {
+		return io.NopCloser(strings.NewReader("")), noReceipts(path, true), nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if fi, err := in.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
+		return in, noReceipts(path, false), nil
+	}
+	return in, "", nil
 }
 
 // replayArchive replays the S3 archive at url: one host's prefix, or the
@@ -721,6 +782,9 @@ type replayOutput struct {
 	first bool
 	audit bool // replay --policy: say what the proposal would refuse
 	rows  int
+	// note, for a journal with no entry, is said instead of the table
+	// (in text; the JSON document is the same, with no receipt).
+	note string
 }
 
 // tableBlock is how many rows a table aligns at once: tabwriter holds
@@ -735,11 +799,15 @@ func newReplayOutput(f *Factory, hosts bool) *replayOutput {
 		return o
 	}
 	o.tw = tabwriter.NewWriter(o.w, 0, 4, 2, ' ', 0)
-	if hosts {
+	return o
+}
+
+// header starts the table, before its first row.
+func (o *replayOutput) header() {
+	if o.hosts {
 		fmt.Fprint(o.tw, "HOST\t")
 	}
 	fmt.Fprintln(o.tw, "LINE\tSEQ\tKIND\tOPERATION\tRUNNER\tSTATUS")
-	return o
 }
 
 func (o *replayOutput) emit(r replayResult) {
@@ -751,6 +819,9 @@ func (o *replayOutput) emit(r replayResult) {
 		b, _ := json.Marshal(r)
 		o.w.Write(b)
 		return
+	}
+	if o.rows == 0 {
+		o.header()
 	}
 	status := "ok"
 	if !r.OK {
@@ -841,7 +912,15 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 		}
 		fmt.Fprintf(o.w, "],\"summary\":%s}\n", b)
 	} else {
-		o.tw.Flush()
+		switch {
+		case o.rows > 0:
+			o.tw.Flush()
+		case o.note != "":
+			fmt.Fprintln(o.w, o.note)
+		default:
+			o.header()
+			o.tw.Flush()
+		}
 		if len(hosts) > 1 {
 			for _, h := range hosts {
 				fmt.Fprintf(o.w, "%s: %d entries, %d runs: %d failed, %d incomplete\n", h.Host, h.Entries, h.Runs, h.Failed, h.Incomplete)

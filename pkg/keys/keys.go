@@ -33,8 +33,46 @@ type InsecureError struct {
 	What string // "read or write" for keys, "write" for policy files
 }
 
+// Error names who holds the access refused (the file's group, others, or
+// both) and what they may do, from the mode itself: a 0640 key is one its
+// group may read. The fix it gives takes away only that access: a policy
+// the service reads as another account must stay readable to it.
 func (e *InsecureError) Error() string {
-	return fmt.Sprintf("%s has mode %04o: others may %s it (chmod go-rwx %s)", e.Path, e.Mode.Perm(), e.What, e.Path)
+	refused := os.FileMode(0o077) // a key: any access but its owner's
+	if e.What == "write" {
+		refused = 0o022
+	}
+	bad := e.Mode.Perm() & refused
+	var who []string
+	if bad&0o070 != 0 {
+		who = append(who, "its group")
+	}
+	if bad&0o007 != 0 {
+		who = append(who, "others")
+	}
+	var may, chmod []string
+	for _, p := range []struct {
+		bit  os.FileMode
+		verb string
+		flag string
+	}{{0o044, "read", "r"}, {0o022, "write", "w"}, {0o011, "execute", "x"}} {
+		if bad&p.bit != 0 {
+			may = append(may, p.verb)
+			chmod = append(chmod, p.flag)
+		}
+	}
+	if len(who) == 0 { // not from a check of this package's: say what it was
+		return fmt.Sprintf("%s has mode %04o: only its owner may %s it", e.Path, e.Mode.Perm(), e.What)
+	}
+	return fmt.Sprintf("%s has mode %04o: %s may %s it (chmod go-%s %s)", e.Path, e.Mode.Perm(), andList(who), andList(may), strings.Join(chmod, ""), e.Path)
+}
+
+// andList joins words as a sentence lists them: "a", "a and b", "a, b and c".
+func andList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // Public is an ed25519 public key.

@@ -113,6 +113,32 @@ func TestLoadRefusesInsecureModes(t *testing.T) {
 	}
 }
 
+// The message says who may do what: a 0640 key is one its group may read,
+// not one "others" may (issue 29), and the fix takes away just that.
+func TestInsecureErrorNamesWhoMay(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		what string
+		want string
+	}{
+		{0o640, "read or write", "k has mode 0640: its group may read it (chmod go-r k)"},
+		{0o604, "read or write", "k has mode 0604: others may read it (chmod go-r k)"},
+		{0o644, "read or write", "k has mode 0644: its group and others may read it (chmod go-r k)"},
+		{0o660, "read or write", "k has mode 0660: its group may read and write it (chmod go-rw k)"},
+		{0o610, "read or write", "k has mode 0610: its group may execute it (chmod go-x k)"},
+		{0o777, "read or write", "k has mode 0777: its group and others may read, write and execute it (chmod go-rwx k)"},
+		// A policy file: only writing is refused, and reading is left.
+		{0o664, "write", "k has mode 0664: its group may write it (chmod go-w k)"},
+		{0o666, "write", "k has mode 0666: its group and others may write it (chmod go-w k)"},
+		{0o602, "write", "k has mode 0602: others may write it (chmod go-w k)"},
+	} {
+		err := &keys.InsecureError{Path: "k", Mode: tc.mode, What: tc.what}
+		if got := err.Error(); got != tc.want {
+			t.Errorf("%04o (%s):\n got %s\nwant %s", tc.mode, tc.what, got, tc.want)
+		}
+	}
+}
+
 // TestLoadChecksTheTargetOfASymlink: the mode that matters is the key
 // file's, whatever the link's.
 func TestLoadChecksTheTargetOfASymlink(t *testing.T) {
