@@ -93,6 +93,9 @@ func TestBreakGlassGate(t *testing.T) {
 		{name: "allowed", evidence: []*approval.Envelope{ok}},
 		{name: "the planner breaks glass on its own plan", plan: own, evidence: []*approval.Envelope{mustSign(t, "ben", approval.TypeBreakGlass, breakGlass(ownFP, "ben"))}},
 		{name: "no break-glass role", evidence: []*approval.Envelope{sign("alice", nil)}, want: refusal.RoleMissing},
+		// The agent role is not the break-glass role (the full mutant run
+		// of session 7 found the role checked only against an approver).
+		{name: "an agent without the break-glass role", evidence: []*approval.Envelope{sign("agent", nil)}, want: refusal.RoleMissing},
 		{name: "no reason", evidence: []*approval.Envelope{sign("bea", func(b *approval.BreakGlass) { b.Reason = "" })}, want: refusal.NoApproval},
 		{name: "no incident", evidence: []*approval.Envelope{sign("bea", func(b *approval.BreakGlass) { b.Incident = "" })}, want: refusal.NoApproval},
 		{name: "expired", evidence: []*approval.Envelope{sign("bea", func(b *approval.BreakGlass) { b.Expires = testNow })}, want: refusal.EvidenceExpired},

@@ -254,3 +254,26 @@ func TestChangedPreconditionNeverRuns(t *testing.T) {
 		}
 	})
 }
+
+// What run saw names another check than the plan binds, while carrying
+// the bound check's own plan (an intent whose two fields disagree): the
+// gate refuses it, whatever the check printed. The property above draws
+// this case only now and then.
+func TestSeenCheckThatIsNotTheBoundOneNeverRuns(t *testing.T) {
+	p := mustPolicy(t, demoCast)
+	op := preOp(t)
+	good, goodEnv := checkPlan(t, checkSpec{})
+	other, _ := checkPlan(t, checkSpec{salt: "2"})
+	bound := &operations.PreconditionBound{Check: "version", CheckFingerprint: good.Fingerprint, OutputSHA256: outV1}
+	plan, penv := prePlan(t, op, bound)
+	ev := []*approval.Envelope{mustSign(t, "gera", approval.TypeGera, geraGo(plan.Fingerprint, "gera", 1))}
+	seen := &operations.PreconditionSeen{CheckFingerprint: other.Fingerprint, OutputSHA256: outV1, ExitCode: 0, RunID: "r", CheckPlan: goodEnv}
+	_, err := approval.Evaluate(approval.Input{Plan: penv, Evidence: ev, Policy: p, Op: op, Now: testNow, Precondition: seen})
+	if !refusal.Is(err, refusal.PreconditionChanged) {
+		t.Fatalf("a seen check %s that is not the bound %s: %v, want precondition_changed", other.Fingerprint, good.Fingerprint, err)
+	}
+	seen.CheckFingerprint = good.Fingerprint
+	if _, err := approval.Evaluate(approval.Input{Plan: penv, Evidence: ev, Policy: p, Op: op, Now: testNow, Precondition: seen}); err != nil {
+		t.Fatalf("the bound check, as bound: %v", err)
+	}
+}
