@@ -299,14 +299,8 @@ func processCPU(pid int) time.Duration {
 }
 
 func timeCmdEnv(dir string, env []string, name string, args ...string) time.Duration {
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	t := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fail(fmt.Errorf("%s %v: %v\n%s", name, args, err, out))
-	}
-	return time.Since(t)
+	d, _ := timeCmdCPU(dir, env, name, args...)
+	return d
 }
 
 func benchRun(dir string) result        { return runOverhead(dir, false) }

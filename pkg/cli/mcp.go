@@ -131,16 +131,11 @@ func (b *mcpBackend) Principal() (*approval.Principal, error) {
 	if b.remote {
 		return b.remotePrincipal()
 	}
-	c, err := b.f.Config()
+	r, err := localAPI{f: b.f}.Whoami(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	p, err := b.f.Policy(c)
-	if err != nil {
-		return nil, err
-	}
-	_, pr, err := b.f.Actor(p, "")
-	return pr, err
+	return r.Principal, nil
 }
 
 func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (any, error) {

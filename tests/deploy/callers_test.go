@@ -8,6 +8,7 @@ package deploy
 // plans it may not read.
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,7 +73,7 @@ func (d *deployment) outcomeOf(t *testing.T, fp string, n int, bound time.Durati
 
 // startClient starts `prod-write args…` as acct from the agent's
 // working directory, with stdout and stderr as given.
-func (d *deployment) startClient(t *testing.T, acct account, env []string, stdout, stderr *os.File, args ...string) (*exec.Cmd, <-chan struct{}) {
+func (d *deployment) startClient(t *testing.T, acct account, env []string, stdout, stderr io.Writer, args ...string) (*exec.Cmd, <-chan struct{}) {
 	t.Helper()
 	cmd := command(acct, d.agentWork, env, d.bin, args...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr

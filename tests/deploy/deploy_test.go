@@ -1103,20 +1103,8 @@ func TestRunnerServiceBoundary(t *testing.T) {
 		p := d.plan(t, d.agentWork, "hold", "--param", "secs=2")
 		d.geraGo(t, p.Fingerprint, 2)
 		for i, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP} {
-			cmd := command(d.agent, d.agentWork, d.agentEnv(), d.bin, "run", p.Fingerprint)
 			var out, errb syncBuffer
-			cmd.Stdout, cmd.Stderr = &out, &errb
-			must(t, cmd.Start())
-			waited := make(chan struct{})
-			go func() {
-				cmd.Wait()
-				close(waited)
-			}()
-			t.Cleanup(func() {
-				cmd.Process.Signal(syscall.SIGCONT)
-				cmd.Process.Kill()
-				<-waited
-			})
+			cmd, waited := d.startClient(t, d.agent, d.agentEnv(), &out, &errb, "run", p.Fingerprint)
 			// Mid-run: once the intent is durable, ~300 ms in.
 			if !waitFor(10*time.Second, func() bool { in, _ := d.runsOf(t, p.Fingerprint); return len(in) == i+1 }) {
 				t.Fatalf("%v: no intent receipt for run %d: %s%s", sig, i+1, out.String(), errb.String())
