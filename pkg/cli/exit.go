@@ -112,6 +112,8 @@ func errorCode(err error) string {
 		return "bad_input"
 	case ExitIOErr:
 		return "io"
+	case ExitTempFail:
+		return "busy"
 	}
 	return "internal"
 }
