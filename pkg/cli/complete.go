@@ -2,7 +2,7 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"sort"
@@ -30,11 +30,13 @@ func completeRegistry(f *Factory) *operations.Registry {
 		return nil
 	}
 	if c.Service.Socket != "" {
-		var out bytes.Buffer
-		if f.completionCall(c, "ops-list", nil, &out) != nil {
+		// The API's registry, as the service sends it (each definition
+		// checked against its digest).
+		r, err := serviceAPI{f: f.completionFactory(io.Discard)}.Ops(context.Background())
+		if err != nil {
 			return nil
 		}
-		reg, err := decodeOpsList(out.Bytes())
+		reg, err := registryOf(r.Operations)
 		if err != nil {
 			return nil
 		}
@@ -52,29 +54,18 @@ func completeRegistry(f *Factory) *operations.Registry {
 // handed over, no stdin, and its stderr dropped (a completion prints
 // nothing but candidates).
 func (f *Factory) completionCall(c *config.Config, op string, args any, out io.Writer) error {
+	return f.completionFactory(out).callService(c, op, args, nil)
+}
+
+// completionFactory is f as a completion calls the service: with --json,
+// no key and no environment handed over, no stdin, stderr dropped.
+func (f *Factory) completionFactory(out io.Writer) *Factory {
 	g := *f
 	g.IO = &IOStreams{Out: out, Err: io.Discard}
 	g.JSON = true
 	g.KeyPath = ""
 	g.LookupEnv = func(string) (string, bool) { return "", false }
-	return g.callService(c, op, args, nil)
-}
-
-// decodeOpsList decodes the output of `ops list --json` (docs/JSON.md)
-// into a registry; a bare array is what a service from before
-// format_version sends.
-func decodeOpsList(b []byte) (*operations.Registry, error) {
-	list := bytes.TrimSpace(b)
-	if !bytes.HasPrefix(list, []byte("[")) {
-		var doc struct {
-			Operations json.RawMessage `json:"operations"`
-		}
-		if err := json.Unmarshal(list, &doc); err != nil {
-			return nil, fmt.Errorf("the service's ops list: %w", err)
-		}
-		list = doc.Operations
-	}
-	return operations.Decode(list)
+	return &g
 }
 
 // prefixArg is the argument of plans-complete.

@@ -188,6 +188,8 @@ func (r *Relay) Finish(grace time.Duration) int64 {
 	if r.finished {
 		r.mu.Unlock()
 		<-r.done
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		return r.dropped
 	}
 	r.closed, r.finished = true, true
