@@ -224,6 +224,12 @@ func cmdSigHUP(ts *testscript.TestScript, neg bool, args []string) {
 			continue
 		}
 		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
+		// Only the script's own background commands, which this test process
+		// started: a child the service forked has the service's cmdline until
+		// it execs, and a SIGHUP in that window kills the program (exit 129).
+		if ppid(pid) != os.Getpid() {
+			continue
+		}
 		// Only processes of this script: their working directory is under $WORK.
 		// (WORK itself or below it: another script's WORK may share a
 		// prefix, as script-service_mcp and script-service_mcp_http do.)
@@ -243,6 +249,28 @@ func cmdSigHUP(ts *testscript.TestScript, neg bool, args []string) {
 	if n == 0 {
 		ts.Fatalf("sighup: no process matches %q", args)
 	}
+}
+
+// ppid is the parent of pid, from /proc/PID/stat, or -1.
+func ppid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return -1
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return -1
+	}
+	n, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // cmdSetMatch sets VAR to the first submatch of REGEXP in FILE, and fails
