@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -188,9 +189,15 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 	if err != nil {
 		return nil, false, err
 	}
-	cwd, err := f.Getwd()
-	if err != nil {
-		return nil, false, err
+	// The caller's directory only when the plan binds it: an operation
+	// that declares its cwd, given absolute file paths, plans from
+	// wherever its caller is (in a mount namespace of its own, say, whose
+	// directories stand for no path of the service's).
+	var cwd string
+	if bindsCallerCwd(reg, o.Operation, o.Files) {
+		if cwd, err = f.Getwd(); err != nil {
+			return nil, false, err
+		}
 	}
 	// The policy loads with a key or without one (--dry-run): a dry run
 	// that passed where the plan itself fails on a broken trust policy
@@ -334,4 +341,23 @@ func progressPrinter(w io.Writer) func(string, int64, int64) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// bindsCallerCwd says whether a plan of op with files needs the caller's
+// working directory: op declares none, or a file path is relative. An
+// unknown operation needs none (Resolve refuses it).
+func bindsCallerCwd(reg *operations.Registry, op string, files map[string]string) bool {
+	def, ok := reg.Get(op)
+	if !ok {
+		return false
+	}
+	if def.Cwd == "" {
+		return true
+	}
+	for _, path := range files {
+		if !filepath.IsAbs(path) {
+			return true
+		}
+	}
+	return false
 }

@@ -299,21 +299,10 @@ func (d *deployment) bindMountSwap(t *testing.T) {
 	must(t, os.Chown(mine, d.agent.uid, d.agent.gid))
 	// As the agent: a user and mount namespace of its own, its directory
 	// over the reviewed one, and run from there.
-	script := `mount --bind "$1" "$2" && cd "$2" && exec "$3" run "$4" --json`
-	cmd := command(d.agent, d.agentWork, d.agentEnv(), unshare, "-Urm", "sh", "-c", script, "sh", mine, reviewed, d.bin, p.Fingerprint)
-	var out, errb syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
 	lines := len(d.journalLines(t))
-	err = cmd.Run()
-	if strings.Contains(errb.String(), "unshare failed") || strings.Contains(errb.String(), "mount:") {
-		t.Skipf("user namespaces are not available to %s here: %s", agentUser, errb.String())
-	}
-	code := -1
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	}
-	if code != 77 || refusalCode(errb.String()) != "fingerprint_mismatch" || !strings.Contains(errb.String(), reviewed) {
-		t.Fatalf("run from a bind mount over %s: exit %d, want 77 fingerprint_mismatch naming the cwd:\n%s%s", reviewed, code, out.String(), errb.String())
+	code, out, errb := d.inOwnMountNamespace(t, unshare, `mount --bind "$1" "$2" && cd "$2" && exec "$3" run "$4" --json`, mine, reviewed, d.bin, p.Fingerprint)
+	if code != 77 || refusalCode(errb) != "fingerprint_mismatch" || !strings.Contains(errb, reviewed) {
+		t.Fatalf("run from a bind mount over %s: exit %d, want 77 fingerprint_mismatch naming the cwd:\n%s%s", reviewed, code, out, errb)
 	}
 	if n := len(d.journalLines(t)); n != lines {
 		t.Errorf("the refused run wrote %d receipts", n-lines)
@@ -321,6 +310,63 @@ func (d *deployment) bindMountSwap(t *testing.T) {
 	// The same directory, unmounted, still runs.
 	if r := d.asAgentIn(t, reviewed, "run", p.Fingerprint); r.code != 0 || strings.TrimSpace(r.out) != reviewed {
 		t.Errorf("run from %s itself: %s", reviewed, r)
+	}
+}
+
+// inOwnMountNamespace runs script (sh -c) as the agent, in a user and mount
+// namespace of its own (unshare -Urm), with args as $1…, and returns its
+// exit status and output. It skips the test where the agent may not make
+// such namespaces.
+func (d *deployment) inOwnMountNamespace(t *testing.T, unshare, script string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := command(d.agent, d.agentWork, d.agentEnv(), unshare, append([]string{"-Urm", "sh", "-c", script, "sh"}, args...)...)
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if strings.Contains(errb.String(), "unshare failed") || strings.Contains(errb.String(), "mount:") {
+		t.Skipf("user namespaces are not available to %s here: %s", agentUser, errb.String())
+	}
+	code = -1
+	if err == nil {
+		code = 0
+	} else if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	return code, out.String(), errb.String()
+}
+
+// Defence: a file handed over stands for the path the plan binds only if
+// the service resolves that path to the same object (pkg/cli sameObject,
+// for file parameters). Without it, the agent, in a mount namespace of its
+// own with its file bind-mounted over a reviewed, root-owned one, had a
+// plan stored that names the reviewed path and binds the agent's bytes:
+// the approver reads "config: /…/reviewed/app.toml" and approves the
+// agent's file.
+func (d *deployment) bindMountFileSwap(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare(1) here")
+	}
+	dir := filepath.Join(d.root, "work", "reviewed-files")
+	must(t, os.MkdirAll(dir, 0o755))
+	reviewed := filepath.Join(dir, "app.toml")
+	must(t, os.WriteFile(reviewed, []byte("# reviewed config\nversion = 1\n"), 0o644))
+	mine := filepath.Join(d.agentWork, "mine.toml")
+	must(t, os.WriteFile(mine, []byte("# the agent's own\nversion = 666\n"), 0o644))
+	must(t, os.Chown(mine, d.agent.uid, d.agent.gid))
+	// From an operation with a declared cwd: the caller's own directory,
+	// which its mount namespace makes another object too, plays no part.
+	before := snapshot(t, d.state)
+	code, out, errb := d.inOwnMountNamespace(t, unshare, `mount --bind "$1" "$2" && exec "$3" plan install-reviewed --target production --param name=swapped --file config="$2" --json`, mine, reviewed, d.bin)
+	if code != 77 || refusalCode(errb) != "fingerprint_mismatch" || !strings.Contains(errb, reviewed) {
+		t.Fatalf("plan with %s bind-mounted over %s: exit %d, want 77 fingerprint_mismatch naming the file:\n%s%s", mine, reviewed, code, out, errb)
+	}
+	if diff := diffSnapshots(before, snapshot(t, d.state)); diff != "" {
+		t.Errorf("the refused plan changed the state directory:\n%s", diff)
+	}
+	// The reviewed file itself, with nothing over it, plans.
+	if p := d.plan(t, d.agentWork, "install-reviewed", "--param", "name=swapped", "--file", "config="+reviewed); !p.Stored {
+		t.Errorf("plan with %s itself was not stored", reviewed)
 	}
 }
 

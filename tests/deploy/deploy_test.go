@@ -426,6 +426,20 @@ max_size = "64KiB"
 secret = ["DEPLOY_TOKEN"]
 
 [[operation]]
+name = "install-reviewed"
+description = "deploy-config from a declared cwd: the caller's directory plays no part"
+program = "install"
+args = ["-m", "0644", "{file.config}", "` + srv + `/{param.name}"]
+targets = ["production"]
+run_as = "` + deployUser + `"
+cwd = "/"
+timeout = "30s"
+[operation.params.name]
+pattern = "^[a-z0-9-]{1,40}$"
+[operation.files.config]
+max_size = "64KiB"
+
+[[operation]]
 name = "introspect"
 description = "Print the program's own ids, capability sets and environment names"
 mutating = false
@@ -1244,6 +1258,7 @@ func TestRunnerServiceBoundary(t *testing.T) {
 	t.Run("clients_that_never_read", d.clientsThatNeverRead)
 	t.Run("slots_stay_fair_while_two_accounts_take_all_they_may", d.slotsStayFair)
 	t.Run("bind_mount_over_the_reviewed_cwd_in_a_user_namespace", d.bindMountSwap)
+	t.Run("bind_mount_over_a_reviewed_file_in_a_user_namespace", d.bindMountFileSwap)
 	t.Run("keyless_account_reads_no_plan", d.keylessReadsNoPlan)
 
 	// doctor's text is being rewritten elsewhere: record it, and only
