@@ -39,6 +39,9 @@ type API interface {
 	// Status judges a stored plan as run would now. A gate that says no
 	// is the result's Refusal, not an error.
 	Status(ctx context.Context, req StatusRequest) (*StatusResult, error)
+	// Wait is Status once the plan's decision request is no longer
+	// pending, or once req.Timeout passes or ctx ends (Pending).
+	Wait(ctx context.Context, req WaitRequest) (*WaitResult, error)
 }
 
 // OpsResult is the registry.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
@@ -79,7 +80,12 @@ func (a localAPI) Status(_ context.Context, req api.StatusRequest) (*api.StatusR
 }
 
 // serviceAPI is the API of the runner service f's configuration names.
-type serviceAPI struct{ f *Factory }
+type serviceAPI struct {
+	f *Factory
+	// waitSlice bounds each of the service's waits a Wait asks for (0:
+	// serviceWaitMax): the MCP server reports progress after each.
+	waitSlice time.Duration
+}
 
 func (a serviceAPI) call(ctx context.Context, op string, args, result any) error {
 	c, err := a.f.loadConfig()
@@ -160,7 +166,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			return ExitUsage, err
 		}
 		if o.Wait {
-			return ExitUsage, &usageError{msg: "status --wait has no typed form yet"}
+			return ExitUsage, &usageError{msg: "status --wait is the call status-wait"}
 		}
 		if sc.mayReadPlans() {
 			result, err = a.Status(ctx, api.StatusRequest{Fingerprint: o.Fingerprint})
@@ -168,6 +174,23 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			// Judged with nothing of the caller's: judging would ask
 			// the caller for the plan's files and variables by name.
 			result, err = keylessStatus(f, o.Fingerprint)
+		}
+	case "status-wait":
+		var r api.WaitRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		if !sc.mayReadPlans() {
+			// A redacted status says nothing of the gate's judgement:
+			// there is nothing a keyless caller could wait on.
+			err = refusal.New(refusal.PrincipalUnknown, "status --wait shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
+			break
+		}
+		result, err = serveWait(f, a, r)
+		if f.clientGone() {
+			// Nobody reads the answer, and what the judgement asked the
+			// client for may be missing from it: end the call, silently.
+			return ExitSignalled, nil
 		}
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
@@ -183,6 +206,9 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		}
 	} else if ans.Result, err = json.Marshal(result); err != nil {
 		return ExitSoftware, err
+	} else if w, ok := result.(*api.WaitResult); ok && w.Pending {
+		// For the log: a wait that ended pending, as --timeout's end.
+		code = ExitTimeout
 	}
 	b, err := json.Marshal(ans)
 	if err != nil {

@@ -303,52 +303,23 @@ func (c *capture) text(secrets []string) (string, bool) {
 }
 
 // remoteWaitSlice bounds one wait the MCP server asks of the runner
-// service: each ends with a progress notification, and no call holds a
-// service slot for long.
+// service: each ends with a progress notification.
 const remoteWaitSlice = 10 * time.Second
 
 func (b *mcpBackend) Wait(ctx context.Context, fp string, timeout time.Duration, progress func(string)) (any, *refusal.Error, bool, error) {
-	deadline := time.Now().Add(timeout)
+	// The API the CLI's status --wait calls: in-process, or the
+	// service's, whose client asks again after each bounded wait.
+	var a api.API = localAPI{f: b.f}
 	if b.remote {
-		return b.remoteWait(ctx, fp, deadline, progress)
+		a = serviceAPI{f: b.with(io.Discard, io.Discard), waitSlice: remoteWaitSlice}
 	}
-	s, err := waitDecision(ctx, b.f, fp, deadline, operations.HashDigester{}, func(s *statusReport) {
-		progress(fmt.Sprintf("waiting for a decision on %s: %s; missing: %s", s.Request.ID, s.Request.Sentence(), strings.Join(s.Request.Missing, "; ")))
-	})
-	pending := errors.Is(err, errWaitTimeout) || (s != nil && errors.Is(err, context.Canceled))
-	if err != nil && !pending {
+	r, err := a.Wait(ctx, api.WaitRequest{Fingerprint: fp, Timeout: timeout, Progress: func(s *api.StatusResult) {
+		if s.Request != nil {
+			progress(fmt.Sprintf("waiting for a decision on %s: %s; missing: %s", s.Request.ID, s.Request.Sentence(), strings.Join(s.Request.Missing, "; ")))
+		}
+	}})
+	if err != nil {
 		return nil, nil, false, err
 	}
-	return s.result(), s.Refusal, pending, nil
-}
-
-func (b *mcpBackend) remoteWait(ctx context.Context, fp string, deadline time.Time, progress func(string)) (any, *refusal.Error, bool, error) {
-	for {
-		left := time.Until(deadline)
-		if left <= 0 || ctx.Err() != nil {
-			report, r, err := b.Status(fp)
-			return report, r, true, err
-		}
-		var out bytes.Buffer
-		// A cancelled request ends its call at once, not when the slice
-		// runs out: the service sees its client go.
-		_, err := b.callContext(ctx, "status", &StatusOptions{Fingerprint: fp, Wait: true, Timeout: min(left, remoteWaitSlice).String()}, nil, &out, io.Discard)
-		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
-			continue // ended as pending, with the status as it is
-		}
-		// A slice that ran out is reported either as a bare status or, as
-		// the service prints --timeout's end, as an error line: both mean
-		// "ask again".
-		var exit *ExitError
-		var remote *remoteError
-		if (errors.As(err, &exit) && exit.Code == ExitTimeout) || (errors.As(err, &remote) && remote.Exit == ExitTimeout) {
-			progress("waiting for a decision on " + fp)
-			continue
-		}
-		r, refused := refusal.As(err)
-		if err != nil && (!refused || out.Len() == 0) {
-			return nil, nil, false, err
-		}
-		return json.RawMessage(bytes.TrimSpace(out.Bytes())), r, false, nil
-	}
+	return r.Status, r.Status.Refusal, r.Pending, nil
 }

@@ -782,13 +782,6 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		}
 		o.F = f
 		return planRun(o)
-	case "status":
-		o := &StatusOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return statusRun(o)
 	case "file":
 		o := &FileOptions{}
 		if err := args(o); err != nil {

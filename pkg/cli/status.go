@@ -25,10 +25,6 @@ type StatusOptions struct {
 	// or expired, or Timeout (a Go duration; "" for none) passes.
 	Wait    bool
 	Timeout string
-	// Resumed is a client's call after the service's bounded wait ran
-	// out (statusWaitClient): the "waiting" line was printed already. Not
-	// a flag.
-	Resumed bool `json:",omitempty"`
 }
 
 // NewCmdStatus builds `status`.
@@ -56,7 +52,7 @@ backoff on DynamoDB), never in a busy loop (docs/JSON.md, "status --wait").`,
 				return runF(opts)
 			}
 			if opts.Wait {
-				return statusWaitClient(opts)
+				return statusWait(opts)
 			}
 			if opts.Timeout != "" {
 				return &usageError{msg: "--timeout goes with --wait"}
@@ -176,22 +172,6 @@ func (s *statusReport) result() *api.StatusResult {
 		r.PreconditionUnchecked = s.Decision.PreconditionUnchecked
 	}
 	return r
-}
-
-func statusRun(o *StatusOptions) error {
-	f := o.F
-	d := operations.HashDigester{}
-	if f.IO.ErrTTY && !f.JSON {
-		d.Progress = progressPrinter(f.IO.Err)
-	}
-	if o.Wait {
-		return statusWaitRun(o, d)
-	}
-	s, err := statusCore(f, o.Fingerprint, d)
-	if err != nil {
-		return err
-	}
-	return printStatus(f, s.result())
 }
 
 // statusShow is status without --wait: the API's result (in-process, or

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/store"
@@ -31,18 +32,6 @@ const (
 	// asks again.
 	serviceWaitMax = 30 * time.Second
 )
-
-// waitable reports whether a human's decision can still change the gate's
-// refusal r: a missing, expired or spent approval. Any other refusal
-// (reality changed, evidence unreadable…) no answer mends, so waiting on
-// it would only hide it.
-func waitable(r *refusal.Error) bool {
-	switch r.Code {
-	case refusal.NoApproval, refusal.EvidenceExpired, refusal.EvidenceConsumed:
-		return true
-	}
-	return false
-}
 
 // errWaitTimeout is a wait that ended with the request still pending.
 var errWaitTimeout = errors.New("still pending")
@@ -78,7 +67,7 @@ func waitDecision(ctx context.Context, f *Factory, fp string, deadline time.Time
 		if err != nil {
 			return nil, err
 		}
-		if s.Refusal == nil || s.Request == nil || !waitable(s.Refusal) || s.Request.State != bridge.RequestPending {
+		if !api.StillPending(s.Refusal, s.Request) {
 			return s, nil
 		}
 		now := f.Now()
@@ -163,95 +152,36 @@ func waitTimeout(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// statusWaitClient is status --wait as the caller runs it. In local mode
-// it waits in-process; as a client of the runner service it asks the
-// service again each time one of its bounded waits ends (exit 124 with
-// time left), so no single call holds a service slot for long.
-func statusWaitClient(o *StatusOptions) error {
+// statusWait is status --wait: the API's Wait (in-process, or the runner
+// service's, whose client asks again each time one of the service's
+// bounded waits ends), rendered here, on the caller's side. It says once,
+// on stderr, that it waits.
+func statusWait(o *StatusOptions) error {
 	f := o.F
 	timeout, err := waitTimeout(o.Timeout)
 	if err != nil {
 		return err
 	}
-	var deadline time.Time
-	if timeout > 0 {
-		deadline = time.Now().Add(timeout)
-	}
-	for {
-		call := *o
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				left = time.Millisecond
-			}
-			call.Timeout = left.String()
-		}
-		err := f.dispatch("status", &call, nil, func() error { return statusRun(&call) })
-		var ee *ExitError
-		if errors.As(err, &ee) && ee.Code == ExitTimeout && ee.Msg == "" && f.call == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
-			// The service's bounded wait ended; ask again, without
-			// saying again that we wait.
-			o.Resumed = true
-			continue
-		}
-		if r, ok := refusal.As(err); ok && call.Resumed && r.Code == ServiceUnavailable {
-			// Asked again after a wait in the service ended: the service
-			// stopped (or died) while we waited.
-			return refusal.New(ServiceUnavailable, "the runner service went away while waiting for a decision on %s (it stopped or is restarting; wait again once it is back): %s", o.Fingerprint, r.Reason).
-				Needs(r.Missing...)
-		}
-		return err
-	}
-}
-
-// statusWaitRun is status --wait where the store is: in-process, or
-// inside the service, where one wait lasts at most serviceWaitMax.
-func statusWaitRun(o *StatusOptions, d operations.Digester) error {
-	f := o.F
-	timeout, err := waitTimeout(o.Timeout)
+	a, err := f.api()
 	if err != nil {
 		return err
 	}
-	var deadline time.Time
-	if timeout > 0 {
-		deadline = f.Now().Add(timeout)
+	if la, ok := a.(localAPI); ok && f.IO.ErrTTY && !f.JSON {
+		la.progress = progressPrinter(f.IO.Err)
+		a = la
 	}
-	capped := false
-	if f.call != nil {
-		if limit := f.Now().Add(serviceWaitMax); deadline.IsZero() || limit.Before(deadline) {
-			deadline, capped = limit, true
-		}
-	}
-	ctx, cancel := f.clientContext()
-	defer cancel()
-	// Said once per wait: a client of the service asking again after a
-	// bounded wait ran out has said it already (Resumed).
-	said := o.Resumed
-	s, err := waitDecision(ctx, f, o.Fingerprint, deadline, d, func(s *statusReport) {
-		if !said {
+	said := false
+	r, err := a.Wait(context.Background(), api.WaitRequest{Fingerprint: o.Fingerprint, Timeout: timeout, Progress: func(s *api.StatusResult) {
+		if !said && s.Request != nil {
 			fmt.Fprintf(f.IO.Err, "prod-write: waiting for a decision on %s: %s; missing: %s\n", s.Request.ID, s.Request.Sentence(), strings.Join(s.Request.Missing, "; "))
 		}
 		said = true
-	})
-	if f.clientGone() {
-		// Nobody reads the answer, and what the judgement asked the
-		// client for may be missing from it: end the call, silently.
-		return &ExitError{Code: ExitSignalled}
+	}})
+	if err != nil {
+		return err
 	}
-	if errors.Is(err, context.Canceled) && f.serviceStopping() {
-		// The service stops: a wait is only a question, and holds no
-		// stop. Ended as a bounded wait that ran out, silently: the
-		// client asks again, of the service that replaces this one or
-		// of none (statusWaitClient says so).
-		f.call.stopped = true
-		return &ExitError{Code: ExitTimeout}
-	}
-	if errors.Is(err, errWaitTimeout) {
-		if capped {
-			// Silent: the client asks again (statusWaitClient).
-			return &ExitError{Code: ExitTimeout}
-		}
-		if perr := printStatus(f, s.result()); perr != nil {
+	if r.Pending {
+		if perr := printStatus(f, r.Status); perr != nil {
 			var ee *ExitError
 			if !errors.As(perr, &ee) && !isRefusal(perr) {
 				return perr
@@ -259,10 +189,7 @@ func statusWaitRun(o *StatusOptions, d operations.Digester) error {
 		}
 		return &ExitError{Code: ExitTimeout, Msg: "--timeout passed with the decision still pending"}
 	}
-	if err != nil {
-		return err
-	}
-	return printStatus(f, s.result())
+	return printStatus(f, r.Status)
 }
 
 // clientContext is done once the client of a call in the service has gone

@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 )
 
-// A wait says once that it waits: a client of the service asking again
-// after the service's bounded wait ran out (Resumed) has said it already.
+// A wait says once that it waits, however often it judges again.
 func TestWaitSaysOnceThatItWaits(t *testing.T) {
 	h := newRunHarness(t)
 	op := `
@@ -40,54 +40,78 @@ paths = ["record+approvals"]
 	if code, _, stderr := h.run("file", fp, "--key", h.key("smith"), "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"); code != 0 {
 		t.Fatal(stderr)
 	}
-	for _, tc := range []struct {
-		resumed bool
-		want    int // "waiting" lines
-	}{
-		{false, 1},
-		{true, 0},
-	} {
-		var stdout, stderr bytes.Buffer
-		f := &Factory{
-			IO:        &IOStreams{In: strings.NewReader(""), Out: &stdout, Err: &stderr},
-			Now:       time.Now,
-			LookupEnv: func(string) (string, bool) { return "", false },
-			Getwd:     func() (string, error) { return h.dir, nil },
-		}
-		err := statusWaitRun(&StatusOptions{F: f, Fingerprint: fp, Wait: true, Timeout: "100ms", Resumed: tc.resumed}, operations.HashDigester{})
-		var ee *ExitError
-		if !errors.As(err, &ee) || ee.Code != ExitTimeout {
-			t.Fatalf("resumed %v: %v, want the wait's timeout; stderr %s", tc.resumed, err, &stderr)
-		}
-		if got := strings.Count(stderr.String(), "prod-write: waiting for a decision on req-"); got != tc.want {
-			t.Errorf("resumed %v: %d waiting lines, want %d:\n%s", tc.resumed, got, tc.want, &stderr)
-		}
+	// Judged again at least every 10 ms, so a wait of 300 ms judges many
+	// times.
+	defer func(d time.Duration) { watchFallback = d }(watchFallback)
+	watchFallback = 10 * time.Millisecond
+	var stdout, stderr bytes.Buffer
+	f := &Factory{
+		IO:        &IOStreams{In: strings.NewReader(""), Out: &stdout, Err: &stderr},
+		Now:       time.Now,
+		LookupEnv: func(string) (string, bool) { return "", false },
+		Getwd:     func() (string, error) { return h.dir, nil },
+	}
+	judged := 0
+	r, err := localAPI{f: f}.Wait(context.Background(), api.WaitRequest{Fingerprint: fp, Timeout: 300 * time.Millisecond, Progress: func(*api.StatusResult) { judged++ }})
+	if err != nil || !r.Pending {
+		t.Fatalf("wait: %+v, %v; want it still pending", r, err)
+	}
+	if judged < 2 {
+		t.Fatalf("judged %d times while waiting, want several", judged)
+	}
+	err = statusWait(&StatusOptions{F: f, Fingerprint: fp, Wait: true, Timeout: "300ms"})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitTimeout {
+		t.Fatalf("%v, want the wait's timeout; stderr %s", err, &stderr)
+	}
+	if got := strings.Count(stderr.String(), "prod-write: waiting for a decision on req-"); got != 1 {
+		t.Errorf("%d waiting lines, want 1:\n%s", got, &stderr)
 	}
 }
 
-// statusHandler answers status calls as a service whose bounded waits run
-// out a number of times before the decision lands, and records each
-// call's arguments.
+// pendingStatus is the typed status of a plan whose request waits on a
+// human; allowedStatus one whose gate opened.
+func pendingStatus(fp string) string {
+	return `{"fingerprint":"` + fp + `","refusal":{"code":"no_approval","reason":"r"},"request":{"id":"req-1","state":"pending","missing":["an approval"]}}`
+}
+
+func allowedStatus(fp string) string {
+	return `{"fingerprint":"` + fp + `","allowed":true}`
+}
+
+// statusHandler answers a typed status with a pending plan, and typed
+// waits as a service whose bounded waits run out a number of times before
+// the decision lands; it records each wait's arguments.
 type statusHandler struct {
 	mu      sync.Mutex
 	args    []string
-	timeout int // calls to answer as a wait that ran out
+	timeout int // waits to answer as pending
 }
 
 func (s *statusHandler) Serve(_ context.Context, c *service.Call) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.args = append(s.args, string(c.Request.Args))
-	if len(s.args) <= s.timeout {
-		return ExitTimeout
+	var r struct{ Fingerprint string }
+	json.Unmarshal(c.Request.Args, &r)
+	switch c.Request.Op {
+	case "status":
+		c.Reply([]byte(`{"result":` + pendingStatus(r.Fingerprint) + `}`))
+	case "status-wait":
+		s.args = append(s.args, string(c.Request.Args))
+		if len(s.args) <= s.timeout {
+			c.Reply([]byte(`{"result":{"status":` + pendingStatus(r.Fingerprint) + `,"pending":true}}`))
+		} else {
+			c.Reply([]byte(`{"result":{"status":` + allowedStatus(r.Fingerprint) + `,"pending":false}}`))
+		}
+	default:
+		return ExitUsage
 	}
 	return 0
 }
 
-// The client of the service asks again when a bounded wait ran out, and
-// marks the calls after the first as Resumed, so that the service does not
-// say again that it waits.
-func TestWaitClientAsksAgainResumed(t *testing.T) {
+// The client of the service asks again when a bounded wait ran out, each
+// time for at most the service's bound, and says once that it waits.
+func TestWaitClientAsksAgain(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "s.sock")
 	l, err := service.Listen(sock, 0o600)
@@ -106,25 +130,26 @@ func TestWaitClientAsksAgainResumed(t *testing.T) {
 	}
 	f, _, stderr := testFactory(t, dir)
 	f.LookupEnv = func(k string) (string, bool) { return cfg, k == "PROD_WRITE_CONFIG" }
-	// No stdin: a reader that is not a file is copied into a pipe by each
-	// call, and the calls of one wait would share it.
 	f.IO.In = nil
-	if code := Run([]string{"status", "sha256:" + strings.Repeat("0", 64), "--wait"}, f); code != 0 {
+	if code := Run([]string{"status", "sha256:" + strings.Repeat("0", 64), "--wait", "--json"}, f); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.args) != 3 {
-		t.Fatalf("%d calls, want 3: %q", len(h.args), h.args)
+		t.Fatalf("%d waits, want 3: %q", len(h.args), h.args)
 	}
 	for i, a := range h.args {
-		var o StatusOptions
-		if err := json.Unmarshal([]byte(a), &o); err != nil {
+		var r api.WaitRequest
+		if err := json.Unmarshal([]byte(a), &r); err != nil {
 			t.Fatal(err)
 		}
-		if want := i > 0; o.Resumed != want || !o.Wait {
-			t.Errorf("call %d: %s, want wait and resumed %v", i, a, want)
+		if r.Timeout != serviceWaitMax {
+			t.Errorf("wait %d: %s, want one of the service's bound, %v", i, a, serviceWaitMax)
 		}
+	}
+	if got := strings.Count(stderr.String(), "prod-write: waiting for a decision on req-1"); got != 1 {
+		t.Errorf("%d waiting lines, want 1:\n%s", got, stderr)
 	}
 }
 
@@ -137,11 +162,11 @@ type waitingHandler struct {
 }
 
 func (h *waitingHandler) Serve(_ context.Context, c *service.Call) int {
-	var o StatusOptions
-	json.Unmarshal(c.Request.Args, &o)
-	if !o.Wait {
+	var r struct{ Fingerprint string }
+	json.Unmarshal(c.Request.Args, &r)
+	if c.Request.Op != "status-wait" {
 		// A typed status (pkg/api): the plan's request is pending.
-		c.Reply([]byte(`{"result":{"fingerprint":"` + o.Fingerprint + `","request":{"state":"pending"}}}`))
+		c.Reply([]byte(`{"result":` + pendingStatus(r.Fingerprint) + `}`))
 		return 0
 	}
 	h.started <- struct{}{}
@@ -193,7 +218,11 @@ func TestMCPRemoteWaitCancelledEndsItsCall(t *testing.T) {
 		report, _, pending, err := b.Wait(req, "sha256:"+strings.Repeat("0", 64), time.Hour, func(string) {})
 		got <- result{report, pending, err}
 	}()
-	<-h.started
+	select {
+	case <-h.started:
+	case r := <-got:
+		t.Fatalf("Wait ended before it waited in the service: %+v (%v)", r, r.err)
+	}
 	cancel()
 	if e := <-h.ended; e != "the client went" {
 		t.Fatalf("the service's call: %s, want it to see its client go", e)

@@ -62,7 +62,7 @@ const (
 
 // Ops are the operations a request may name.
 var Ops = []string{
-	"plan", "status", "file", "decide", "gera", "freeze-grant", "break-glass", "break-glass-review", "withdraw", "run",
+	"plan", "status", "status-wait", "file", "decide", "gera", "freeze-grant", "break-glass", "break-glass-review", "withdraw", "run",
 	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "receipts-export", "replay",
 	"whoami", "plans-complete",
 }

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+func (a localAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResult, error) {
+	var deadline time.Time
+	if req.Timeout > 0 {
+		deadline = a.f.Now().Add(req.Timeout)
+	}
+	s, err := waitDecision(ctx, a.f, req.Fingerprint, deadline, operations.HashDigester{Progress: a.progress}, func(s *statusReport) {
+		if req.Progress != nil {
+			req.Progress(s.result())
+		}
+	})
+	pending := s != nil && (errors.Is(err, errWaitTimeout) || errors.Is(err, context.Canceled))
+	if err != nil && !pending {
+		return nil, err
+	}
+	return &api.WaitResult{Status: s.result(), Pending: pending}, nil
+}
+
+// Wait through the service is a run of bounded waits (each at most
+// serviceWaitMax, so no call holds a service slot for long), after a
+// first status that says whether there is anything to wait for. A
+// cancelled ctx closes the connection: the service sees its client go and
+// ends that wait at once (docs/adr/0031-waits-through-the-service.md).
+func (a serviceAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResult, error) {
+	var deadline time.Time
+	if req.Timeout > 0 {
+		deadline = time.Now().Add(req.Timeout)
+	}
+	s, err := a.Status(ctx, api.StatusRequest{Fingerprint: req.Fingerprint})
+	if err != nil {
+		return nil, err
+	}
+	for asked := false; ; asked = true {
+		if !api.StillPending(s.Refusal, s.Request) {
+			return &api.WaitResult{Status: s}, nil
+		}
+		if req.Progress != nil {
+			req.Progress(s)
+		}
+		slice := serviceWaitMax
+		if a.waitSlice > 0 {
+			slice = a.waitSlice
+		}
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return &api.WaitResult{Status: s, Pending: true}, nil
+			}
+			slice = min(slice, left)
+		}
+		var r api.WaitResult
+		err := a.call(ctx, "status-wait", api.WaitRequest{Fingerprint: req.Fingerprint, Timeout: slice}, &r)
+		if ctx.Err() != nil {
+			// Ended as pending, with the status as it was last judged.
+			return &api.WaitResult{Status: s, Pending: true}, nil
+		}
+		if rf, ok := refusal.As(err); ok && rf.Code == ServiceUnavailable && asked {
+			// Asked again after a wait in the service ended: the service
+			// stopped (or died) while we waited.
+			return nil, refusal.New(ServiceUnavailable, "the runner service went away while waiting for a decision on %s (it stopped or is restarting; wait again once it is back): %s", req.Fingerprint, rf.Reason).
+				Needs(rf.Missing...)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.Status == nil {
+			return nil, errors.New("the runner service's wait answered no status")
+		}
+		if s = r.Status; !r.Pending {
+			return &r, nil
+		}
+	}
+}
+
+// serveWait is a typed wait inside the service: at most serviceWaitMax,
+// ended early when the client goes (nobody reads the answer) or the
+// service stops (a wait holds no stop: answered as pending, the client
+// asks again, of the service that replaces this one or of none).
+func serveWait(f *Factory, a localAPI, req api.WaitRequest) (*api.WaitResult, error) {
+	if req.Timeout <= 0 || req.Timeout > serviceWaitMax {
+		req.Timeout = serviceWaitMax
+	}
+	ctx, cancel := f.clientContext()
+	defer cancel()
+	r, err := a.Wait(ctx, req)
+	if f.serviceStopping() {
+		f.call.stopped = true
+	}
+	return r, err
+}
