@@ -123,6 +123,12 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"ops", func(a api.API) (any, error) { return a.Ops(ctx) }},
 		{"whoami", func(a api.API) (any, error) { return a.Whoami(ctx) }},
 		{"status", func(a api.API) (any, error) { return a.Status(ctx, api.StatusRequest{Fingerprint: fp}) }},
+		{"wait that runs out", func(a api.API) (any, error) {
+			// Ended by its context: the world's clock may stand still.
+			wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			return a.Wait(wctx, api.WaitRequest{Fingerprint: fp})
+		}},
 		{"status of no plan", func(a api.API) (any, error) {
 			return a.Status(ctx, api.StatusRequest{Fingerprint: "sha256:" + fp[len(fp)-64:len(fp)-1] + "0"})
 		}},

@@ -20,7 +20,7 @@ func (a localAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResul
 			req.Progress(s.result())
 		}
 	})
-	pending := s != nil && (errors.Is(err, errWaitTimeout) || errors.Is(err, context.Canceled))
+	pending := s != nil && (errors.Is(err, errWaitTimeout) || (ctx.Err() != nil && errors.Is(err, ctx.Err())))
 	if err != nil && !pending {
 		return nil, err
 	}
