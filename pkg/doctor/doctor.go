@@ -556,7 +556,7 @@ func (d *doctor) reach() {
 // connect: they hand the service their key and stdio as descriptors.
 func (d *doctor) socket() {
 	sock, a := d.c.Service.Socket, d.a
-	fix := fmt.Sprintf("let systemd create %s (prod-write.socket): its directory root-owned, mode 0755", filepath.Dir(sock))
+	fix := fmt.Sprintf("let systemd create %s (prod-write.socket): its directory root-owned, mode 0755; without systemd, the service's: install -d -o prod-write -g prod-write -m 0755 %s (docs/DEPLOYMENT.md)", filepath.Dir(sock), filepath.Dir(sock))
 	if at, ok := a.changeable(filepath.Dir(sock)); ok {
 		d.add(Critical, "socket-replaceable", sock, fmt.Sprintf("%s can replace the service's socket (through %s): a listener of its own would receive callers' keys and stdio", a.Name, at), fix)
 		return
