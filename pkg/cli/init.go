@@ -20,6 +20,12 @@ type InitOptions struct {
 	F    *Factory `json:"-"`
 	Dir  string
 	Demo bool
+	// State and Srv, when set, put the state directory and the example
+	// operations' production directory outside Dir, as docs/DEPLOYMENT.md
+	// lays a service host out (/var/lib/prod-write, /srv/app), rather
+	// than under /etc/prod-write.
+	State string
+	Srv   string
 }
 
 // DemoCast is who init --demo makes keys for, with their roles (comma
@@ -40,9 +46,15 @@ and the state directory into DIR (default: the working directory). It never
 overwrites: if any of those files exists, it writes nothing.
 
 With --demo it also makes keys for a demo cast in DIR/keys (agent, smith,
-alice, bob, gera, runner) and lists them in trust.toml.`,
+alice, bob, gera, runner) and lists them in trust.toml.
+
+The state goes in DIR/state and the example operations write under DIR/srv
+unless --state and --srv say otherwise: on a service host, as
+docs/DEPLOYMENT.md lays it out, the policy is root's in /etc/prod-write and
+the state the service's in /var/lib/prod-write (chown it to the service
+account afterwards).`,
 		Example: `  prod-write init --demo /tmp/pw
-  prod-write init /etc/prod-write`,
+  prod-write init --state /var/lib/prod-write --srv /srv/app /etc/prod-write`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Dir = "."
@@ -56,13 +68,15 @@ alice, bob, gera, runner) and lists them in trust.toml.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Demo, "demo", false, "also make keys for a demo cast")
+	cmd.Flags().StringVar(&opts.State, "state", "", "the state `DIR` (default: DIR/state)")
+	cmd.Flags().StringVar(&opts.Srv, "srv", "", "the `DIR` the example operations write under (default: DIR/srv)")
 	return cmd
 }
 
 const configTemplate = `# prod-write configuration. Relative paths are relative to this file.
 registry = "operations"      # directory of operation files
 trust = "trust.toml"         # the trust policy
-state = "state"              # plans, evidence, consumption and the receipt journal
+state = %q              # plans, evidence, consumption and the receipt journal
 # Programs resolve only on this path, never on the caller's PATH.
 secure_path = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 %s
@@ -116,6 +130,18 @@ func initRun(o *InitOptions) error {
 		return err
 	}
 	srv := filepath.Join(dir, "srv")
+	if o.Srv != "" {
+		if srv, err = filepath.Abs(o.Srv); err != nil {
+			return err
+		}
+	}
+	state, stateName := filepath.Join(dir, "state"), "state"
+	if o.State != "" {
+		if state, err = filepath.Abs(o.State); err != nil {
+			return err
+		}
+		stateName = state
+	}
 	runner := "# runner_key = \"/etc/prod-write/runner.key\"   # this host's key, role runner\n"
 	if o.Demo {
 		runner = "runner_key = \"keys/runner.key\"   # this host's key, role runner\n"
@@ -124,7 +150,7 @@ func initRun(o *InitOptions) error {
 		path string
 		data string
 	}{
-		{filepath.Join(dir, config.FileName), fmt.Sprintf(configTemplate, runner)},
+		{filepath.Join(dir, config.FileName), fmt.Sprintf(configTemplate, stateName, runner)},
 		{filepath.Join(dir, "operations", "config.toml"), fmt.Sprintf(opsTemplate, srv)},
 	}
 	var keyFiles []string
@@ -150,8 +176,8 @@ func initRun(o *InitOptions) error {
 	}
 	// The state's directories exist, durably, before any run relies on an
 	// entry in them.
-	for _, d := range []string{"state/store/plans", "state/store/evidence", "state/store/consumed", "state/journal"} {
-		if err := durable.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+	for _, d := range []string{"", "store/plans", "store/evidence", "store/consumed", "journal"} {
+		if err := durable.MkdirAll(filepath.Join(state, d), 0o700); err != nil {
 			return err
 		}
 	}
@@ -202,7 +228,7 @@ func initRun(o *InitOptions) error {
 		for _, fl := range files {
 			written = append(written, rel(dir, fl.path))
 		}
-		return printDoc(w, map[string]any{"dir": dir, "files": written, "keys": nonNil(madeKeys), "state": "state"})
+		return printDoc(w, map[string]any{"dir": dir, "files": written, "keys": nonNil(madeKeys), "state": stateName})
 	}
 	fmt.Fprintf(w, "wrote %s\n", dir)
 	for _, fl := range files {
@@ -211,7 +237,11 @@ func initRun(o *InitOptions) error {
 	for _, k := range keyFiles {
 		fmt.Fprintf(w, "  %s (0600)\n", rel(dir, k))
 	}
-	fmt.Fprintf(w, "  state/ (0700)\n")
+	if o.State != "" {
+		fmt.Fprintf(w, "  %s/ (0700)\n", state)
+	} else {
+		fmt.Fprintf(w, "  state/ (0700)\n")
+	}
 	return nil
 }
 

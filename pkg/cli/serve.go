@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,8 @@ secrets from the service's credentials directory.
 
 SIGHUP reloads the trust policy, registry and runner key without dropping
 calls in progress (a status --wait judges again at once, by the new policy).
+It does not read prod-write.toml again: a change there (service.mcp_listen,
+the socket, paths, backends) is logged as needing a restart.
 SIGINT or SIGTERM stops accepting, on the socket and over MCP HTTP alike,
 ends the waits in progress at once (a wait is only a question: a status
 --wait client asks again, and says the service went away if none answers;
@@ -259,8 +262,10 @@ func serveRun(o *ServeOptions) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	started, _ := os.ReadFile(c.Path)
 	go func() {
 		for range hup {
+			st.configChanged(started)
 			if err := st.load(); err != nil {
 				st.log.Printf("reload failed, still judging by the policy loaded before: %v", err)
 				continue
@@ -336,6 +341,24 @@ func serveRun(o *ServeOptions) error {
 	default:
 	}
 	return err
+}
+
+// configChanged logs, on SIGHUP, that prod-write.toml changed since the
+// service started: a reload reads the trust policy, registry and runner
+// key again, never prod-write.toml (its listeners, paths and backends are
+// the service's from its start), so a change there, such as a new
+// service.mcp_listen, needs a restart. Said plainly rather than half
+// applied (issue 29).
+func (s *serviceState) configChanged(started []byte) {
+	now, err := os.ReadFile(s.cfg.Path)
+	if err != nil || bytes.Equal(now, started) {
+		return
+	}
+	what := ""
+	if nc, err := config.Load(s.cfg.Path); err == nil && nc.Service.MCPListen != s.cfg.Service.MCPListen {
+		what = fmt.Sprintf(" (service.mcp_listen %q is still %q)", nc.Service.MCPListen, s.cfg.Service.MCPListen)
+	}
+	s.log.Printf("%s changed since the service started%s: a reload does not read it; restart the service to apply it", s.cfg.Path, what)
 }
 
 // chgrp gives the socket at path the group named g.

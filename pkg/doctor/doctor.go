@@ -556,7 +556,7 @@ func (d *doctor) reach() {
 // connect: they hand the service their key and stdio as descriptors.
 func (d *doctor) socket() {
 	sock, a := d.c.Service.Socket, d.a
-	fix := fmt.Sprintf("let systemd create %s (prod-write.socket): its directory root-owned, mode 0755", filepath.Dir(sock))
+	fix := fmt.Sprintf("let systemd create %s (prod-write.socket): its directory root-owned, mode 0755; without systemd, the service's: install -d -o prod-write -g prod-write -m 0755 %s (docs/DEPLOYMENT.md)", filepath.Dir(sock), filepath.Dir(sock))
 	if at, ok := a.changeable(filepath.Dir(sock)); ok {
 		d.add(Critical, "socket-replaceable", sock, fmt.Sprintf("%s can replace the service's socket (through %s): a listener of its own would receive callers' keys and stdio", a.Name, at), fix)
 		return
@@ -688,12 +688,27 @@ var errWalkLimit = errors.New("walk limit")
 // refuses to load anything else). Who can reach them is [doctor.reach]'s.
 func (d *doctor) keyFiles() {
 	c := d.c
+	var modeOf func(check, path, what string, s os.FileInfo)
 	mode := func(check, path, what string, missingFix string) {
 		s, err := os.Stat(path)
 		if err != nil {
 			d.add(Critical, check+"-missing", path, fmt.Sprintf("the %s %s cannot be read: %v", what, path, err), missingFix)
 			return
 		}
+		modeOf(check, path, what, s)
+	}
+	// A bridge's files are read only when that bridge is on (slack_channel,
+	// github_repo), as serve and bridge serve read them: one that is off
+	// needs none of them present, but a present one others can read is
+	// still reported.
+	optional := func(on bool, check, path, what, missingFix string) {
+		if on {
+			mode(check, path, what, missingFix)
+		} else if s, err := os.Stat(path); err == nil {
+			modeOf(check, path, what, s)
+		}
+	}
+	modeOf = func(check, path, what string, s os.FileInfo) {
 		if s.Mode().Perm()&0o077 != 0 {
 			sev := Warning // the service refuses to load it
 			if s.Mode().Perm()&0o004 != 0 {
@@ -708,25 +723,29 @@ func (d *doctor) keyFiles() {
 	} else {
 		mode("runner-key", c.RunnerKey, "runner key", "create it as the service account: prod-write keygen --out "+c.RunnerKey)
 	}
+	slack, github := c.Bridge.SlackChannel != "", c.Bridge.GitHubRepo != ""
 	if c.Bridge.Key != "" {
-		mode("bridge-key", c.Bridge.Key, "bridge key", "create it as the service account: prod-write keygen --out "+c.Bridge.Key)
+		optional(slack || github, "bridge-key", c.Bridge.Key, "bridge key", "create it as the service account: prod-write keygen --out "+c.Bridge.Key)
 	}
 	for _, s := range d.bridgeSecrets() {
-		mode("bridge-secret", s.path, s.what, "write the secret into "+s.path+" (mode 0600, owned by the service account)")
+		optional(s.slack && slack || !s.slack && github, "bridge-secret", s.path, s.what, "write the secret into "+s.path+" (mode 0600, owned by the service account)")
 	}
 }
 
-type namedFile struct{ path, what string }
+type namedFile struct {
+	path, what string
+	slack      bool // read by the Slack bridge, else by the GitHub bridge
+}
 
 func (d *doctor) bridgeSecrets() []namedFile {
 	var out []namedFile
 	for _, s := range []namedFile{
-		{d.c.Bridge.SlackSigningSecretFile, "Slack signing secret file"},
-		{d.c.Bridge.SlackBotTokenFile, "Slack bot token file"},
-		{d.c.Bridge.GitHubTokenFile, "GitHub token file"},
+		{d.c.Bridge.SlackSigningSecretFile, "Slack signing secret file", true},
+		{d.c.Bridge.SlackBotTokenFile, "Slack bot token file", true},
+		{d.c.Bridge.GitHubTokenFile, "GitHub token file", false},
 	} {
 		if s.path != "" {
-			out = append(out, namedFile{d.c.Abs(s.path), s.what})
+			out = append(out, namedFile{d.c.Abs(s.path), s.what, s.slack})
 		}
 	}
 	return out
@@ -739,7 +758,7 @@ func (d *doctor) bridgeSecrets() []namedFile {
 func (d *doctor) principalKeys() {
 	c, a := d.c, d.a
 	done := map[string]bool{}
-	for _, k := range []namedFile{{c.RunnerKey, "runner key"}, {c.Bridge.Key, "bridge key"}} {
+	for _, k := range []namedFile{{path: c.RunnerKey, what: "runner key"}, {path: c.Bridge.Key, what: "bridge key"}} {
 		if k.path == "" {
 			continue
 		}

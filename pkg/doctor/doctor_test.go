@@ -184,6 +184,18 @@ func TestCorrectDeploymentIsClean(t *testing.T) {
 	}
 }
 
+// A [bridge] table whose bridges are off (no slack_channel, no
+// github_repo) names files nothing reads: their absence is no finding
+// (issue 29: DEPLOYMENT's "only with bridges" snippet, pasted, was a
+// critical).
+func TestBridgeFilesOfABridgeThatIsOff(t *testing.T) {
+	d := deployment(t, "")
+	d.config(t, "", "[bridge]\nkey = \"keys/bridge.key\"\nslack_signing_secret_file = \"bridge/slack-signing-secret\"\n")
+	if fs := d.check(t, agent); len(weaknesses(fs)) > 0 {
+		t.Fatalf("bridges off, their files absent: want no findings, got %v", weaknesses(fs))
+	}
+}
+
 // Each case weakens a correct deployment in one way; doctor must name it,
 // with the check's severity. Each case fails if its check is removed.
 func TestEachWeaknessIsFound(t *testing.T) {
@@ -344,8 +356,16 @@ func TestEachWeaknessIsFound(t *testing.T) {
 		{"no service: local mode", func(t *testing.T, d *dep) {
 			write(t, d.cfg, "runner_key = \"keys/runner.key\"\nstate = \""+d.state+"\"\n")
 		}, "boundary", Warning, "no trust boundary"},
-		{"bridge key missing", func(t *testing.T, d *dep) { d.config(t, "", "[bridge]\nkey = \"keys/bridge.key\"\n") }, "bridge-key-missing", Critical, ""},
-		{"bridge secret missing", func(t *testing.T, d *dep) { d.config(t, "", "[bridge]\ngithub_token_file = \"github-token\"\n") }, "bridge-secret-missing", Critical, "GitHub token"},
+		{"bridge key missing", func(t *testing.T, d *dep) {
+			d.config(t, "", "[bridge]\nkey = \"keys/bridge.key\"\nslack_channel = \"#prod\"\n")
+		}, "bridge-key-missing", Critical, ""},
+		{"bridge secret missing", func(t *testing.T, d *dep) {
+			d.config(t, "", "[bridge]\ngithub_repo = \"acme/deploys\"\ngithub_token_file = \"github-token\"\n")
+		}, "bridge-secret-missing", Critical, "GitHub token"},
+		{"secret of a bridge that is off, readable", func(t *testing.T, d *dep) {
+			write(t, filepath.Join(d.dir, "github-token"), "t")
+			d.config(t, "", "[bridge]\ngithub_token_file = \"github-token\"\n")
+		}, "key-mode", Critical, "GitHub token"},
 		{"bridge secret mode", func(t *testing.T, d *dep) {
 			must(t, os.WriteFile(filepath.Join(d.dir, "keys", "github-token"), []byte("t"), 0o640))
 			d.config(t, "", "[bridge]\ngithub_token_file = \"keys/github-token\"\n")

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -591,10 +592,15 @@ func (s *Server) handle(ctx context.Context, call *Call) (code int) {
 
 // Listen listens on path: the socket systemd handed over (LISTEN_FDS, socket
 // activation) when there is one, else a new socket at path with mode,
-// replacing a stale one.
+// replacing a stale one, in a directory PrepareSocketDir checked (and
+// created when missing).
 func Listen(path string, mode os.FileMode) (*net.UnixListener, error) {
 	if l, err := activated(); l != nil || err != nil {
 		return l, err
+	}
+	uid := os.Getuid()
+	if err := PrepareSocketDir(path, uid); err != nil {
+		return nil, err
 	}
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		// A socket left by a service that died: nobody answers on it.
@@ -606,6 +612,12 @@ func Listen(path string, mode os.FileMode) (*net.UnixListener, error) {
 	}
 	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
+		if errors.Is(err, syscall.EACCES) {
+			// Root's directory, as systemd makes it for its socket unit.
+			dir := filepath.Dir(path)
+			return nil, fmt.Errorf("%w: serve (%s) cannot write %s; without systemd's socket unit the directory must be the service's: as root, install -d -o %s -m 0755 %s",
+				err, account(uid), dir, account(uid), dir)
+		}
 		return nil, err
 	}
 	l.SetUnlinkOnClose(true)
