@@ -7,8 +7,10 @@
 // LocalAPI, what a caller may read is decided per call, in the service,
 // from the caller's credentials ([Redact]).
 //
-// The calls here are the first on the API (ops list, whoami, status);
-// the others still run as commands inside the service
+// The calls here are ops list, whoami, status, and the calls that add a
+// signed record to a plan (file, decide, gera, withdraw, freeze grant,
+// break-glass and its review); the others still run as commands inside
+// the service
 // (docs/adr/0038-one-typed-api.md says which, and the plan for them).
 package api
 
@@ -42,6 +44,26 @@ type API interface {
 	// Wait is Status once the plan's decision request is no longer
 	// pending, or once req.Timeout passes or ctx ends (Pending).
 	Wait(ctx context.Context, req WaitRequest) (*WaitResult, error)
+
+	// File stores an operator's certainty record for a plan (role
+	// operator; not the planner).
+	File(ctx context.Context, req FileRequest) (*FileResult, error)
+	// Decide stores an approver's approve or deny of a plan's certainty
+	// record (role approver; a deny may come from anyone holding it).
+	Decide(ctx context.Context, req DecideRequest) (*DecideResult, error)
+	// Gera stores a standing go or no-go for a plan (role gera).
+	Gera(ctx context.Context, req GeraRequest) (*GeraResult, error)
+	// Withdraw stores the planner's withdrawal of its own plan.
+	Withdraw(ctx context.Context, req WithdrawRequest) (*WithdrawResult, error)
+	// FreezeGrant stores a grant of a plan through one freeze (role
+	// freeze; not the planner).
+	FreezeGrant(ctx context.Context, req FreezeGrantRequest) (*FreezeGrantResult, error)
+	// BreakGlass stores a break-glass record for a plan (role
+	// break-glass).
+	BreakGlass(ctx context.Context, req BreakGlassRequest) (*BreakGlassResult, error)
+	// BreakGlassReview stores a review of a break-glass run and writes it
+	// to the journal (role approver; not the breaker).
+	BreakGlassReview(ctx context.Context, req BreakGlassReviewRequest) (*BreakGlassReviewResult, error)
 }
 
 // OpsResult is the registry.

@@ -192,6 +192,50 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			// client for may be missing from it: end the call, silently.
 			return ExitSignalled, nil
 		}
+	// The calls that sign with the caller's key: a caller with no key of
+	// the policy is refused by the key lookup (Factory.Actor).
+	case "file":
+		var r api.FileRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.File(ctx, r)
+	case "decide":
+		var r api.DecideRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.Decide(ctx, r)
+	case "gera":
+		var r api.GeraRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.Gera(ctx, r)
+	case "withdraw":
+		var r api.WithdrawRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.Withdraw(ctx, r)
+	case "freeze-grant":
+		var r api.FreezeGrantRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.FreezeGrant(ctx, r)
+	case "break-glass":
+		var r api.BreakGlassRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.BreakGlass(ctx, r)
+	case "break-glass-review":
+		var r api.BreakGlassReviewRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.BreakGlassReview(ctx, r)
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
 	}

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,22 +31,62 @@ type apiWorld struct {
 	local   *Factory
 	client  *Factory // a client of the service, with the agent's key
 	keyless *Factory // a client of the service, with no key
+	// factory builds a Factory with env; clientConfig is the client's
+	// configuration.
+	factory      func(env map[string]string) *Factory
+	clientConfig string
+	// clock is the world's time as the service reads it (another
+	// goroutine): setNow moves it and h's together.
+	clock atomic.Value
+}
+
+// setNow sets the clock of every Factory of the world.
+func (w *apiWorld) setNow(t time.Time) {
+	w.h.now = t
+	w.clock.Store(t)
+}
+
+// as returns f in-process and f a client of the service, each acting
+// with principal's key.
+func (w *apiWorld) as(principal string) (local, client *Factory) {
+	key := w.h.key(principal)
+	return w.factory(map[string]string{"PROD_WRITE_CONFIG": filepath.Join(w.h.dir, "prod-write.toml"), "PROD_WRITE_KEY": key}),
+		w.factory(map[string]string{"PROD_WRITE_CONFIG": w.clientConfig, "PROD_WRITE_KEY": key})
 }
 
 func newAPIWorld(t *testing.T) *apiWorld {
 	h := newRunHarness(t)
-	op := "[[operation]]\nname = \"noop\"\ndescription = \"does nothing\"\nprogram = \"true\"\ntargets = [\"staging\"]\n[operation.params.name]\npattern = \"^[a-z]+$\"\n[operation.approval]\npaths = [\"record+approvals\"]\n"
+	op := "[[operation]]\nname = \"noop\"\ndescription = \"does nothing\"\nprogram = \"true\"\ntargets = [\"staging\"]\n[operation.params.name]\npattern = \"^[a-z]+$\"\n[operation.approval]\npaths = [\"record+approvals\", \"gera\", \"break-glass\"]\n"
 	if err := os.WriteFile(filepath.Join(h.dir, "operations", "noop.toml"), []byte(op), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// cab grants through freezes and breaks glass; past is a freeze.
+	code, stdout, stderr := h.run("keygen", "--out", h.key("cab"), "--json")
+	var kg struct {
+		PublicKey string `json:"public_key"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &kg) != nil || kg.PublicKey == "" {
+		t.Fatalf("keygen: %d %s %s", code, stdout, stderr)
+	}
+	tf, err := os.OpenFile(filepath.Join(h.dir, "trust.toml"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(tf, "\n[[principal]]\nid = \"cab\"\nroles = [\"freeze\", \"break-glass\"]\nkey = %q\n\n[[freeze]]\nname = \"past\"\nstart = \"2001-01-01\"\nend = \"2001-01-02\"\ntime_zone = \"UTC\"\n", kg.PublicKey)
+	if err := tf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w := &apiWorld{h: h}
+	w.clock.Store(h.now)
 	factory := func(env map[string]string) *Factory {
 		return &Factory{
-			IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: func() time.Time { return h.now },
+			IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: func() time.Time { return w.clock.Load().(time.Time) },
 			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 			Getwd:     func() (string, error) { return h.dir, nil },
 		}
 	}
-	w := &apiWorld{h: h, local: factory(map[string]string{"PROD_WRITE_CONFIG": filepath.Join(h.dir, "prod-write.toml"), "PROD_WRITE_KEY": h.key("agent")})}
+	w.factory = factory
+	w.local = factory(map[string]string{"PROD_WRITE_CONFIG": filepath.Join(h.dir, "prod-write.toml"), "PROD_WRITE_KEY": h.key("agent")})
 
 	// Beside the client's configuration, in a directory every account may
 	// enter: the keyless caller is another account (t.TempDir's parent is
@@ -78,6 +121,7 @@ func newAPIWorld(t *testing.T) *apiWorld {
 	if err := os.WriteFile(client, []byte("[service]\nsocket = \""+sock+"\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	w.clientConfig = client
 	w.client = factory(map[string]string{"PROD_WRITE_CONFIG": client, "PROD_WRITE_KEY": h.key("agent")})
 	w.keyless = factory(map[string]string{"PROD_WRITE_CONFIG": client})
 	w.keyless.Getwd = func() (string, error) { return "/", nil }
@@ -157,6 +201,153 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 			}
 		})
 	}
+	// The calls that sign a record: each implementation acts on its own
+	// fresh plan (the same but for one parameter), with the same clock, so
+	// the results are the same once what names the plan is normalised
+	// (fingerprint, parameter, record ids, run id).
+	h := w.h
+	file := func(t *testing.T, fp string) string {
+		if code, _, stderr := h.run("file", fp, "--key", h.key("smith"), "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"); code != 0 {
+			t.Fatal(stderr)
+		}
+		return ""
+	}
+	// A review must be issued after the record it reviews: each
+	// implementation's breaks glass at start and is reviewed a second
+	// later (so the second's break-glass sees the first's run reviewed).
+	start := h.now
+	t.Cleanup(func() { w.setNow(start) })
+	breakAndRun := func(t *testing.T, fp string) string {
+		w.setNow(start)
+		defer w.setNow(start.Add(time.Second))
+		if code, _, stderr := h.run("break-glass", fp, "--reason", "r", "--incident", "INC-1", "--key", h.key("cab")); code != 0 {
+			t.Fatal(stderr)
+		}
+		if code, _, stderr := h.run("run", fp); code != 0 {
+			t.Fatal(stderr)
+		}
+		code, stdout, stderr := h.run("receipts", "list", "--json")
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		run := ""
+		dec := json.NewDecoder(strings.NewReader(stdout))
+		for {
+			var r struct {
+				RunID       string `json:"run_id"`
+				Fingerprint string `json:"fingerprint"`
+				Kind        string `json:"kind"`
+			}
+			if dec.Decode(&r) != nil {
+				break
+			}
+			if r.Fingerprint == fp && r.Kind == "intent" {
+				run = r.RunID
+			}
+		}
+		if run == "" {
+			t.Fatalf("no run of %s in receipts list: %s", fp, stdout)
+		}
+		return run
+	}
+	writes := []struct {
+		name  string
+		actor string
+		// setup prepares the plan fp in local mode; what it returns is
+		// call's arg.
+		setup func(t *testing.T, fp string) string
+		call  func(a api.API, fp, arg string) (any, error)
+	}{
+		{"file", "smith", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.File(ctx, api.FileRequest{Fingerprint: fp, Summary: "s", Effect: "e", BlastRadius: "b", Rollback: "r", Certainty: "medium", TTL: time.Hour})
+		}},
+		{"decide approve", "alice", file, func(a api.API, fp, _ string) (any, error) {
+			return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "approve", Reason: "ok"})
+		}},
+		{"decide deny without a record", "alice", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "deny"})
+		}},
+		{"decide approve by the filer", "smith", file, func(a api.API, fp, _ string) (any, error) {
+			return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "approve"})
+		}},
+		// Checked by the API as by the command line: the service takes
+		// requests from any client.
+		{"decide maybe", "alice", file, func(a api.API, fp, _ string) (any, error) {
+			return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "maybe"})
+		}},
+		{"gera go for no runs", "gera", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "go"})
+		}},
+		{"file with no summary", "smith", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.File(ctx, api.FileRequest{Fingerprint: fp, Effect: "e", BlastRadius: "b", Rollback: "r", Certainty: "high"})
+		}},
+		{"break-glass with no incident", "cab", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.BreakGlass(ctx, api.BreakGlassRequest{Fingerprint: fp, Reason: "r", Incident: " "})
+		}},
+		{"gera go", "gera", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "go", Uses: 3, Reason: "r"})
+		}},
+		{"gera no-go", "gera", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "no-go", Uses: 3})
+		}},
+		{"withdraw", "agent", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.Withdraw(ctx, api.WithdrawRequest{Fingerprint: fp})
+		}},
+		{"withdraw by another", "alice", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.Withdraw(ctx, api.WithdrawRequest{Fingerprint: fp})
+		}},
+		{"freeze grant", "cab", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.FreezeGrant(ctx, api.FreezeGrantRequest{Fingerprint: fp, Freeze: "past", Reason: "INC-1"})
+		}},
+		{"freeze grant through no freeze", "cab", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.FreezeGrant(ctx, api.FreezeGrantRequest{Fingerprint: fp, Freeze: "nope", Reason: "INC-1"})
+		}},
+		{"break-glass", "cab", nil, func(a api.API, fp, _ string) (any, error) {
+			return a.BreakGlass(ctx, api.BreakGlassRequest{Fingerprint: fp, Reason: "api down", Incident: "INC-2"})
+		}},
+		{"break-glass review", "alice", breakAndRun, func(a api.API, _, run string) (any, error) {
+			return a.BreakGlassReview(ctx, api.BreakGlassReviewRequest{Run: run, Notes: "fine"})
+		}},
+	}
+	for i, c := range writes {
+		t.Run(c.name, func(t *testing.T) {
+			local, client := w.as(c.actor)
+			var want, wantErr string
+			for j, im := range []struct {
+				name string
+				api  api.API
+			}{{"in-process", localAPI{f: local}}, {"socket", serviceAPI{f: client}}} {
+				// A parameter of its own, so a plan of its own.
+				name := strings.Repeat(string(rune('a'+i)), 2) + []string{"local", "socket"}[j]
+				fp := h.plan("noop", "--param", "name="+name)
+				arg := ""
+				if c.setup != nil {
+					arg = c.setup(t, fp)
+				}
+				got, err := c.call(im.api, fp, arg)
+				b, _ := json.Marshal(got)
+				g, errText := normalised(t, b, fp, name, arg), ""
+				if err != nil {
+					g, errText = "", normalised(t, []byte(err.Error()), fp, name, arg)
+				}
+				if j == 0 {
+					want, wantErr = g, errText
+					if strings.Contains(c.name, " by ") || strings.Contains(c.name, " no ") || strings.HasSuffix(c.name, " maybe") {
+						if err == nil {
+							t.Fatalf("%s: no refusal: %s", im.name, b)
+						}
+					} else if err != nil {
+						t.Fatalf("%s: %v", im.name, err)
+					}
+					continue
+				}
+				if g != want || errText != wantErr {
+					t.Errorf("%s answers\n%s (%q)\nwhere in-process answers\n%s (%q)", im.name, g, errText, want, wantErr)
+				}
+			}
+		})
+	}
+
 	// The MCP status tool returns the API's result, in-process and through
 	// the service alike.
 	want, _ := localAPI{f: w.local}.Status(ctx, api.StatusRequest{Fingerprint: fp})
@@ -214,5 +405,143 @@ func TestAPIStatusRedactedForAKeylessCaller(t *testing.T) {
 	r, err = serviceAPI{f: w.client}.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
 	if err != nil || r.Redacted || r.Plan == nil || r.Plan.Params["name"] != "secretive" {
 		t.Fatalf("status with the agent's key: %+v %v", r, err)
+	}
+}
+
+// normalised is b with what names one implementation's plan replaced:
+// its fingerprint, its parameter, the run arg names, and the ids of the
+// records signed for it (each record binds the fingerprint).
+func normalised(t *testing.T, b []byte, fp, param, run string) string {
+	t.Helper()
+	s := strings.NewReplacer(fp, "FP", param, "PARAM").Replace(string(b))
+	if run != "" {
+		s = strings.ReplaceAll(s, run, "RUN")
+	}
+	var doc map[string]any
+	if json.Unmarshal([]byte(s), &doc) != nil {
+		return s // an error's text
+	}
+	for _, k := range []string{"id", "record"} {
+		if _, ok := doc[k].(string); ok {
+			doc[k] = "ID"
+		}
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// A caller with no key of the policy, through the service, is refused each
+// call that signs a record (file, decide, gera, withdraw, freeze grant,
+// break-glass and its review) by the key lookup, and the refusal shows
+// nothing the plan binds: no argv, params, file paths or environment
+// values. Nothing is stored. Tried without a key, and with a key the
+// policy does not know.
+func TestAPIWritesRefuseAKeylessCaller(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to call as a second account")
+	}
+	w := newAPIWorld(t)
+	h := w.h
+	cfg := filepath.Join(h.dir, "secret-app.toml")
+	if err := os.WriteFile(cfg, []byte("password = \"hunter2\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.env["AWS_REGION"] = "region-value-kept-private"
+	push := h.plan("config-push", "--param", "service=secretive", "--file", "config="+cfg)
+	noop := h.plan("noop", "--param", "name=secretive")
+	secretish := []string{"secretive", cfg, h.dir, "region-value-kept-private", "hunter2"}
+
+	// A key of no principal, readable by nobody's account.
+	foreign := filepath.Join(filepath.Dir(w.clientConfig), "foreign.key")
+	if code, _, stderr := h.run("keygen", "--out", foreign); code != 0 {
+		t.Fatal(stderr)
+	}
+	if err := os.Chown(foreign, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	foreignKey := w.factory(map[string]string{"PROD_WRITE_CONFIG": w.clientConfig, "PROD_WRITE_KEY": foreign})
+	foreignKey.Getwd = func() (string, error) { return "/", nil }
+
+	evidence := func(fp string) int {
+		r, err := localAPI{f: w.local}.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r.Evidence)
+	}
+	before := map[string]int{push: evidence(push), noop: evidence(noop)}
+	ctx := context.Background()
+	for _, fp := range []string{push, noop} {
+		calls := map[string]func(api.API) (any, error){
+			"file": func(a api.API) (any, error) {
+				return a.File(ctx, api.FileRequest{Fingerprint: fp, Summary: "s", Effect: "e", BlastRadius: "b", Rollback: "r", Certainty: "high"})
+			},
+			"decide approve": func(a api.API) (any, error) {
+				return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "approve"})
+			},
+			"decide deny": func(a api.API) (any, error) { return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "deny"}) },
+			"gera go": func(a api.API) (any, error) {
+				return a.Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "go", Uses: 1})
+			},
+			"gera no-go": func(a api.API) (any, error) { return a.Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "no-go"}) },
+			"withdraw":   func(a api.API) (any, error) { return a.Withdraw(ctx, api.WithdrawRequest{Fingerprint: fp}) },
+			"freeze grant": func(a api.API) (any, error) {
+				return a.FreezeGrant(ctx, api.FreezeGrantRequest{Fingerprint: fp, Freeze: "past", Reason: "r"})
+			},
+			"break-glass": func(a api.API) (any, error) {
+				return a.BreakGlass(ctx, api.BreakGlassRequest{Fingerprint: fp, Reason: "r", Incident: "INC-1"})
+			},
+			"break-glass review": func(a api.API) (any, error) {
+				return a.BreakGlassReview(ctx, api.BreakGlassReviewRequest{Run: fp[7:19]})
+			},
+		}
+		for name, call := range calls {
+			for who, f := range map[string]*Factory{"no key": w.keyless, "a key of no principal": foreignKey} {
+				type answer struct {
+					r   any
+					err error
+				}
+				got := make(chan answer, 1)
+				go func() {
+					// nobody (65534), on this thread alone, as in
+					// TestAPIStatusRedactedForAKeylessCaller.
+					runtime.LockOSThread() // never unlocked: the thread ends with its changed ids
+					if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 65534, 65534, 65534); e != 0 {
+						got <- answer{err: e}
+						return
+					}
+					r, err := call(serviceAPI{f: f})
+					got <- answer{r, err}
+				}()
+				a := <-got
+				if a.err == nil {
+					t.Errorf("%s with %s: not refused: %+v", name, who, a.r)
+					continue
+				}
+				if errors.Is(a.err, unix.EPERM) {
+					t.Fatal(a.err)
+				}
+				b, _ := json.Marshal(a.err)
+				text := a.err.Error() + string(b)
+				for _, s := range secretish {
+					if strings.Contains(text, s) {
+						t.Errorf("%s with %s shows %q: %s", name, who, s, text)
+					}
+				}
+				// Refused by the key (none, or of no principal), or by
+				// what the registry says of every plan's operation.
+				if !strings.Contains(text, "key") && !strings.Contains(text, "does not allow break-glass") {
+					t.Errorf("%s with %s: refused for another reason: %s", name, who, text)
+				}
+			}
+		}
+	}
+	for fp, n := range before {
+		if got := evidence(fp); got != n {
+			t.Errorf("%s: %d pieces of evidence after keyless calls, %d before", fp, got, n)
+		}
 	}
 }

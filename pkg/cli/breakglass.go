@@ -14,6 +14,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/runner"
@@ -64,7 +65,7 @@ still wins.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return f.dispatch("break-glass", opts, nil, func() error { return breakGlassRun(opts) })
+			return breakGlassShow(opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why the usual approvals cannot wait")
@@ -87,7 +88,7 @@ the breaker cannot break glass again. Nobody reviews their own.`,
 			if reviewF != nil {
 				return reviewF(ropts)
 			}
-			return f.dispatch("break-glass-review", ropts, nil, func() error { return breakGlassReviewRun(ropts) })
+			return breakGlassReviewShow(ropts)
 		},
 	}
 	review.Flags().StringVar(&ropts.Notes, "notes", "", "what the review found")
@@ -95,71 +96,21 @@ the breaker cannot break glass again. Nobody reviews their own.`,
 	return cmd
 }
 
-func breakGlassRun(o *BreakGlassOptions) error {
-	// Checked here, not only by the command line: the service takes the
-	// options from any client.
-	if strings.TrimSpace(o.Reason) == "" || strings.TrimSpace(o.Incident) == "" {
-		return &usageError{msg: "--reason and --incident are required"}
-	}
-	o.F.postsDecisions = true // notifying needs prod-write-net
-	pc, err := loadPlan(o.F, o.Fingerprint)
+// breakGlassShow is break-glass: the API's call (in-process, or the
+// runner service's), its result rendered here, on the caller's side.
+func breakGlassShow(o *BreakGlassOptions) error {
+	a, err := o.F.api()
 	if err != nil {
 		return err
 	}
-	if !pc.Op.Accepts(operations.PathBreakGlass) {
-		return pc.Refuse(refusal.NoApproval, "operation %s does not allow break-glass", pc.Op.Name).Needs("approval.paths with break-glass in the operation's definition")
-	}
-	// The planner may break glass on its own plan (ADR 0028), so not
-	// pc.actor, which refuses it.
-	k, pr, err := o.F.Actor(pc.Policy, approval.RoleBreakGlass)
-	if err != nil {
-		if r, ok := refusal.As(err); ok {
-			r.For(pc.Plan.Operation, pc.Plan.Fingerprint)
-		}
-		return err
-	}
-	ttl := o.TTL
-	if ttl <= 0 {
-		ttl = min(operations.DefaultBreakGlassTTL, pc.Op.BreakGlassCap())
-	}
-	if ttl > pc.Op.BreakGlassCap() {
-		return pc.Refuse(refusal.NoApproval, "--ttl %s exceeds operation %s's break-glass cap %s", ttl, pc.Op.Name, pc.Op.BreakGlassCap()).Needs(fmt.Sprintf("--ttl of at most %s", pc.Op.BreakGlassCap()))
-	}
-	now := o.F.Now().UTC()
-	b := approval.BreakGlass{Fingerprint: pc.Plan.Fingerprint, Breaker: pr.ID, Reason: o.Reason, Incident: o.Incident, Issued: now, Expires: now.Add(ttl)}
-	env, err := approval.Sign(k, approval.TypeBreakGlass, b)
+	res, err := a.BreakGlass(context.Background(), api.BreakGlassRequest{Fingerprint: o.Fingerprint, Reason: o.Reason, Incident: o.Incident, TTL: o.TTL})
 	if err != nil {
 		return err
 	}
-	id, err := approval.ID(env)
-	if err != nil {
-		return err
-	}
-	// Refuse now what the gate would refuse at run: an earlier run of
-	// this breaker nobody has reviewed. Nothing is stored then.
-	hist, problems, err := runner.BreakGlassHistory(pc.Store, pc.Policy, pc.Plan.Fingerprint, []*approval.Envelope{env})
-	if err != nil {
-		return err
-	}
-	if len(problems) == 0 {
-		_, gerr := approval.Evaluate(approval.Input{Plan: pc.Envelope, Evidence: []*approval.Envelope{env}, Policy: pc.Policy, Op: pc.Op, Now: now, BreakGlass: hist, PreconditionUnchecked: true})
-		if r, ok := refusal.As(gerr); ok && r.Code == refusal.BreakGlassUnreviewed {
-			return r
-		}
-	}
-	// The breaker's index first: a record stored as evidence but missing
-	// from it could run while the history the gate counts lacks it.
-	if err := store.PutBreakGlass(pc.Store, pr.ID, id, env); err != nil {
-		return fmt.Errorf("storing record under %s: %w", pr.ID, err)
-	}
-	if err := pc.Store.PutEvidence(pc.Plan.Fingerprint, id, env); err != nil {
-		return fmt.Errorf("storing record: %w", err)
-	}
-	notifyBreakGlass(o.F, pc, id, &b)
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlass, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "break-glass", Incident: o.Incident, Issued: now, Expires: b.Expires})
+		return printJSON(o.F.IO.Out, res.Written)
 	}
-	fmt.Fprintf(o.F.IO.Out, "break-glass by %s for %s, incident %s (%s; expires %s): run it now; the approvers it skips will be notified\n", pr.ID, pc.Plan.Fingerprint, bridge.Clean(o.Incident), id, b.Expires.Format(time.RFC3339))
+	fmt.Fprintf(o.F.IO.Out, "break-glass by %s for %s, incident %s (%s; expires %s): run it now; the approvers it skips will be notified\n", res.Actor, res.Fingerprint, bridge.Clean(res.Incident), res.ID, res.Expires.Format(time.RFC3339))
 	return nil
 }
 
@@ -205,23 +156,44 @@ func notifyBreakGlass(f *Factory, pc *planContext, id string, b *approval.BreakG
 	}
 }
 
-func breakGlassReviewRun(o *BreakGlassReviewOptions) error {
-	f := o.F
-	c, err := f.Config()
+// breakGlassReviewShow is break-glass review: the API's call, its result
+// rendered here.
+func breakGlassReviewShow(o *BreakGlassReviewOptions) error {
+	a, err := o.F.api()
 	if err != nil {
 		return err
+	}
+	res, err := a.BreakGlassReview(context.Background(), api.BreakGlassReviewRequest{Run: o.Run, Notes: o.Notes})
+	if err != nil {
+		return err
+	}
+	if o.F.JSON {
+		return printJSON(o.F.IO.Out, res.Written)
+	}
+	fmt.Fprintf(o.F.IO.Out, "break-glass run %s by %s reviewed by %s (%s)\n", res.RunID, res.Breaker, res.Actor, res.ID)
+	return nil
+}
+
+// breakGlassReview signs o's review of a break-glass run as f's caller,
+// stores it under the breaker and writes it to the journal. It stays here,
+// not in pkg/runner, because it reads the journal and the runner identity
+// through f (openJournal, runnerIdentity), as receipts and run do.
+func breakGlassReview(f *Factory, o api.BreakGlassReviewRequest) (*api.BreakGlassReviewResult, error) {
+	c, err := f.Config()
+	if err != nil {
+		return nil, err
 	}
 	p, err := f.Policy(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	k, pr, err := f.Actor(p, approval.RoleApprover)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in, runID, err := findBreakGlassRun(f, o.Run)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var rec *approval.Signed
 	for _, env := range in.Evidence {
@@ -230,50 +202,49 @@ func breakGlassReviewRun(o *BreakGlassReviewOptions) error {
 		}
 	}
 	if rec == nil {
-		return &dataError{err: fmt.Errorf("run %s's intent does not carry its break-glass record", runID)}
+		return nil, &dataError{err: fmt.Errorf("run %s's intent does not carry its break-glass record", runID)}
 	}
 	var b approval.BreakGlass
 	if err := rec.Decode(&b); err != nil {
-		return err
+		return nil, err
 	}
 	if b.Breaker == pr.ID {
-		return refusal.New(refusal.SelfApproval, "%s broke glass in run %s and cannot also review it", pr.ID, runID).For(in.Operation.Name, in.Fingerprint).Needs("a review by another approver")
+		return nil, refusal.New(refusal.SelfApproval, "%s broke glass in run %s and cannot also review it", pr.ID, runID).For(in.Operation.Name, in.Fingerprint).Needs("a review by another approver")
 	}
 	now := f.Now().UTC()
 	r := approval.BreakGlassReview{Record: rec.ID, Fingerprint: b.Fingerprint, Breaker: b.Breaker, Reviewer: pr.ID, Notes: o.Notes, Issued: now}
 	env, err := approval.Sign(k, approval.TypeBreakGlassReview, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	id, err := approval.ID(env)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The review receipt needs the runner key: settled before anything is
 	// stored.
 	rk, rp, err := f.runnerIdentity(c, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st, err := f.Store(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := store.PutBreakGlass(st, b.Breaker, id, env); err != nil {
-		return fmt.Errorf("storing review: %w", err)
+		return nil, fmt.Errorf("storing review: %w", err)
 	}
 	// And in the journal, signed by the runner, so that replay of the
 	// journal alone sees the run reviewed (ADR 0028): the reviewer's
 	// signature is what replay verifies.
 	j := &receipts.Journal{Path: c.JournalPath(), Key: rk, Runner: rp.ID, Host: runner.JournalHost(c.Host), Now: f.Now, Sync: f.JournalSync}
 	if _, err := j.Append(&receipts.Receipt{Kind: receipts.KindReview, RunID: runID, Review: &receipts.Review{Review: env}}); err != nil {
-		return fmt.Errorf("review %s stored, but writing its review receipt: %w", id, err)
+		return nil, fmt.Errorf("review %s stored, but writing its review receipt: %w", id, err)
 	}
-	if f.JSON {
-		return printJSON(f.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlassReview, ID: id, Actor: pr.ID, Fingerprint: b.Fingerprint, Verdict: "review", Record: rec.ID, RunID: runID, Issued: now})
-	}
-	fmt.Fprintf(f.IO.Out, "break-glass run %s by %s reviewed by %s (%s)\n", runID, b.Breaker, pr.ID, id)
-	return nil
+	return &api.BreakGlassReviewResult{
+		Written: api.Written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlassReview, ID: id, Actor: pr.ID, Fingerprint: b.Fingerprint, Verdict: "review", Record: rec.ID, RunID: runID, Issued: now},
+		Breaker: b.Breaker,
+	}, nil
 }
 
 // findBreakGlassRun finds the intent of run (an id or a prefix of at least

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -69,9 +71,8 @@ func (f *Factory) resolveFingerprint(c *config.Config, fp string) (string, error
 }
 
 // actor loads the acting key for a command that acts on pc's plan in role,
-// refusing anyone acting on a plan they planned (SPEC §3 rule 6) — unless
-// the act is a veto, which anyone holding the role may cast, the planner
-// included: a veto only reduces what may run.
+// refusing anyone acting on a plan they planned, except to veto it
+// (runner.PlanContext.Acts).
 func (pc *planContext) actor(f *Factory, role string, veto bool) (*keys.Private, *approval.Principal, error) {
 	k, pr, err := f.Actor(pc.Policy, role)
 	if err != nil {
@@ -80,35 +81,10 @@ func (pc *planContext) actor(f *Factory, role string, veto bool) (*keys.Private,
 		}
 		return nil, nil, err
 	}
-	if pr.ID == pc.Plan.Planner && !veto {
-		return nil, nil, pc.Refuse(refusal.SelfApproval, "%s planned this; no principal acts on its own plan except to withdraw it", pr.ID).Needs("another " + role)
+	if err := pc.Acts(pr, role, veto); err != nil {
+		return nil, nil, err
 	}
 	return k, pr, nil
-}
-
-// put signs v as a record of payloadType with k and stores it as evidence
-// for pc's plan, returning its id.
-func (pc *planContext) put(k *keys.Private, payloadType string, v any) (string, error) {
-	env, err := approval.Sign(k, payloadType, v)
-	if err != nil {
-		return "", err
-	}
-	id, err := approval.ID(env)
-	if err != nil {
-		return "", err
-	}
-	if err := pc.Store.PutEvidence(pc.Plan.Fingerprint, id, env); err != nil {
-		return "", fmt.Errorf("storing record: %w", err)
-	}
-	return id, nil
-}
-
-// expiry returns now+ttl, with ttl defaulting to the operation's.
-func (pc *planContext) expiry(now time.Time, ttl time.Duration) time.Time {
-	if ttl <= 0 {
-		ttl = pc.Op.ApprovalTTL()
-	}
-	return now.Add(ttl)
 }
 
 // FileOptions are file's inputs.
@@ -147,7 +123,7 @@ it with decide (or on a bridge).`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return f.dispatch("file", opts, nil, func() error { return fileRun(opts) })
+			return fileShow(opts)
 		},
 	}
 	cmd.Flags().StringVar(&r.Summary, "summary", "", "what the plan does")
@@ -159,31 +135,28 @@ it with decide (or on a bridge).`,
 	return cmd
 }
 
-func fileRun(o *FileOptions) error {
-	o.F.postsDecisions = true // posting needs prod-write-net
-	pc, err := loadPlan(o.F, o.Fingerprint)
+// fileShow is file: the API's call (in-process, or the runner service's),
+// its result rendered here, on the caller's side.
+func fileShow(o *FileOptions) error {
+	a, err := o.F.api()
 	if err != nil {
 		return err
 	}
-	k, pr, err := pc.actor(o.F, approval.RoleOperator, false)
+	r := o.Record
+	res, err := a.File(context.Background(), api.FileRequest{
+		Fingerprint: o.Fingerprint, Summary: r.Summary, Effect: r.Effect, BlastRadius: r.BlastRadius,
+		Rollback: r.Rollback, Certainty: r.Certainty, TTL: o.TTL,
+	})
 	if err != nil {
 		return err
 	}
-	now := o.F.Now().UTC()
-	rec := o.Record
-	rec.Fingerprint, rec.Filer, rec.Issued, rec.Expires = pc.Plan.Fingerprint, pr.ID, now, pc.expiry(now, o.TTL)
-	id, err := pc.put(k, approval.TypeSmith, rec)
-	if err != nil {
-		return err
-	}
-	notifyFiled(o.F, pc, id)
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindRecord, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "record", Issued: now, Expires: rec.Expires})
+		return printJSON(o.F.IO.Out, res.Written)
 	}
 	w := o.F.IO.Out
-	fmt.Fprintf(w, "%s vouches for this plan:\n", pr.ID)
-	printPlan(w, pc.Plan)
-	fmt.Fprintf(w, "record:      %s (certainty %s, expires %s)\n", id, rec.Certainty, rec.Expires.Format(time.RFC3339))
+	fmt.Fprintf(w, "%s vouches for this plan:\n", res.Actor)
+	printPlan(w, res.Plan)
+	fmt.Fprintf(w, "record:      %s (certainty %s, expires %s)\n", res.ID, res.Certainty, res.Expires.Format(time.RFC3339))
 	return nil
 }
 
@@ -225,7 +198,7 @@ may run. Nobody approves a plan they planned or a record they filed.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return f.dispatch("decide", opts, nil, func() error { return decideRun(opts) })
+			return decideShow(opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why")
@@ -234,79 +207,27 @@ may run. Nobody approves a plan they planned or a record they filed.`,
 	return cmd
 }
 
-func decideRun(o *DecideOptions) error {
-	pc, err := loadPlan(o.F, o.Fingerprint)
+// decideShow is decide: the API's call, its result rendered here.
+func decideShow(o *DecideOptions) error {
+	a, err := o.F.api()
 	if err != nil {
 		return err
 	}
-	k, pr, err := pc.actor(o.F, approval.RoleApprover, o.Answer == approval.Deny)
-	if err != nil {
-		return err
-	}
-	now := o.F.Now().UTC()
-	rec, recID, err := pc.record(o.Record, now)
-	if err != nil {
-		return err
-	}
-	if rec == nil && o.Answer == approval.Approve {
-		return pc.Refuse(refusal.NoApproval, "there is no valid certainty record to approve").Needs("an operator's certainty record (prod-write file)")
-	}
-	if rec != nil && rec.Filer == pr.ID && o.Answer == approval.Approve {
-		return pc.Refuse(refusal.SelfApproval, "%s filed the certainty record and cannot also answer it", pr.ID).Needs("another approver")
-	}
-	ans := approval.Answer{
-		Fingerprint: pc.Plan.Fingerprint, Record: recID, Answer: o.Answer, Reason: o.Reason,
-		Approver: pr.ID, Issued: now, Expires: pc.expiry(now, o.TTL),
-	}
-	id, err := pc.put(k, approval.TypeTrinity, ans)
+	res, err := a.Decide(context.Background(), api.DecideRequest{Fingerprint: o.Fingerprint, Answer: o.Answer, Reason: o.Reason, Record: o.Record, TTL: o.TTL})
 	if err != nil {
 		return err
 	}
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindAnswer, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: o.Answer, Record: recID, Issued: now, Expires: ans.Expires})
+		return printJSON(o.F.IO.Out, res.Written)
 	}
 	w := o.F.IO.Out
-	printPlan(w, pc.Plan)
-	if rec != nil {
-		fmt.Fprintf(w, "record:      %s by %s, certainty %s\n", recID, rec.Filer, rec.Certainty)
+	printPlan(w, res.Plan)
+	if rec := res.Answered; rec != nil {
+		fmt.Fprintf(w, "record:      %s by %s, certainty %s\n", res.Record, rec.Filer, rec.Certainty)
 		fmt.Fprintf(w, "  summary:      %s\n  effect:       %s\n  blast radius: %s\n  rollback:     %s\n", rec.Summary, rec.Effect, rec.BlastRadius, rec.Rollback)
 	}
-	fmt.Fprintf(w, "answer:      %s by %s (%s, expires %s)\n", o.Answer, pr.ID, id, ans.Expires.Format(time.RFC3339))
+	fmt.Fprintf(w, "answer:      %s by %s (%s, expires %s)\n", res.Verdict, res.Actor, res.ID, res.Expires.Format(time.RFC3339))
 	return nil
-}
-
-// record finds the certainty record an answer answers: the one named, or
-// the newest that verifies and has not expired.
-func (pc *planContext) record(want string, now time.Time) (*approval.CertaintyRecord, string, error) {
-	evidence, _, err := pc.Store.Evidence(pc.Plan.Fingerprint)
-	if err != nil {
-		return nil, "", err
-	}
-	var best *approval.CertaintyRecord
-	bestID := ""
-	for _, env := range evidence {
-		s, err := pc.Policy.Open(env)
-		if err != nil || s.Type != approval.TypeSmith || !s.Signer.Has(approval.RoleOperator) {
-			continue
-		}
-		var c approval.CertaintyRecord
-		if s.Decode(&c) != nil || c.Fingerprint != pc.Plan.Fingerprint || c.Filer != s.Signer.ID {
-			continue
-		}
-		if want != "" {
-			if s.ID == want {
-				return &c, s.ID, nil
-			}
-			continue
-		}
-		if now.Before(c.Expires) && (best == nil || c.Issued.After(best.Issued)) {
-			best, bestID = &c, s.ID
-		}
-	}
-	if want != "" {
-		return nil, "", pc.Refuse(refusal.NoApproval, "no certainty record %s for this plan", want)
-	}
-	return best, bestID, nil
 }
 
 // GeraOptions are gera's inputs.
@@ -341,7 +262,7 @@ up to --uses times before it expires; a no-go vetoes it.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return f.dispatch("gera", opts, nil, func() error { return geraRun(opts) })
+			return geraShow(opts)
 		},
 	}
 	cmd.Flags().DurationVar(&opts.TTL, "ttl", 0, "how long the decision stands (default: the operation's approval ttl)")
@@ -350,30 +271,24 @@ up to --uses times before it expires; a no-go vetoes it.`,
 	return cmd
 }
 
-func geraRun(o *GeraOptions) error {
-	pc, err := loadPlan(o.F, o.Fingerprint)
+// geraShow is gera: the API's call, its result rendered here.
+func geraShow(o *GeraOptions) error {
+	a, err := o.F.api()
 	if err != nil {
 		return err
 	}
-	k, pr, err := pc.actor(o.F, approval.RoleGera, o.Decision == approval.NoGo)
-	if err != nil {
-		return err
-	}
-	now := o.F.Now().UTC()
-	uses := o.Uses
-	if o.Decision == approval.NoGo {
-		uses = 0
-	}
-	g := approval.GeraDecision{Fingerprint: pc.Plan.Fingerprint, Decision: o.Decision, Uses: uses, Decider: pr.ID,
-		Reason: o.Reason, Issued: now, Expires: pc.expiry(now, o.TTL)}
-	id, err := pc.put(k, approval.TypeGera, g)
+	res, err := a.Gera(context.Background(), api.GeraRequest{Fingerprint: o.Fingerprint, Decision: o.Decision, Uses: o.Uses, Reason: o.Reason, TTL: o.TTL})
 	if err != nil {
 		return err
 	}
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindGera, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: o.Decision, Uses: &uses, Issued: now, Expires: g.Expires})
+		return printJSON(o.F.IO.Out, res.Written)
 	}
-	fmt.Fprintf(o.F.IO.Out, "gera %s for %s by %s (%s; uses %d; expires %s)\n", o.Decision, pc.Plan.Fingerprint, pr.ID, id, uses, g.Expires.Format(time.RFC3339))
+	uses := 0
+	if res.Uses != nil {
+		uses = *res.Uses
+	}
+	fmt.Fprintf(o.F.IO.Out, "gera %s for %s by %s (%s; uses %d; expires %s)\n", res.Verdict, res.Fingerprint, res.Actor, res.ID, uses, res.Expires.Format(time.RFC3339))
 	return nil
 }
 
@@ -400,34 +315,25 @@ what may run.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return f.dispatch("withdraw", opts, nil, func() error { return withdrawRun(opts) })
+			return withdrawShow(opts)
 		},
 	}
 	return cmd
 }
 
-func withdrawRun(o *WithdrawOptions) error {
-	o.F.postsDecisions = true // posting needs prod-write-net
-	pc, err := loadPlan(o.F, o.Fingerprint)
+// withdrawShow is withdraw: the API's call, its result rendered here.
+func withdrawShow(o *WithdrawOptions) error {
+	a, err := o.F.api()
 	if err != nil {
 		return err
 	}
-	k, pr, err := o.F.Actor(pc.Policy, "")
+	res, err := a.Withdraw(context.Background(), api.WithdrawRequest{Fingerprint: o.Fingerprint})
 	if err != nil {
 		return err
 	}
-	if pr.ID != pc.Plan.Planner {
-		return pc.Refuse(refusal.RoleMissing, "only the planner (%s) may withdraw this plan, not %s", pc.Plan.Planner, pr.ID).Needs("the planner's key")
-	}
-	w := approval.Withdrawal{Fingerprint: pc.Plan.Fingerprint, Planner: pr.ID, Issued: o.F.Now().UTC()}
-	id, err := pc.put(k, approval.TypeWithdraw, w)
-	if err != nil {
-		return err
-	}
-	notifyWithdrawn(o.F, pc)
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindWithdrawal, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "withdraw", Issued: w.Issued})
+		return printJSON(o.F.IO.Out, res.Written)
 	}
-	fmt.Fprintf(o.F.IO.Out, "withdrawn: %s (by %s); it can never run\n", pc.Plan.Fingerprint, pr.ID)
+	fmt.Fprintf(o.F.IO.Out, "withdrawn: %s (by %s); it can never run\n", res.Fingerprint, res.Actor)
 	return nil
 }

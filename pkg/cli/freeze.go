@@ -1,15 +1,15 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
-	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/api"
 )
 
 // FreezeGrantOptions are `freeze grant`'s inputs.
@@ -51,7 +51,7 @@ approvals, and the planner cannot grant its own plan.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return f.dispatch("freeze-grant", opts, nil, func() error { return freezeGrantRun(opts) })
+			return freezeGrantShow(opts)
 		},
 	}
 	grant.Flags().StringVar(&opts.Freeze, "freeze", "", "the freeze's `NAME`, as freeze list shows it")
@@ -70,33 +70,21 @@ approvals, and the planner cannot grant its own plan.`,
 	return cmd
 }
 
-func freezeGrantRun(o *FreezeGrantOptions) error {
-	// Checked here, not only by the command line: the service takes the
-	// options from any client.
-	if strings.TrimSpace(o.Freeze) == "" || strings.TrimSpace(o.Reason) == "" {
-		return &usageError{msg: "--freeze and --reason are required"}
-	}
-	pc, err := loadPlan(o.F, o.Fingerprint)
+// freezeGrantShow is freeze grant: the API's call (in-process, or the
+// runner service's), its result rendered here, on the caller's side.
+func freezeGrantShow(o *FreezeGrantOptions) error {
+	a, err := o.F.api()
 	if err != nil {
 		return err
 	}
-	if len(pc.Policy.FreezeByName(o.Freeze)) == 0 {
-		return pc.Refuse(refusal.NoApproval, "the trust policy has no freeze %q", o.Freeze).Needs("a freeze of that name (prod-write freeze list)")
-	}
-	k, pr, err := pc.actor(o.F, approval.RoleFreeze, false)
-	if err != nil {
-		return err
-	}
-	now := o.F.Now().UTC()
-	g := approval.FreezeGrant{Fingerprint: pc.Plan.Fingerprint, Freeze: o.Freeze, Granter: pr.ID, Reason: o.Reason, Issued: now, Expires: pc.expiry(now, o.TTL)}
-	id, err := pc.put(k, approval.TypeFreezeGrant, g)
+	res, err := a.FreezeGrant(context.Background(), api.FreezeGrantRequest{Fingerprint: o.Fingerprint, Freeze: o.Freeze, Reason: o.Reason, TTL: o.TTL})
 	if err != nil {
 		return err
 	}
 	if o.F.JSON {
-		return printJSON(o.F.IO.Out, written{FormatVersion: FormatVersion, Kind: approval.KindFreezeGrant, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "grant", Freeze: o.Freeze, Issued: now, Expires: g.Expires})
+		return printJSON(o.F.IO.Out, res.Written)
 	}
-	fmt.Fprintf(o.F.IO.Out, "freeze grant for %s through %q by %s (%s; expires %s)\n", pc.Plan.Fingerprint, o.Freeze, pr.ID, id, g.Expires.Format(time.RFC3339))
+	fmt.Fprintf(o.F.IO.Out, "freeze grant for %s through %q by %s (%s; expires %s)\n", res.Fingerprint, res.Freeze, res.Actor, res.ID, res.Expires.Format(time.RFC3339))
 	return nil
 }
 

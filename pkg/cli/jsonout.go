@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"time"
 )
 
 // FormatVersion is the format_version of every JSON document a command
@@ -17,31 +16,6 @@ const FormatVersion = 1
 func printDoc(w io.Writer, fields map[string]any) error {
 	fields["format_version"] = FormatVersion
 	return printJSON(w, fields)
-}
-
-// written is what file, decide, gera and withdraw print with --json: the
-// record the command signed and stored, in the words status uses for the
-// same record in its evidence list.
-type written struct {
-	FormatVersion int    `json:"format_version"`
-	Kind          string `json:"kind"` // record, answer, gera, withdrawal
-	ID            string `json:"id"`
-	Actor         string `json:"actor"`
-	Fingerprint   string `json:"fingerprint"`
-	// Verdict: record, approve or deny, go or no-go, withdraw.
-	Verdict string `json:"verdict"`
-	// Record is the certainty record an answer answers.
-	Record string `json:"record,omitempty"`
-	// Uses is how many runs a gera go allows (0 for a no-go).
-	Uses *int `json:"uses,omitempty"`
-	// Freeze is the freeze a freeze grant lets the plan through.
-	Freeze string `json:"freeze,omitempty"`
-	// Incident is a break-glass record's incident reference; RunID the
-	// break-glass run a review reviews.
-	Incident string    `json:"incident,omitempty"`
-	RunID    string    `json:"run_id,omitempty"`
-	Issued   time.Time `json:"issued"`
-	Expires  time.Time `json:"expires,omitzero"`
 }
 
 // nonNil returns s, or an empty slice for nil, so that a list prints as []

@@ -805,55 +805,6 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		}
 		o.F = f
 		return planRun(o)
-	case "file":
-		o := &FileOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return fileRun(o)
-	case "decide":
-		o := &DecideOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return decideRun(o)
-	case "gera":
-		o := &GeraOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return geraRun(o)
-	case "freeze-grant":
-		o := &FreezeGrantOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return freezeGrantRun(o)
-	case "break-glass":
-		o := &BreakGlassOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return breakGlassRun(o)
-	case "break-glass-review":
-		o := &BreakGlassReviewOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return breakGlassReviewRun(o)
-	case "withdraw":
-		o := &WithdrawOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return withdrawRun(o)
 	case "run":
 		o := &RunOptions{}
 		if err := args(o); err != nil {

@@ -8,10 +8,12 @@ package deploy
 // plans it may not read.
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -410,6 +412,48 @@ func (d *deployment) keylessReadsNoPlan(t *testing.T) {
 				t.Errorf("%q as %s printed %q", args, otherUser, v)
 			}
 		}
+	}
+	// The calls that sign a record: refused by the key lookup (it has
+	// none), before anything of the plan but its operation and
+	// fingerprint is said, and nothing is stored.
+	evidence := func() int {
+		var s struct {
+			Evidence []json.RawMessage `json:"evidence"`
+		}
+		r := d.asAgent(t, "status", p.Fingerprint, "--json")
+		if err := json.Unmarshal([]byte(r.out), &s); err != nil {
+			t.Fatalf("status --json as the agent: %v: %s", err, r)
+		}
+		return len(s.Evidence)
+	}
+	stored := evidence()
+	runID := ""
+	for _, in := range intents {
+		runID = in.RunID
+	}
+	for _, args := range [][]string{
+		{"file", p.Fingerprint, "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"},
+		{"decide", p.Fingerprint, "approve"}, {"decide", p.Fingerprint, "deny"},
+		{"gera", "go", p.Fingerprint}, {"gera", "no-go", p.Fingerprint},
+		{"withdraw", p.Fingerprint},
+		{"freeze", "grant", p.Fingerprint, "--freeze", "any", "--reason", "r"},
+		{"break-glass", p.Fingerprint, "--reason", "r", "--incident", "INC-1"},
+		{"break-glass", "review", runID},
+	} {
+		for _, args := range [][]string{args, append(slices.Clone(args), "--json")} {
+			r := d.exec(t, d.other, d.agentWork, d.otherEnv(), d.bin, args...)
+			if r.code == 0 {
+				t.Errorf("%q as %s: not refused:\n%s", args, otherUser, r)
+			}
+			for _, v := range secretish {
+				if strings.Contains(r.out+r.err, v) {
+					t.Errorf("%q as %s printed %q:\n%s", args, otherUser, v, r)
+				}
+			}
+		}
+	}
+	if n := evidence(); n != stored {
+		t.Errorf("%d pieces of evidence after %s's calls, %d before", n, otherUser, stored)
 	}
 	for _, args := range [][]string{
 		{"ops", "list"}, {"ops", "list", "--json"},
