@@ -7,7 +7,7 @@
 // LocalAPI, what a caller may read is decided per call, in the service,
 // from the caller's credentials ([Redact]).
 //
-// The calls here are the first on the API (ops list, whoami, status);
+// The calls here are the first on the API (ops list, whoami, status, plan);
 // the others still run as commands inside the service
 // (docs/adr/0038-one-typed-api.md says which, and the plan for them).
 package api
@@ -39,6 +39,9 @@ type API interface {
 	// Status judges a stored plan as run would now. A gate that says no
 	// is the result's Refusal, not an error.
 	Status(ctx context.Context, req StatusRequest) (*StatusResult, error)
+	// Plan validates, resolves and fingerprints an invocation and, with
+	// the caller's agent key, stores the signed plan.
+	Plan(ctx context.Context, req PlanRequest) (*PlanResult, error)
 }
 
 // OpsResult is the registry.
