@@ -104,20 +104,17 @@ func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 
 	// Judged again without the content (as a run that does not supply it
 	// again is), the plan is refused, with what to do.
-	report, _, err := hosted.Status(got.Fingerprint)
-	if b, _ := json.Marshal(report); err == nil && !strings.Contains(string(b), "supply the same content again") {
-		t.Errorf("status over HTTP without the content: %s", b)
-	} else if err != nil && !strings.Contains(err.Error(), "supply the same content again") {
-		t.Errorf("status over HTTP without the content: %v", err)
+	if _, r, err := hosted.Status(got.Fingerprint); err != nil || r == nil || !strings.Contains(r.Reason, "supply the same content again") {
+		t.Errorf("status over HTTP without the content: %v %v", r, err)
 	}
 	// Run elsewhere (the CLI in-process), the plan's inline file is never
 	// read as a path of this process's working directory.
 	if err := os.WriteFile(filepath.Join(w.h.dir, "inline:config"), config, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = localAPI{f: w.local}.Status(context.Background(), api.StatusRequest{Fingerprint: got.Fingerprint})
-	if err == nil || !strings.Contains(err.Error(), "supplied inline over MCP HTTP") {
-		t.Errorf("status in-process of a plan with inline files: %v", err)
+	st, err := localAPI{f: w.local}.Status(context.Background(), api.StatusRequest{Fingerprint: got.Fingerprint})
+	if err != nil || st.Allowed || st.Refusal == nil || !strings.Contains(st.Refusal.Reason, "supplied inline over MCP HTTP") {
+		t.Errorf("status in-process of a plan with inline files: %+v %v", st, err)
 	}
 }
 

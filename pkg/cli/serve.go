@@ -602,10 +602,12 @@ func (sc *serviceCall) inlineFile(name, bound string) (*os.File, error) {
 	if fl, ok := sc.inline[name]; ok {
 		return fl, nil
 	}
+	// Refusals, so that status still shows the plan and its evidence to
+	// whoever judges it.
 	if sc.hosted {
-		return nil, &operations.InputError{Err: fmt.Errorf("file %s was supplied inline when planned, and no plan keeps its content: supply the same content again (files.%s of run)", name, name)}
+		return nil, refusal.New(refusal.ParamInvalid, "file %s was supplied inline when planned, and no plan keeps its content: supply the same content again", name).Needs("file " + name + ": the same content, supplied inline to run (files." + name + ")")
 	}
-	return nil, &operations.InputError{Err: fmt.Errorf("file %s was supplied inline over MCP HTTP: only a call there that supplies the same content can run this plan", name)}
+	return nil, refusal.New(refusal.ParamInvalid, "file %s was supplied inline over MCP HTTP: only a call there that supplies the same content can run this plan", name).Needs("file " + name + ": the same content, supplied inline to run over MCP HTTP")
 }
 
 // sameObject refuses a descriptor handed over for path that is not the
