@@ -34,7 +34,9 @@ func (a serviceAPI) Plan(ctx context.Context, req api.PlanRequest) (*api.PlanRes
 	}
 	var r api.PlanResult
 	if err := a.callWith(ctx, "plan", req, files, &r); err != nil {
-		return nil, err
+		// The answer carries the refusal, not its wrapping: a plan's
+		// param_invalid is bad input (exit 65) here as in the service.
+		return nil, planInput(err)
 	}
 	if r.Plan == nil {
 		return nil, errors.New("the runner service's plan holds no plan")

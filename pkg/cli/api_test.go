@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"os"
@@ -168,7 +169,9 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 				got, err := c.call(im.api)
 				errText := ""
 				if err != nil {
-					errText = err.Error()
+					// The exit status it maps to, too: the caller exits
+					// with it.
+					errText = fmt.Sprintf("%v (exit %d)", err, ExitCode(err))
 					got = nil
 				}
 				if i == 0 {
