@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -151,6 +152,25 @@ type Request struct {
 	// ResolveDir resolves the working directory; nil means [ResolveDir].
 	// A privileged prod-write passes one that looks as the caller.
 	ResolveDir func(string) (string, error)
+	// Inline says every file was supplied inline, as content, not named
+	// by a path (MCP over HTTP): each path must be [InlinePath] of its
+	// name, and binds no place on any disk
+	// (docs/adr/0039-inline-files-over-mcp-http.md).
+	Inline bool
+}
+
+// inlinePrefix begins the path a plan binds for a file supplied inline.
+// No path a caller names ever begins so: a relative one is joined to the
+// working directory, and an absolute one begins with "/".
+const inlinePrefix = "inline:"
+
+// InlinePath is the path a plan binds for file parameter name supplied
+// inline: it says so, and names no file on the service's disk.
+func InlinePath(name string) string { return inlinePrefix + name }
+
+// InlineName reports whether path is a file supplied inline, and whose.
+func InlineName(path string) (string, bool) {
+	return strings.CutPrefix(path, inlinePrefix)
 }
 
 // Digester reads a file's bytes once and reports their size and sha256.
@@ -254,10 +274,18 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 
 	for _, name := range slices.Sorted(maps.Keys(op.Files)) {
 		path := req.Files[name]
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(req.Cwd, path)
+		if req.Inline {
+			// Never a path: what a caller with no file system of ours
+			// claims of our disk would mislead whoever reads the plan.
+			if path != InlinePath(name) {
+				return nil, refuse(refusal.ParamInvalid, "file %s: supplied inline, it is bound as %s, not as a path", name, InlinePath(name))
+			}
+		} else {
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(req.Cwd, path)
+			}
+			path = filepath.Clean(path)
 		}
-		path = filepath.Clean(path)
 		size, sum, err := d.Digest("file", name, path, int64(op.Files[name].MaxSize))
 		if err != nil {
 			var tl *TooLargeError
@@ -306,10 +334,14 @@ func FilePlaceholder(name string) string { return "{file." + name + "}" }
 // from reality.
 func (p *Plan) Request(getenv func(string) (string, bool)) Request {
 	files := map[string]string{}
+	inline := false
 	for _, f := range p.Files {
 		files[f.Name] = f.Path
+		if _, ok := InlineName(f.Path); ok {
+			inline = true
+		}
 	}
-	return Request{Operation: p.Operation, Target: p.Target, Params: p.Params, Files: files, Cwd: p.Cwd, Getenv: getenv}
+	return Request{Operation: p.Operation, Target: p.Target, Params: p.Params, Files: files, Cwd: p.Cwd, Getenv: getenv, Inline: inline}
 }
 
 // InputError is bad input data from the caller (exit 65), as opposed to a

@@ -7,10 +7,10 @@
 // LocalAPI, what a caller may read is decided per call, in the service,
 // from the caller's credentials ([Redact]).
 //
-// The calls here are ops list, whoami, status, and the calls that add a
-// signed record to a plan (file, decide, gera, withdraw, freeze grant,
-// break-glass and its review); the others still run as commands inside
-// the service
+// The calls here are ops list, whoami, plan, status and its wait, and the
+// calls that add a signed record to a plan (file, decide, gera, withdraw,
+// freeze grant, break-glass and its review); the others still run as
+// commands inside the service
 // (docs/adr/0038-one-typed-api.md says which, and the plan for them).
 package api
 
@@ -64,6 +64,9 @@ type API interface {
 	// BreakGlassReview stores a review of a break-glass run and writes it
 	// to the journal (role approver; not the breaker).
 	BreakGlassReview(ctx context.Context, req BreakGlassReviewRequest) (*BreakGlassReviewResult, error)
+	// Plan validates, resolves and fingerprints an invocation and, with
+	// the caller's agent key, stores the signed plan.
+	Plan(ctx context.Context, req PlanRequest) (*PlanResult, error)
 }
 
 // OpsResult is the registry.

@@ -88,11 +88,16 @@ type serviceAPI struct {
 }
 
 func (a serviceAPI) call(ctx context.Context, op string, args, result any) error {
+	return a.callWith(ctx, op, args, nil, result)
+}
+
+// callWith is call handing over the caller's files too.
+func (a serviceAPI) callWith(ctx context.Context, op string, args any, files []handover, result any) error {
 	c, err := a.f.loadConfig()
 	if err != nil {
 		return err
 	}
-	b, err := a.f.callServiceAPI(ctx, c, op, api.Version, args, nil)
+	b, err := a.f.callServiceAPI(ctx, c, op, api.Version, args, files)
 	if err != nil {
 		return err
 	}
@@ -236,6 +241,17 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			return ExitUsage, err
 		}
 		result, err = a.BreakGlassReview(ctx, r)
+	case "plan":
+		var pr api.PlanRequest
+		if err := decodeArgs(req.Op, req.Args, &pr); err != nil {
+			return ExitUsage, err
+		}
+		// The call's files are the descriptors the client handed over
+		// (serviceCall.file: identity from the object). A caller with no
+		// key of the policy plans as planCore lets it: a dry run, with
+		// the files it handed over, or nothing; it is asked for no file
+		// it did not hand over, nor told a stored plan's path.
+		result, err = a.Plan(ctx, pr)
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
 	}

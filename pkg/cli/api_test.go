@@ -20,6 +20,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/service"
 )
 
@@ -28,6 +29,8 @@ import (
 // the same clock.
 type apiWorld struct {
 	h       *runHarness
+	st      *serviceState // the service's, which MCP over HTTP's backend shares
+	base    *Factory      // the service's own Factory
 	local   *Factory
 	client  *Factory // a client of the service, with the agent's key
 	keyless *Factory // a client of the service, with no key
@@ -56,7 +59,11 @@ func (w *apiWorld) as(principal string) (local, client *Factory) {
 
 func newAPIWorld(t *testing.T) *apiWorld {
 	h := newRunHarness(t)
-	op := "[[operation]]\nname = \"noop\"\ndescription = \"does nothing\"\nprogram = \"true\"\ntargets = [\"staging\"]\n[operation.params.name]\npattern = \"^[a-z]+$\"\n[operation.approval]\npaths = [\"record+approvals\", \"gera\", \"break-glass\"]\n"
+	op := "[[operation]]\nname = \"noop\"\ndescription = \"does nothing\"\nprogram = \"true\"\ntargets = [\"staging\"]\n[operation.params.name]\npattern = \"^[a-z]+$\"\n[operation.approval]\npaths = [\"record+approvals\", \"gera\", \"break-glass\"]\n" +
+		// An operation with file parameters, the largest allowed more than
+		// MCP over HTTP's bound.
+		"[[operation]]\nname = \"push\"\ndescription = \"pushes files\"\nprogram = \"true\"\ntargets = [\"staging\"]\n" +
+		"[operation.files.config]\nmax_size = \"64KiB\"\n[operation.files.blob]\nmax_size = \"8MiB\"\n"
 	if err := os.WriteFile(filepath.Join(h.dir, "operations", "noop.toml"), []byte(op), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +115,22 @@ func newAPIWorld(t *testing.T) *apiWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// MCP over HTTP acts for agent with the key the service holds for it,
+	// in the directory the service gives hosted callers.
+	mcpKeys := filepath.Join(h.dir, "mcpkeys")
+	if err := os.Mkdir(mcpKeys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := os.ReadFile(h.key("agent")); err != nil || os.WriteFile(filepath.Join(mcpKeys, "agent.key"), k, 0o600) != nil {
+		t.Fatal("copying agent's key for MCP over HTTP", err)
+	}
+	cfg.Service.MCPKeys, cfg.Service.MCPCwd = mcpKeys, h.dir
 	st := &serviceState{cfg: cfg, log: log.New(io.Discard, "", 0), uid: ^uint32(0)}
 	if err := st.load(); err != nil {
 		t.Fatal(err)
 	}
-	srv := &service.Server{Handler: &serviceHandler{st: st, base: factory(nil)}, Classify: st.pools}
+	w.st, w.base = st, factory(nil)
+	srv := &service.Server{Handler: &serviceHandler{st: st, base: w.base}, Classify: st.pools}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
@@ -176,6 +194,21 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"status of no plan", func(a api.API) (any, error) {
 			return a.Status(ctx, api.StatusRequest{Fingerprint: "sha256:" + fp[len(fp)-64:len(fp)-1] + "0"})
 		}},
+		{"plan", func(a api.API) (any, error) {
+			return a.Plan(ctx, api.PlanRequest{Operation: "noop", Target: "staging", Params: map[string]string{"name": "alpha"}})
+		}},
+		{"plan with a file", func(a api.API) (any, error) {
+			return a.Plan(ctx, api.PlanRequest{Operation: "push", Target: "staging", Files: map[string]string{"config": filepath.Join(w.h.dir, "config.toml"), "blob": filepath.Join(w.h.dir, "blob.bin")}, DryRun: true})
+		}},
+		{"plan refused", func(a api.API) (any, error) {
+			return a.Plan(ctx, api.PlanRequest{Operation: "noop", Target: "staging", Params: map[string]string{"name": "NOT VALID"}})
+		}},
+	}
+	if err := os.WriteFile(filepath.Join(w.h.dir, "config.toml"), []byte("a = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.h.dir, "blob.bin"), []byte{0, 1, 2}, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,12 +218,14 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 				got, err := c.call(im.api)
 				errText := ""
 				if err != nil {
-					errText = err.Error()
+					// The exit status it maps to, too: the caller exits
+					// with it.
+					errText = fmt.Sprintf("%v (exit %d)", err, ExitCode(err))
 					got = nil
 				}
 				if i == 0 {
 					want, wantErr = asJSON(t, got), errText
-					if c.name != "status of no plan" && err != nil {
+					if !strings.HasSuffix(c.name, "of no plan") && !strings.HasSuffix(c.name, "refused") && err != nil {
 						t.Fatalf("%s: %v", im.name, err)
 					}
 					continue
@@ -348,17 +383,58 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		})
 	}
 
-	// The MCP status tool returns the API's result, in-process and through
-	// the service alike.
-	want, _ := localAPI{f: w.local}.Status(ctx, api.StatusRequest{Fingerprint: fp})
-	for name, f := range map[string]*Factory{"MCP in-process": w.local, "MCP through the service": w.client} {
-		report, _, err := newMCPBackend(f).Status(fp)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if !reflect.DeepEqual(asJSON(t, report), asJSON(t, want)) {
-			t.Errorf("%s: status %v, want %v", name, asJSON(t, report), asJSON(t, want))
-		}
+	// The MCP tools return the API's results: in-process, through the
+	// service, and over HTTP (the service's hosted backend, as
+	// mcpserver's HTTP handler calls it), field by field.
+	hosted, err := w.st.mcpBackend(w.base, "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := []struct {
+		name string
+		b    mcpapi.Backend
+	}{
+		{"MCP in-process", newMCPBackend(w.local)},
+		{"MCP through the service", newMCPBackend(w.client)},
+		{"MCP over HTTP", hosted},
+	}
+	local := localAPI{f: w.local}
+	wantOps, err := local.Ops(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus, err := local.Status(ctx, api.StatusRequest{Fingerprint: fp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPlan, err := local.Plan(ctx, api.PlanRequest{Operation: "noop", Target: "staging", Params: map[string]string{"name": "alpha"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			reg, err := be.b.Registry()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := asJSON(t, reg.All()), asJSON(t, wantOps.Operations); !reflect.DeepEqual(g, w) {
+				t.Errorf("registry %v, want %v", g, w)
+			}
+			report, _, err := be.b.Status(fp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := asJSON(t, report), asJSON(t, wantStatus); !reflect.DeepEqual(g, w) {
+				t.Errorf("status %v, want %v", g, w)
+			}
+			p, err := be.b.Plan(mcpapi.PlanRequest{Operation: "noop", Target: "staging", Params: map[string]string{"name": "alpha"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := asJSON(t, p), asJSON(t, wantPlan); !reflect.DeepEqual(g, w) {
+				t.Errorf("plan %v, want %v", g, w)
+			}
+		})
 	}
 }
 

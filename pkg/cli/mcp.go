@@ -138,19 +138,17 @@ func (b *mcpBackend) Principal() (*approval.Principal, error) {
 	return r.Principal, nil
 }
 
-func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (any, error) {
+func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
+	if len(req.Inline) > 0 {
+		return nil, &usageError{msg: "only MCP over HTTP takes a file's content inline: here, name each file by its path"}
+	}
+	// The API the CLI's plan calls: in-process, or the service's, which
+	// the client hands each file over to.
+	var a api.API = localAPI{f: b.f}
 	if b.remote {
-		return b.remotePlan(req)
+		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
 	}
-	plan, stored, err := planCore(&PlanOptions{F: b.f, Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files}, operations.HashDigester{})
-	if err != nil {
-		return nil, err
-	}
-	dr, err := planRequest(b.f, plan, stored)
-	if err != nil {
-		return nil, err
-	}
-	return planOutput{FormatVersion, plan, stored, dr}, nil
+	return a.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files})
 }
 
 func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
@@ -195,7 +193,10 @@ func (b *mcpBackend) Receipt(id string) ([]json.RawMessage, error) {
 // run result carries; the receipts hold the size and sha256 of all of it.
 const runOutputLimit = 64 << 10
 
-func (b *mcpBackend) Run(fp string) (*mcpapi.RunResult, error) {
+func (b *mcpBackend) Run(fp string, inline map[string][]byte) (*mcpapi.RunResult, error) {
+	if len(inline) > 0 {
+		return nil, &usageError{msg: "only MCP over HTTP takes a file's content inline"}
+	}
 	b.inflight.Add(1)
 	defer b.inflight.Done()
 	if b.remote {

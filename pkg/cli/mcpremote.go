@@ -117,19 +117,6 @@ func (b *mcpBackend) remotePrincipal() (*approval.Principal, error) {
 	return r.Principal, nil
 }
 
-func (b *mcpBackend) remotePlan(req mcpapi.PlanRequest) (any, error) {
-	var files []handover
-	for name, path := range req.Files {
-		files = append(files, handover{name: "file:" + name, path: path})
-	}
-	var out bytes.Buffer
-	opts := &PlanOptions{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files}
-	if _, err := b.call("plan", opts, files, &out, io.Discard); err != nil {
-		return nil, err
-	}
-	return json.RawMessage(bytes.TrimSpace(out.Bytes())), nil
-}
-
 // lastLine passes writes through to w and remembers the last complete line
 // written, whatever the writes' boundaries (a pipe merges them).
 type lastLine struct {

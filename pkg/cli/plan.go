@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -65,11 +67,7 @@ trust policy as plan does, and fails on a broken one.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			var files []handover
-			for name, path := range opts.Files {
-				files = append(files, handover{name: "file:" + name, path: path})
-			}
-			return f.dispatch("plan", opts, files, func() error { return planRun(opts) })
+			return planRun(opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Target, "target", "", "the target environment")
@@ -93,18 +91,6 @@ func pairs(flag string, in []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
-}
-
-// planOutput is a plan as `plan --json` and the MCP plan tools show it.
-// Its "version" is the plan encoding's own (docs/FORMAT.md); format_version
-// is this document's (docs/JSON.md).
-type planOutput struct {
-	FormatVersion int `json:"format_version"`
-	*operations.Plan
-	Stored bool `json:"stored"`
-	// Request is the decision request of a stored plan that needs a
-	// human (docs/adr/0020-decision-requests.md).
-	Request *bridge.DecisionRequest `json:"request,omitempty"`
 }
 
 // planRequest derives the decision request of a plan just stored.
@@ -141,22 +127,30 @@ func planRequest(f *Factory, plan *operations.Plan, stored bool) (*bridge.Decisi
 	return j.Request(policy, posts, events, s), nil
 }
 
+// planRun plans through the API this caller reaches (in-process, or the
+// runner service's) and renders the result here, on the caller's side.
 func planRun(o *PlanOptions) error {
 	f := o.F
-	d := operations.HashDigester{}
-	if f.IO.ErrTTY && !f.JSON {
-		d.Progress = progressPrinter(f.IO.Err)
-	}
-	plan, stored, err := planCore(o, d)
+	a, err := f.api()
 	if err != nil {
 		return err
 	}
-	req, err := planRequest(f, plan, stored)
+	if la, ok := a.(localAPI); ok && f.IO.ErrTTY && !f.JSON {
+		la.progress = progressPrinter(f.IO.Err)
+		a = la
+	}
+	r, err := a.Plan(context.Background(), api.PlanRequest{Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files, DryRun: o.DryRun})
 	if err != nil {
 		return err
 	}
+	return printPlanResult(f, r)
+}
+
+// printPlanResult renders a plan as text, or as `plan --json`.
+func printPlanResult(f *Factory, r *api.PlanResult) error {
+	plan, stored, req := r.Plan, r.Stored, r.Request
 	if f.JSON {
-		return printJSON(f.IO.Out, planOutput{FormatVersion, plan, stored, req})
+		return printJSON(f.IO.Out, r)
 	}
 	printPlan(f.IO.Out, plan)
 	if stored {
@@ -194,7 +188,7 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 	// wherever its caller is (in a mount namespace of its own, say, whose
 	// directories stand for no path of the service's).
 	var cwd string
-	if bindsCallerCwd(reg, o.Operation, o.Files) {
+	if bindsCallerCwd(reg, o.Operation, o.Files, f.call != nil && f.call.hosted) {
 		if cwd, err = f.Getwd(); err != nil {
 			return nil, false, err
 		}
@@ -222,6 +216,9 @@ func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, er
 	req := operations.Request{
 		Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files,
 		Cwd: cwd, Getenv: f.passEnv, ResolveDir: f.resolveDir,
+		// MCP over HTTP: every file is supplied inline, none is a path
+		// (docs/adr/0039-inline-files-over-mcp-http.md).
+		Inline: f.call != nil && f.call.hosted,
 	}
 	plan, err := reg.Resolve(req, f.callerFiles(d))
 	if err != nil {
@@ -293,6 +290,10 @@ func printPlan(w io.Writer, p *operations.Plan) {
 	fmt.Fprintf(w, "argv:        %s\n", quoteArgv(p.Argv))
 	fmt.Fprintf(w, "cwd:         %s\n", p.Cwd)
 	for _, fl := range p.Files {
+		if _, inline := operations.InlineName(fl.Path); inline {
+			fmt.Fprintf(w, "file:        %s, supplied inline over MCP HTTP (%d bytes, %s)\n", fl.Name, fl.Size, fl.SHA256)
+			continue
+		}
 		fmt.Fprintf(w, "file:        %s = %s (%d bytes, %s)\n", fl.Name, fl.Path, fl.Size, fl.SHA256)
 	}
 	if pc := p.Precondition; pc != nil {
@@ -344,15 +345,19 @@ func progressPrinter(w io.Writer) func(string, int64, int64) {
 }
 
 // bindsCallerCwd says whether a plan of op with files needs the caller's
-// working directory: op declares none, or a file path is relative. An
-// unknown operation needs none (Resolve refuses it).
-func bindsCallerCwd(reg *operations.Registry, op string, files map[string]string) bool {
+// working directory: op declares none, or a file path is relative. Files
+// supplied inline (MCP over HTTP) name no path at all. An unknown
+// operation needs none (Resolve refuses it).
+func bindsCallerCwd(reg *operations.Registry, op string, files map[string]string, inline bool) bool {
 	def, ok := reg.Get(op)
 	if !ok {
 		return false
 	}
 	if def.Cwd == "" {
 		return true
+	}
+	if inline {
+		return false
 	}
 	for _, path := range files {
 		if !filepath.IsAbs(path) {

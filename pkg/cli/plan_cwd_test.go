@@ -38,18 +38,23 @@ targets = ["t"]
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		op    string
-		files map[string]string
-		want  bool
+		op     string
+		files  map[string]string
+		inline bool
+		want   bool
 	}{
-		{"declared", nil, false},
-		{"declared", map[string]string{"config": "/etc/hostname"}, false},
-		{"declared", map[string]string{"config": "app.toml"}, true},
-		{"declared", map[string]string{"config": "../etc/hostname"}, true},
-		{"callers", nil, true},
-		{"unknown", nil, false},
+		{"declared", nil, false, false},
+		{"declared", map[string]string{"config": "/etc/hostname"}, false, false},
+		{"declared", map[string]string{"config": "app.toml"}, false, true},
+		{"declared", map[string]string{"config": "../etc/hostname"}, false, true},
+		{"callers", nil, false, true},
+		{"unknown", nil, false, false},
+		// Supplied inline over MCP HTTP: no path, so no directory.
+		{"declared", map[string]string{"config": operations.InlinePath("config")}, true, false},
+		{"declared", map[string]string{"config": operations.InlinePath("config")}, false, true},
+		{"callers", map[string]string{"config": operations.InlinePath("config")}, true, true},
 	} {
-		if got := bindsCallerCwd(reg, tc.op, tc.files); got != tc.want {
+		if got := bindsCallerCwd(reg, tc.op, tc.files, tc.inline); got != tc.want {
 			t.Errorf("bindsCallerCwd(%s, %v) = %v, want %v", tc.op, tc.files, got, tc.want)
 		}
 	}

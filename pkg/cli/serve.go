@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"os/user"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/decisionlog"
 	"github.com/prod-write/prod-write/pkg/execute"
@@ -415,16 +417,133 @@ func (s *serviceState) mcpBackend(base *Factory, principal string) (mcpapi.Backe
 		Getwd:     sc.getwd,
 		LookupEnv: func(string) (string, bool) { return "", false },
 	}
-	return &hostedBackend{mcpBackend: newMCPBackend(f), pr: pr}, nil
+	return &hostedBackend{mcpBackend: newMCPBackend(f), pr: pr, sc: sc}, nil
 }
 
 // hostedBackend acts for a token's principal, with or without its key.
 type hostedBackend struct {
 	*mcpBackend
 	pr *approval.Principal
+	// sc is shared by the principal's calls; one that supplies files
+	// inline has a copy of its own (forCall).
+	sc *serviceCall
 }
 
 func (h *hostedBackend) Principal() (*approval.Principal, error) { return h.pr, nil }
+
+// Plan plans with each file's content supplied inline: a hosted caller
+// shares no file system with the service, and names no path on its disk
+// (docs/adr/0039-inline-files-over-mcp-http.md).
+func (h *hostedBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
+	if len(req.Files) > 0 {
+		return nil, refusal.New(refusal.ParamInvalid, "MCP over HTTP takes a file's content inline, never a path on the runner service's disk").For(req.Operation, "").Needs("each file as {\"content\": …}")
+	}
+	reg, err := h.Registry()
+	if err != nil {
+		return nil, err
+	}
+	op, ok := reg.Get(req.Operation)
+	if !ok {
+		return nil, refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", req.Operation).For(req.Operation, "")
+	}
+	b, done, err := h.forCall(op.Name, slices.Collect(maps.Keys(op.Files)), req.Inline)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	files := map[string]string{}
+	for name := range req.Inline {
+		files[name] = operations.InlinePath(name)
+	}
+	return localAPI{f: b.f}.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: files})
+}
+
+// Run runs with the content of each file the plan binds as supplied
+// inline, supplied again: the plan kept none of it.
+func (h *hostedBackend) Run(fp string, inline map[string][]byte) (*mcpapi.RunResult, error) {
+	if len(inline) == 0 {
+		return h.mcpBackend.Run(fp, nil)
+	}
+	var declared []string
+	plan, err := h.storedPlan(fp)
+	if err != nil {
+		return nil, err
+	}
+	for _, fl := range plan.Files {
+		if _, ok := operations.InlineName(fl.Path); ok {
+			declared = append(declared, fl.Name)
+		}
+	}
+	b, done, err := h.forCall(plan.Operation, declared, inline)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return b.Run(fp, nil)
+}
+
+// storedPlan is the plan stored under fp, verified.
+func (h *hostedBackend) storedPlan(fp string) (*operations.Plan, error) {
+	f := h.mcpBackend.f
+	c, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	p, err := f.Policy(c)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return nil, err
+	}
+	if fp, err = f.resolveFingerprint(c, fp); err != nil {
+		return nil, err
+	}
+	return storedPlan(st, p, fp)
+}
+
+// forCall returns a backend for one call whose files, supplied inline,
+// are each a sealed memfd of this call alone, and done, which frees them.
+// What a hosted caller supplies is attacker input to a privileged
+// process: a name that is not one of names (the operation's files, or
+// the plan's inline ones) is refused, and so is content over
+// mcpapi.MaxInlineFile or, in all, mcpapi.MaxInlineTotal, before any of
+// it is copied; nothing of it is written to disk, and no error quotes it.
+func (h *hostedBackend) forCall(operation string, names []string, inline map[string][]byte) (*mcpBackend, func(), error) {
+	total := 0
+	for _, name := range slices.Sorted(maps.Keys(inline)) {
+		if !slices.Contains(names, name) {
+			return nil, nil, refusal.New(refusal.ParamInvalid, "operation %s declares no file %q supplied inline", operation, name).For(operation, "")
+		}
+		n := len(inline[name])
+		total += n
+		if n > mcpapi.MaxInlineFile {
+			return nil, nil, refusal.New(refusal.ParamInvalid, "file %s: %d bytes supplied inline, over MCP HTTP's bound of %d", name, n, mcpapi.MaxInlineFile).For(operation, "")
+		}
+		if total > mcpapi.MaxInlineTotal {
+			return nil, nil, refusal.New(refusal.ParamInvalid, "files supplied inline: over MCP HTTP's bound of %d bytes in all", mcpapi.MaxInlineTotal).For(operation, "")
+		}
+	}
+	sc := *h.sc
+	sc.inline = map[string]*os.File{}
+	done := func() {
+		for _, fl := range sc.inline {
+			fl.Close()
+		}
+	}
+	for name, content := range inline {
+		fl, err := execute.SealedBytes(name, content)
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		sc.inline[name] = fl
+	}
+	g := *h.mcpBackend.f
+	g.call, g.Getwd = &sc, sc.getwd
+	return &mcpBackend{f: &g}, done, nil
+}
 
 // serviceHandler runs each call as the command it names, with a Factory
 // built from the call alone.
@@ -454,6 +573,9 @@ type serviceCall struct {
 	hosted bool
 	// mayRead memoizes mayReadPlans.
 	mayRead *bool
+	// inline are the files a hosted call supplied inline, by name: sealed
+	// memfds of that call alone (hostedBackend.forCall).
+	inline map[string]*os.File
 }
 
 // relayGrace is how long a run's outcome receipt waits, at most, for a
@@ -463,6 +585,9 @@ const relayGrace = time.Second
 // file returns the descriptor of file parameter name: the one handed over
 // with the request, or else one the client opens now for path.
 func (sc *serviceCall) file(name, path string) (*os.File, error) {
+	if bound, ok := operations.InlineName(path); ok {
+		return sc.inlineFile(name, bound)
+	}
 	if fl, ok := sc.files[name]; ok {
 		// Handed over with the request: the caller named it.
 		if sc.c != nil {
@@ -477,7 +602,7 @@ func (sc *serviceCall) file(name, path string) (*os.File, error) {
 		return nil, refusal.New(refusal.PrincipalUnknown, "file %s of the plan is its caller's to hand over, and a caller with no key of the trust policy is asked for none (nor told its path)", name).Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
 	}
 	if sc.c == nil {
-		return nil, &operations.InputError{Err: fmt.Errorf("file %s: no client to hand it over (MCP over HTTP takes no files)", name)}
+		return nil, &operations.InputError{Err: fmt.Errorf("file %s of this plan is a path its planner handed over, and MCP over HTTP has no client to hand it over (it takes files inline only)", name)}
 	}
 	fl, err := sc.c.File(path)
 	if err != nil {
@@ -488,6 +613,24 @@ func (sc *serviceCall) file(name, path string) (*os.File, error) {
 		return nil, err
 	}
 	return fl, nil
+}
+
+// inlineFile is file parameter name, bound as supplied inline under the
+// name bound: the content this call supplied, never a file of the
+// service's. A plan stores none of it (docs/adr/0039-inline-files-over-mcp-http.md).
+func (sc *serviceCall) inlineFile(name, bound string) (*os.File, error) {
+	if bound != name {
+		return nil, &operations.InputError{Err: fmt.Errorf("file %s is bound as the inline content of another file", name)}
+	}
+	if fl, ok := sc.inline[name]; ok {
+		return fl, nil
+	}
+	// Refusals, so that status still shows the plan and its evidence to
+	// whoever judges it.
+	if sc.hosted {
+		return nil, refusal.New(refusal.ParamInvalid, "file %s was supplied inline when planned, and no plan keeps its content: supply the same content again", name).Needs("file " + name + ": the same content, supplied inline to run (files." + name + ")")
+	}
+	return nil, refusal.New(refusal.ParamInvalid, "file %s was supplied inline over MCP HTTP: only a call there that supplies the same content can run this plan", name).Needs("file " + name + ": the same content, supplied inline to run over MCP HTTP")
 }
 
 // sameObject refuses a descriptor handed over for path that is not the
@@ -798,13 +941,6 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 	}
 	args := func(v any) error { return decodeArgs(req.Op, req.Args, v) }
 	switch req.Op {
-	case "plan":
-		o := &PlanOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return planRun(o)
 	case "run":
 		o := &RunOptions{}
 		if err := args(o); err != nil {

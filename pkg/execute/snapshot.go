@@ -107,6 +107,11 @@ func SnapshotFile(src *os.File, path string, max int64, exec bool, progress func
 	if err != nil {
 		return nil, fmt.Errorf("snapshot of %s: %w", path, err)
 	}
+	return seal(mem, path, size, sum)
+}
+
+// seal seals mem, written, and returns its read-only snapshot.
+func seal(mem *os.File, path string, size int64, sum string) (*Snapshot, error) {
 	if _, err := unix.FcntlInt(mem.Fd(), unix.F_ADD_SEALS,
 		unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL); err != nil {
 		return nil, fmt.Errorf("snapshot of %s: sealing: %w", path, err)
@@ -123,6 +128,26 @@ func SnapshotFile(src *os.File, path string, max int64, exec bool, progress func
 		Size:   size,
 		SHA256: sum,
 	}, nil
+}
+
+// SealedBytes is a snapshot of b, content a caller supplied inline (MCP
+// over HTTP), named name in messages: a sealed, read-only memfd like a
+// file's snapshot, never on any disk. Whoever reads it hashes it as a
+// file handed over (docs/adr/0039-inline-files-over-mcp-http.md).
+func SealedBytes(name string, b []byte) (*os.File, error) {
+	mem, err := createMemfd("prod-write:inline:"+name, false)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of %s: %w", name, err)
+	}
+	defer mem.Close()
+	if _, err := mem.Write(b); err != nil {
+		return nil, fmt.Errorf("snapshot of %s: %w", name, err)
+	}
+	snap, err := seal(mem, name, int64(len(b)), "")
+	if err != nil {
+		return nil, err
+	}
+	return snap.File, nil
 }
 
 // Close releases the snapshot's memory once nothing else holds it.

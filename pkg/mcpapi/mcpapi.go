@@ -11,6 +11,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -23,9 +24,9 @@ type Backend interface {
 	// Principal returns the principal of the server's key; nil, nil when
 	// the server has no key.
 	Principal() (*approval.Principal, error)
-	// Plan is `prod-write plan`: it returns the plan as `plan --json`
-	// prints it.
-	Plan(req PlanRequest) (any, error)
+	// Plan is `prod-write plan`: the application API's plan call
+	// (api.API.Plan), whose result `plan --json` prints.
+	Plan(req PlanRequest) (*api.PlanResult, error)
 	// Status is `prod-write status`: it returns the report as `status
 	// --json` prints it and, when run would not pass the gate now, why.
 	Status(fingerprint string) (report any, refused *refusal.Error, err error)
@@ -39,21 +40,36 @@ type Backend interface {
 	// Receipt is `prod-write receipts show`: the journal entries of one
 	// run id or sequence number.
 	Receipt(id string) ([]json.RawMessage, error)
-	// Run is `prod-write run`, with the program's output captured.
-	Run(fingerprint string) (*RunResult, error)
+	// Run is `prod-write run`, with the program's output captured. inline
+	// is the content of each file the plan binds as supplied inline, by
+	// name (MCP over HTTP only): the plan stores none, so its run
+	// supplies it again (docs/adr/0039-inline-files-over-mcp-http.md).
+	Run(fingerprint string, inline map[string][]byte) (*RunResult, error)
 	// ErrorCode is the stable code of an error that is not a refusal, as
 	// `--json` reports it ("usage", "config", "bad_input", "io",
 	// "internal").
 	ErrorCode(err error) string
 }
 
-// PlanRequest is one call of a plan tool.
+// PlanRequest is one call of a plan tool. Over stdio a file is a path
+// (Files); over HTTP, where the caller shares no file system with the
+// service, it is its content (Inline), at most [MaxInlineFile] bytes
+// each and [MaxInlineTotal] in all.
 type PlanRequest struct {
 	Operation string
 	Target    string
 	Params    map[string]string
 	Files     map[string]string
+	Inline    map[string][]byte
 }
+
+// The bounds of the content supplied inline in one call of MCP over HTTP
+// (docs/adr/0039-inline-files-over-mcp-http.md): attacker input to a
+// privileged process, held in its memory for the call alone.
+const (
+	MaxInlineFile  = 1 << 20
+	MaxInlineTotal = 4 << 20
+)
 
 // RunResult is what run returns: the program ran, with this status.
 type RunResult struct {

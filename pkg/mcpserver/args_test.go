@@ -14,6 +14,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
@@ -25,7 +26,7 @@ type planCapture struct {
 	reqs []mcpserver.PlanRequest
 }
 
-func (c *planCapture) Plan(req mcpserver.PlanRequest) (any, error) {
+func (c *planCapture) Plan(req mcpserver.PlanRequest) (*api.PlanResult, error) {
 	c.mu.Lock()
 	c.reqs = append(c.reqs, req)
 	c.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
 )
 
 // sessionIdle closes a session after this long without a request, so that
@@ -51,6 +52,10 @@ func NewHTTPHandler(tokens *Tokens, backendFor func(Token) (Backend, error), o O
 	}
 	return &HTTPHandler{tokens: tokens, backendFor: backendFor, o: o, log: log, servers: map[[32]byte]*tokenServer{}}
 }
+
+// MaxRequestBody bounds an HTTP request's body: the files one call may
+// supply inline, base64-encoded, and room for the rest of it.
+const MaxRequestBody = mcpapi.MaxInlineTotal/3*4 + 1<<20
 
 // HTTPHandler serves MCP over Streamable HTTP (see [NewHTTPHandler]).
 type HTTPHandler struct {
@@ -105,6 +110,9 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.begin()
 		defer h.end()
 	}
+	// A request body is read into memory: bounded, above what the
+	// largest call (files supplied inline, base64) needs.
+	r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
 	// The bearer has done its work: nothing past this point is handed it,
 	// not even the SDK, which gives each request's headers to the tools.
 	r = r.Clone(r.Context())
@@ -153,7 +161,7 @@ func (h *HTTPHandler) serverFor(tok Token) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the backend for principal %q: %w", tok.Principal, err)
 	}
-	srv, pr, err := build(b, tok.Scope.Within(h.o.scope()), h.o.Version, h.hints(tok), h.o.Calls)
+	srv, pr, err := build(b, tok.Scope.Within(h.o.scope()), h.o.Version, h.hints(tok), h.o.Calls, true)
 	if err != nil {
 		return nil, fmt.Errorf("building the server for principal %q: %w", tok.Principal, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -25,13 +26,13 @@ func (readBackend) Registry() (*operations.Registry, error) { return &operations
 func (readBackend) Principal() (*approval.Principal, error) {
 	return &approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, nil
 }
-func (readBackend) Plan(PlanRequest) (any, error) { return nil, nil }
+func (readBackend) Plan(PlanRequest) (*api.PlanResult, error) { return nil, nil }
 func (readBackend) Status(string) (any, *refusal.Error, error) {
 	return map[string]any{"allowed": true}, nil, nil
 }
-func (readBackend) Receipt(string) ([]json.RawMessage, error) { return nil, nil }
-func (readBackend) Run(string) (*RunResult, error)            { return nil, nil }
-func (readBackend) ErrorCode(error) string                    { return "internal" }
+func (readBackend) Receipt(string) ([]json.RawMessage, error)         { return nil, nil }
+func (readBackend) Run(string, map[string][]byte) (*RunResult, error) { return nil, nil }
+func (readBackend) ErrorCode(error) string                            { return "internal" }
 func (readBackend) Wait(context.Context, string, time.Duration, func(string)) (any, *refusal.Error, bool, error) {
 	return nil, nil, true, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
@@ -57,9 +58,9 @@ func (f *fakeBackend) Registry() (*operations.Registry, error) {
 
 func (f *fakeBackend) Principal() (*approval.Principal, error) { return f.pr, nil }
 
-func (f *fakeBackend) Plan(req mcpserver.PlanRequest) (any, error) {
+func (f *fakeBackend) Plan(req mcpserver.PlanRequest) (*api.PlanResult, error) {
 	f.note("plan " + req.Operation)
-	return map[string]any{"fingerprint": "sha256:" + strings.Repeat("1", 64), "stored": true}, nil
+	return &api.PlanResult{Plan: &operations.Plan{Fingerprint: "sha256:" + strings.Repeat("1", 64)}, Stored: true}, nil
 }
 
 func (f *fakeBackend) Status(string) (any, *refusal.Error, error) {
@@ -72,7 +73,7 @@ func (f *fakeBackend) Receipt(string) ([]json.RawMessage, error) {
 	return []json.RawMessage{json.RawMessage(`{"seq":1}`)}, nil
 }
 
-func (f *fakeBackend) Run(fp string) (*mcpserver.RunResult, error) {
+func (f *fakeBackend) Run(fp string, _ map[string][]byte) (*mcpserver.RunResult, error) {
 	f.note("run")
 	return &mcpserver.RunResult{Outcome: "ran", Fingerprint: fp}, nil
 }

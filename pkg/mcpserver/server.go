@@ -124,7 +124,7 @@ func New(b Backend, o Options) (*mcp.Server, error) {
 		runWhy:   "this server was started without --allow-run",
 		run:      "prod-write mcp --allow-run",
 		readOnly: "a server that is not read-only",
-	}, o.Calls)
+	}, o.Calls, false)
 	return srv, err
 }
 
@@ -137,7 +137,10 @@ type hints struct{ runWhy, run, readOnly string }
 // [ResolveScope] decides its tools, and the receiving middleware refuses a
 // call to any other before a handler runs. It also returns the principal
 // the tools were chosen for.
-func build(b Backend, s Scope, version string, hs hints, calls mcpapi.Calls) (*mcp.Server, *approval.Principal, error) {
+//
+// With inline (HTTP), a file is content supplied in the call, not a path:
+// the caller shares no file system with the service.
+func build(b Backend, s Scope, version string, hs hints, calls mcpapi.Calls, inline bool) (*mcp.Server, *approval.Principal, error) {
 	reg, err := b.Registry()
 	if err != nil {
 		return nil, nil, err
@@ -147,7 +150,7 @@ func build(b Backend, s Scope, version string, hs hints, calls mcpapi.Calls) (*m
 		return nil, nil, err
 	}
 	allowed := ResolveScope(reg, pr, s)
-	h := &handlers{b: b}
+	h := &handlers{b: b, inline: inline}
 	sc := &scope{b: b, exposed: map[string]*tool{}, registry: reg, principal: pr, scope: s, hints: hs}
 	for _, t := range catalogue(reg, h) {
 		if allowed[t.def.Name] {

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
 	"github.com/prod-write/prod-write/pkg/netbackend"
@@ -109,7 +110,7 @@ func (r *recorder) handled() []string {
 	return slices.Clone(r.calls)
 }
 
-func (r *recorder) Plan(req mcpserver.PlanRequest) (any, error) {
+func (r *recorder) Plan(req mcpserver.PlanRequest) (*api.PlanResult, error) {
 	r.note("plan " + req.Operation)
 	return r.Backend.Plan(req)
 }
@@ -124,9 +125,9 @@ func (r *recorder) Receipt(id string) ([]json.RawMessage, error) {
 	return r.Backend.Receipt(id)
 }
 
-func (r *recorder) Run(fp string) (*mcpserver.RunResult, error) {
+func (r *recorder) Run(fp string, inline map[string][]byte) (*mcpserver.RunResult, error) {
 	r.note("run")
-	return r.Backend.Run(fp)
+	return r.Backend.Run(fp, inline)
 }
 
 // connect starts a server for the deployment under who's key and returns

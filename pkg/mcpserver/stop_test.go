@@ -99,7 +99,7 @@ func newHolding(t *testing.T) *holdingBackend {
 // failure does not wait for a run held for ever.
 func (b *holdingBackend) free() { b.once.Do(func() { close(b.release) }) }
 
-func (b *holdingBackend) Run(fp string) (*mcpserver.RunResult, error) {
+func (b *holdingBackend) Run(fp string, _ map[string][]byte) (*mcpserver.RunResult, error) {
 	b.running <- struct{}{}
 	<-b.release // a run ignores the stop
 	return &mcpserver.RunResult{Outcome: "ran", Fingerprint: fp}, nil

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -115,7 +117,7 @@ func catalogue(reg *operations.Registry, h *handlers) []*tool {
 	}
 	for _, op := range reg.All() {
 		// Planning stores a signed plan: a write, though not to production.
-		tools = append(tools, &tool{def: planTool(op), role: approval.RoleAgent, writes: true, handler: h.plan(op)})
+		tools = append(tools, &tool{def: planTool(op, h.inline), role: approval.RoleAgent, writes: true, handler: h.plan(op)})
 	}
 	// run needs no role of the server's principal: the gate, not the
 	// caller, decides whether the plan may run.
@@ -126,15 +128,45 @@ func catalogue(reg *operations.Registry, h *handlers) []*tool {
 			"(the approval it needs is consumed), write a durable intent receipt, execute the program with no shell, write the outcome receipt. " +
 			"Refused, and nothing runs, unless the plan was approved. Returns the exit code, the receipt numbers and the program's output " +
 			"(bounded, secrets redacted); isError when refused or when the program exits non-zero.",
-		InputSchema: object(fingerprintProp()),
+		InputSchema: runSchema(h.inline),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
 	}, writes: true, runs: true, handler: h.run})
 	return tools
 }
 
+// runSchema is run's input: the fingerprint and, over HTTP, the content
+// of each file the plan bound as supplied inline, which no plan keeps
+// (docs/adr/0039-inline-files-over-mcp-http.md). Only a plan with such
+// files needs them, so they are not required.
+func runSchema(inline bool) *jsonschema.Schema {
+	if !inline {
+		return object(fingerprintProp())
+	}
+	files := &jsonschema.Schema{Type: "object", AdditionalProperties: inlineFileSchema(fmt.Sprintf("at most %d bytes", mcpapi.MaxInlineFile)),
+		Description: fmt.Sprintf("for a plan whose files were supplied inline: the same content again, by file name (at most %d bytes in all)", mcpapi.MaxInlineTotal)}
+	s := object(fingerprintProp(), prop{"files", files})
+	s.Required = []string{"fingerprint"}
+	return s
+}
+
+// inlineFileSchema is a file supplied inline: its content, as UTF-8 text
+// or, with encoding "base64", standard base64. Only the content is
+// required.
+func inlineFileSchema(desc string) *jsonschema.Schema {
+	s := object(
+		prop{"content", &jsonschema.Schema{Type: "string", Description: "the file's bytes: UTF-8 text, or base64 when encoding says so"}},
+		prop{"encoding", &jsonschema.Schema{Type: "string", Enum: []any{"utf-8", "base64"}, Default: json.RawMessage(`"utf-8"`), Description: "how content encodes the bytes"}},
+	)
+	s.Required = []string{"content"}
+	s.Description = desc
+	return s
+}
+
 // planTool is the plan tool of op: its input schema is op's targets, typed
-// params and files, each required as the CLI requires them.
-func planTool(op *operations.Operation) *mcp.Tool {
+// params and files, each required as the CLI requires them. A file is a
+// path over stdio; with inline (MCP over HTTP, whose caller shares no
+// file system with the service) it is its content.
+func planTool(op *operations.Operation, inline bool) *mcp.Tool {
 	props := []prop{{"target", &jsonschema.Schema{Type: "string", Enum: anys(op.Targets), Description: "the target environment"}}}
 	if len(op.Params) > 0 {
 		var ps []prop
@@ -149,6 +181,14 @@ func planTool(op *operations.Operation) *mcp.Tool {
 		var fs []prop
 		for _, name := range slices.Sorted(maps.Keys(op.Files)) {
 			f := op.Files[name]
+			if inline {
+				desc := fmt.Sprintf("the file's content, at most %d bytes (and %d over MCP HTTP); its bytes are bound by the fingerprint, and the plan keeps none of them: run takes them again", min(int64(f.MaxSize), mcpapi.MaxInlineFile), mcpapi.MaxInlineFile)
+				if f.Description != "" {
+					desc = f.Description + ": " + desc
+				}
+				fs = append(fs, prop{name, inlineFileSchema(desc)})
+				continue
+			}
 			desc := fmt.Sprintf("path of the file (absolute, or relative to the server's working directory), at most %d bytes; its bytes are bound by the fingerprint", int64(f.MaxSize))
 			if f.Description != "" {
 				desc = f.Description + ": " + desc
@@ -157,6 +197,9 @@ func planTool(op *operations.Operation) *mcp.Tool {
 		}
 		files := object(fs...)
 		files.Description = "the operation's file parameters, as paths"
+		if inline {
+			files.Description = fmt.Sprintf("the operation's file parameters, each as its content supplied inline (at most %d bytes in all)", mcpapi.MaxInlineTotal)
+		}
 		props = append(props, prop{"files", files})
 	}
 	return &mcp.Tool{
@@ -279,7 +322,12 @@ func anys(in []string) []any {
 
 // handlers are the tools' handlers. Each one ran: whatever happens, it
 // returns a result (isError on failure), never a protocol error.
-type handlers struct{ b Backend }
+type handlers struct {
+	b Backend
+	// inline: files are content supplied in the call (MCP over HTTP),
+	// not paths.
+	inline bool
+}
 
 func (h *handlers) listOperations(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if err := decodeArgs(req, &struct{}{}); err != nil {
@@ -294,7 +342,7 @@ func (h *handlers) listOperations(_ context.Context, req *mcp.CallToolRequest) (
 
 func (h *handlers) plan(op *operations.Operation) mcp.ToolHandler {
 	return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		pr, err := planArgs(op, req)
+		pr, err := planArgs(op, req, h.inline)
 		if err != nil {
 			return h.failure(err), nil
 		}
@@ -447,11 +495,18 @@ func (h *handlers) explain(_ context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 }
 
 func (h *handlers) run(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	fp, err := fingerprintArg(req)
+	var fp string
+	var inline map[string][]byte
+	var err error
+	if h.inline {
+		fp, inline, err = runArgs(req)
+	} else {
+		fp, err = fingerprintArg(req)
+	}
 	if err != nil {
 		return h.failure(err), nil
 	}
-	res, err := h.b.Run(fp)
+	res, err := h.b.Run(fp, inline)
 	if err != nil {
 		return h.failure(err), nil
 	}
@@ -528,7 +583,10 @@ var integerRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile
 // string param is not its decimal text, nor a string for an integer param
 // its number. An integer reaches the registry's validation as the decimal
 // text the CLI's --param would carry.
-func planArgs(op *operations.Operation, req *mcp.CallToolRequest) (PlanRequest, error) {
+//
+// With inline (MCP over HTTP), a file is its content instead: see
+// [inlineFiles].
+func planArgs(op *operations.Operation, req *mcp.CallToolRequest, inline bool) (PlanRequest, error) {
 	var in struct {
 		Target json.RawMessage `json:"target"`
 		Params json.RawMessage `json:"params"`
@@ -577,6 +635,11 @@ func planArgs(op *operations.Operation, req *mcp.CallToolRequest) (PlanRequest, 
 	if err != nil {
 		return PlanRequest{}, err
 	}
+	if inline {
+		pr.Files = nil
+		pr.Inline, err = inlineFiles(req, files, func(name string) bool { _, ok := op.Files[name]; return ok }, op.Name)
+		return pr, err
+	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if k := jsonKind(files[name]); k != "a string" {
 			return PlanRequest{}, argError(req, "file %s: want a path (a JSON string), got %s", name, k).Needs("file " + name + " as a JSON string")
@@ -586,6 +649,80 @@ func planArgs(op *operations.Operation, req *mcp.CallToolRequest) (PlanRequest, 
 		pr.Files[name] = path
 	}
 	return pr, nil
+}
+
+// runArgs decodes run's arguments over HTTP: the fingerprint and the
+// files supplied inline.
+func runArgs(req *mcp.CallToolRequest) (string, map[string][]byte, error) {
+	var in struct {
+		Fingerprint string          `json:"fingerprint"`
+		Files       json.RawMessage `json:"files"`
+	}
+	if err := decodeArgs(req, &in); err != nil {
+		return "", nil, err
+	}
+	if in.Fingerprint == "" {
+		return "", nil, argError(req, "fingerprint is required").Needs("fingerprint")
+	}
+	files, err := argObject(req, "files", in.Files)
+	if err != nil {
+		return "", nil, err
+	}
+	// Which names the plan binds inline, the backend knows.
+	inline, err := inlineFiles(req, files, func(string) bool { return true }, "")
+	return in.Fingerprint, inline, err
+}
+
+// inlineFiles decodes files supplied inline, each {"content": …,
+// "encoding": "utf-8" | "base64"}. They are attacker input to a
+// privileged process: a name that declared refuses is refused, and so is
+// content over [mcpapi.MaxInlineFile] bytes or, in all, over
+// [mcpapi.MaxInlineTotal], judged from its encoded length before any of
+// it is decoded; no refusal quotes content.
+func inlineFiles(req *mcp.CallToolRequest, files map[string]json.RawMessage, declared func(string) bool, op string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	total := 0
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if !declared(name) {
+			return nil, argError(req, "operation %s declares no file %q", op, name)
+		}
+		if k := jsonKind(files[name]); k != "an object" {
+			return nil, argError(req, "file %s: want its content supplied inline ({\"content\": …}), got %s", name, k).Needs("file " + name + " as {\"content\": …}")
+		}
+		var f struct {
+			Content  *string `json:"content"`
+			Encoding string  `json:"encoding"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(files[name]))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil || f.Content == nil {
+			return nil, argError(req, "file %s: want {\"content\": STRING, \"encoding\": \"utf-8\" or \"base64\"}", name).Needs("file " + name + " as {\"content\": …}")
+		}
+		size := len(*f.Content)
+		switch f.Encoding {
+		case "", "utf-8":
+		case "base64":
+			size = len(strings.TrimRight(*f.Content, "=")) * 3 / 4
+		default:
+			return nil, argError(req, "file %s: encoding must be \"utf-8\" or \"base64\"", name)
+		}
+		// Judged before decoding: bounded work whatever was sent.
+		if size > mcpapi.MaxInlineFile {
+			return nil, argError(req, "file %s: content over MCP HTTP's bound of %d bytes", name, mcpapi.MaxInlineFile)
+		}
+		if total += size; total > mcpapi.MaxInlineTotal {
+			return nil, argError(req, "files: content over MCP HTTP's bound of %d bytes in all", mcpapi.MaxInlineTotal)
+		}
+		b := []byte(*f.Content)
+		if f.Encoding == "base64" {
+			var err error
+			if b, err = base64.StdEncoding.DecodeString(*f.Content); err != nil {
+				return nil, argError(req, "file %s: content is not standard base64", name)
+			}
+		}
+		out[name] = b
+	}
+	return out, nil
 }
 
 // argObject decodes the argument name, absent or a JSON object.

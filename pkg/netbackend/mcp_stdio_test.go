@@ -15,6 +15,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
@@ -35,12 +36,12 @@ func (b *oneShotBackend) Principal() (*approval.Principal, error) {
 	return &approval.Principal{ID: "agent", Roles: []string{approval.RoleAgent}}, nil
 }
 
-func (b *oneShotBackend) Plan(req mcpapi.PlanRequest) (any, error) {
+func (b *oneShotBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
 	time.Sleep(2 * time.Millisecond)
 	b.mu.Lock()
 	b.stored++
 	b.mu.Unlock()
-	return map[string]any{"fingerprint": "sha256:" + strings.Repeat("1", 64), "stored": true}, nil
+	return &api.PlanResult{Plan: &operations.Plan{Fingerprint: "sha256:" + strings.Repeat("1", 64)}, Stored: true}, nil
 }
 
 func (b *oneShotBackend) Status(string) (any, *refusal.Error, error) {
@@ -52,7 +53,7 @@ func (b *oneShotBackend) Wait(context.Context, string, time.Duration, func(strin
 	return nil, nil, true, nil
 }
 
-func (b *oneShotBackend) Run(fp string) (*mcpapi.RunResult, error) {
+func (b *oneShotBackend) Run(fp string, _ map[string][]byte) (*mcpapi.RunResult, error) {
 	// Still running when stdin ends.
 	time.Sleep(50 * time.Millisecond)
 	b.mu.Lock()

@@ -315,6 +315,11 @@ var (
 )
 
 func (c CallerFiles) Digest(kind, name, path string, max int64) (size int64, sum string, err error) {
+	if _, inline := operations.InlineName(path); kind == "file" && inline && c.Open == nil {
+		// Never read as a path here: only the runner service's MCP over
+		// HTTP takes inline content (docs/adr/0039-inline-files-over-mcp-http.md).
+		return 0, "", refusal.New(refusal.ParamInvalid, "file %s was supplied inline over MCP HTTP: only a call there that supplies the same content can run this plan", name).Needs("file " + name + ": the same content, supplied inline to run over MCP HTTP")
+	}
 	if kind != "file" || c.Open == nil {
 		return c.Digester.Digest(kind, name, path, max)
 	}
