@@ -45,9 +45,6 @@ func (a serviceAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitRes
 		if !api.StillPending(s.Refusal, s.Request) {
 			return &api.WaitResult{Status: s}, nil
 		}
-		if req.Progress != nil {
-			req.Progress(s)
-		}
 		slice := serviceWaitMax
 		if a.waitSlice > 0 {
 			slice = a.waitSlice
@@ -60,7 +57,14 @@ func (a serviceAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitRes
 			slice = min(slice, left)
 		}
 		var r api.WaitResult
-		err := a.call(ctx, "status-wait", api.WaitRequest{Fingerprint: req.Fingerprint, Timeout: slice}, &r)
+		// Said once the service holds the wait: a caller that sees the
+		// line and goes ends a call in the service, not one never made.
+		sent := func() {
+			if req.Progress != nil {
+				req.Progress(s)
+			}
+		}
+		err := a.call(withSent(ctx, sent), "status-wait", api.WaitRequest{Fingerprint: req.Fingerprint, Timeout: slice}, &r)
 		if ctx.Err() != nil {
 			// Ended as pending, with the status as it was last judged.
 			return &api.WaitResult{Status: s, Pending: true}, nil

@@ -22,7 +22,22 @@ type Answerer interface {
 
 // Caller answers the service's questions as the calling process: from its
 // environment, and with files it opens itself.
-type Caller struct{ LookupEnv func(string) (string, bool) }
+type Caller struct {
+	LookupEnv func(string) (string, bool)
+	// OnSent, when set, is called once the request is sent: the service
+	// has it (it reads what was written even if this process dies now).
+	OnSent func()
+}
+
+// Sent implements [Sender].
+func (c Caller) Sent() {
+	if c.OnSent != nil {
+		c.OnSent()
+	}
+}
+
+// Sender is an [Answerer] that hears when [Do] has sent the request.
+type Sender interface{ Sent() }
 
 // Env implements [Answerer].
 func (c Caller) Env(name string) (string, bool) { return c.LookupEnv(name) }
@@ -55,6 +70,9 @@ func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signa
 			return res, nil
 		}
 		return nil, &NotSentError{err}
+	}
+	if s, ok := a.(Sender); ok {
+		s.Sent()
 	}
 	done := make(chan struct{})
 	defer close(done)
