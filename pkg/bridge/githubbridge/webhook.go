@@ -2,7 +2,6 @@ package githubbridge
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -70,22 +69,14 @@ func (h *Webhook) reply(w http.ResponseWriter, code int, format string, args ...
 }
 
 // verify reports whether sig is "sha256=" and the hex HMAC-SHA256 of body
-// under the secret, compared in constant time.
+// under the secret, checked by go-github's ValidateSignature (constant
+// time). Only SHA-256: go-github takes sha1= and sha512= too, and a sha1=
+// signature is what a downgrade would send.
 func (h *Webhook) verify(sig string, body []byte) bool {
-	if h.Secret.Empty() {
+	if h.Secret.Empty() || !strings.HasPrefix(sig, "sha256=") {
 		return false
 	}
-	hexSig, ok := strings.CutPrefix(sig, "sha256=")
-	if !ok {
-		return false
-	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil {
-		return false
-	}
-	m := hmac.New(sha256.New, []byte(h.Secret.Reveal()))
-	m.Write(body)
-	return hmac.Equal(got, m.Sum(nil))
+	return github.ValidateSignature(sig, body, []byte(h.Secret.Reveal())) == nil
 }
 
 // ServeHTTP implements http.Handler.

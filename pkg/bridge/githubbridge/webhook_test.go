@@ -2,7 +2,12 @@ package githubbridge_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha512"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -89,6 +94,10 @@ func TestWebhookBadSignature(t *testing.T) {
 		"truncated":      bridgetest.SignGitHubWebhook(hookSecret, payload)[:40],
 		"other body":     bridgetest.SignGitHubWebhook(hookSecret, append(payload, ' ')),
 		"upper case":     "SHA256=" + strings.TrimPrefix(bridgetest.SignGitHubWebhook(hookSecret, payload), "sha256="),
+		// Right, under the right secret, but not SHA-256: go-github would
+		// take them, a downgrade would send them.
+		"valid sha1":   "sha1=" + hmacHex(sha1.New, hookSecret, payload),
+		"valid sha512": "sha512=" + hmacHex(sha512.New, hookSecret, payload),
 	} {
 		req := bridgetest.GitHubWebhook("/github/webhook", hookSecret, "issue_comment", newDelivery(), payload)
 		req.Header.Set("X-Hub-Signature-256", sig)
@@ -344,6 +353,37 @@ func TestWebhookAndPollerTogether(t *testing.T) {
 		poll(t, p)
 		if n := len(r.w.Answers(t)); n != 1 || r.acks() != 1 {
 			t.Fatalf("%d answers, %d acknowledgements, want 1 and 1\n%s", n, r.acks(), r.log)
+		}
+	}
+}
+
+func hmacHex(h func() hash.Hash, secret string, body []byte) string {
+	m := hmac.New(h, []byte(secret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// GitHub's published test vector (docs.github.com, "Validating webhook
+// deliveries"): secret "It's a Secret to Everybody", payload "Hello,
+// World!". Its signature passes (the body is then refused as no JSON,
+// 415, never 401); the same with one digit changed does not.
+func TestWebhookSignatureVector(t *testing.T) {
+	r := newRig(t, 1, 0)
+	h := &githubbridge.Webhook{Secret: bridge.NewSecret("It's a Secret to Everybody"), Poller: r.poller(t)}
+	const sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+	for _, tc := range []struct {
+		sig  string
+		want int
+	}{
+		{sig, http.StatusUnsupportedMediaType},
+		{sig[:len(sig)-1] + "8", http.StatusUnauthorized},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/github/webhook", strings.NewReader("Hello, World!"))
+		req.Header.Set("X-Hub-Signature-256", tc.sig)
+		req.Header.Set("Content-Type", "text/plain")
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		if got := deliver(h, req); got.code != tc.want {
+			t.Errorf("signature %s: %+v, want %d", tc.sig, got, tc.want)
 		}
 	}
 }
