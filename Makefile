@@ -69,10 +69,12 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-## man: man pages: section 1 from the command tree, prod-write.toml(5) from
-## docs/CONFIG.md (a test checks that the generation keeps every key).
+## man: man pages: section 1 from the command tree (prod-write(1)'s EXIT
+## STATUS, ENVIRONMENT and FILES from the code), prod-write.toml(5) from
+## docs/CONFIG.md (a test checks that the generation keeps every key). Built
+## with VCS stamping, as `build` is, so that the pages name the revision.
 man:
-	$(GO) run ./cmd/prod-write-docs man docs/man
+	$(GO) run -buildvcs=auto ./cmd/prod-write-docs man docs/man
 
 clean:
 	rm -rf bin

@@ -53,6 +53,14 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("%s: mode %v, %d bytes; want %v and not empty", f.path, fi.Mode(), fi.Size(), f.mode)
 		}
 	}
+	// The installed prod-write(1) is the generated page, with the sections
+	// cmd/prod-write-docs adds to cobra's.
+	man, _ := os.ReadFile(filepath.Join(dest, "opt/pw/share/man/man1/prod-write.1"))
+	for _, want := range []string{".SH EXIT STATUS", ".SH ENVIRONMENT", ".SH FILES", `\fBprod-write.toml(5)\fP`} {
+		if !strings.Contains(string(man), want) {
+			t.Errorf("the installed prod-write(1) lacks %q", want)
+		}
+	}
 	for _, bin := range []string{"prod-write", "prod-write-net"} {
 		out, err := exec.Command(filepath.Join(dest, "opt/pw/bin", bin), "--version").Output()
 		if err != nil || !strings.HasPrefix(string(out), bin+" version ") {
