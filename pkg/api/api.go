@@ -7,9 +7,9 @@
 // LocalAPI, what a caller may read is decided per call, in the service,
 // from the caller's credentials ([Redact]).
 //
-// The calls here are ops list, whoami, plan, status and its wait, and the
+// The calls here are ops list, whoami, plan, status and its wait, the
 // calls that add a signed record to a plan (file, decide, gera, withdraw,
-// freeze grant, break-glass and its review); the others still run as
+// freeze grant, break-glass and its review), and run; the others still run as
 // commands inside the service
 // (docs/adr/0038-one-typed-api.md says which, and the plan for them).
 package api
@@ -67,6 +67,11 @@ type API interface {
 	// Plan validates, resolves and fingerprints an invocation and, with
 	// the caller's agent key, stores the signed plan.
 	Plan(ctx context.Context, req PlanRequest) (*PlanResult, error)
+	// Run runs an approved plan: gate, consumption, intent, the program,
+	// outcome. A program that ran is a result whatever its exit status;
+	// an error is a refusal (nothing ran) or a failure. ctx does not end
+	// a run: once asked for, its order is the runner's.
+	Run(ctx context.Context, req RunRequest) (*RunResult, error)
 }
 
 // OpsResult is the registry.

@@ -252,6 +252,26 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		// the files it handed over, or nothing; it is asked for no file
 		// it did not hand over, nor told a stored plan's path.
 		result, err = a.Plan(ctx, pr)
+	case "run":
+		var r api.RunRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// Any caller that may connect may ask: the gate decides, and a
+		// plan whose approval needs no key (a standing go) runs for a
+		// caller with none. What such a caller is told is the run
+		// order's: a file it did not hand over is asked of it only with
+		// a key (serviceCall.file), and a refusal names the operation and
+		// fingerprint. The program's stdin is the descriptor handed over,
+		// its output goes through the call's relay (Serve), never onto
+		// a descriptor of the caller's.
+		result, err = a.Run(ctx, api.RunRequest{Fingerprint: r.Fingerprint, Stdin: f.IO.In, Stdout: f.IO.Out, Stderr: f.IO.Err})
+		if sc.finishOutput != nil {
+			// The relay's sender is done before the reply is sent, on
+			// the same socket (a refusal ends the relay here; a run
+			// did, before its outcome receipt).
+			sc.finishOutput()
+		}
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
 	}
@@ -269,6 +289,9 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 	} else if w, ok := result.(*api.WaitResult); ok && w.Pending {
 		// For the log: a wait that ended pending, as --timeout's end.
 		code = ExitTimeout
+	} else if r, ok := result.(*api.RunResult); ok {
+		// For the log: the program's.
+		code = r.ExitCode
 	}
 	b, err := json.Marshal(ans)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/service"
 )
@@ -63,7 +65,10 @@ func newAPIWorld(t *testing.T) *apiWorld {
 		// An operation with file parameters, the largest allowed more than
 		// MCP over HTTP's bound.
 		"[[operation]]\nname = \"push\"\ndescription = \"pushes files\"\nprogram = \"true\"\ntargets = [\"staging\"]\n" +
-		"[operation.files.config]\nmax_size = \"64KiB\"\n[operation.files.blob]\nmax_size = \"8MiB\"\n"
+		"[operation.files.config]\nmax_size = \"64KiB\"\n[operation.files.blob]\nmax_size = \"8MiB\"\n" +
+		// An operation that says something, run as nobody through the
+		// service (as root, here, in process).
+		"[[operation]]\nname = \"say\"\ndescription = \"says something\"\nprogram = \"echo\"\nargs = [\"said\"]\ntargets = [\"staging\"]\nrun_as = \"nobody\"\ncwd = \"/\"\n[operation.params.name]\npattern = \"^[a-z]+$\"\n[operation.approval]\npaths = [\"gera\"]\n"
 	if err := os.WriteFile(filepath.Join(h.dir, "operations", "noop.toml"), []byte(op), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +132,9 @@ func newAPIWorld(t *testing.T) *apiWorld {
 	cfg.Service.MCPKeys, cfg.Service.MCPCwd = mcpKeys, h.dir
 	st := &serviceState{cfg: cfg, log: log.New(io.Discard, "", 0), uid: ^uint32(0)}
 	if err := st.load(); err != nil {
+		t.Fatal(err)
+	}
+	if st.starter, err = execute.NewCaplessStarter(); err != nil {
 		t.Fatal(err)
 	}
 	w.st, w.base = st, factory(nil)
@@ -285,62 +293,101 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		}
 		return run
 	}
+	geraLocal, _ := w.as("gera")
+	// A go for one run; it returns the start of the decision's id, as a
+	// refusal names it.
+	geraGo := func(t *testing.T, fp string) string {
+		r, err := (localAPI{f: geraLocal}).Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "go", Uses: 1, Reason: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ID[:12]
+	}
 	writes := []struct {
 		name  string
+		op    string // "noop" unless set
 		actor string
 		// setup prepares the plan fp in local mode; what it returns is
 		// call's arg.
 		setup func(t *testing.T, fp string) string
 		call  func(a api.API, fp, arg string) (any, error)
 	}{
-		{"file", "smith", nil, func(a api.API, fp, _ string) (any, error) {
+		{"file", "", "smith", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.File(ctx, api.FileRequest{Fingerprint: fp, Summary: "s", Effect: "e", BlastRadius: "b", Rollback: "r", Certainty: "medium", TTL: time.Hour})
 		}},
-		{"decide approve", "alice", file, func(a api.API, fp, _ string) (any, error) {
+		{"decide approve", "", "alice", file, func(a api.API, fp, _ string) (any, error) {
 			return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "approve", Reason: "ok"})
 		}},
-		{"decide deny without a record", "alice", nil, func(a api.API, fp, _ string) (any, error) {
+		{"decide deny without a record", "", "alice", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "deny"})
 		}},
-		{"decide approve by the filer", "smith", file, func(a api.API, fp, _ string) (any, error) {
+		{"decide approve by the filer", "", "smith", file, func(a api.API, fp, _ string) (any, error) {
 			return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "approve"})
 		}},
 		// Checked by the API as by the command line: the service takes
 		// requests from any client.
-		{"decide maybe", "alice", file, func(a api.API, fp, _ string) (any, error) {
+		{"decide maybe", "", "alice", file, func(a api.API, fp, _ string) (any, error) {
 			return a.Decide(ctx, api.DecideRequest{Fingerprint: fp, Answer: "maybe"})
 		}},
-		{"gera go for no runs", "gera", nil, func(a api.API, fp, _ string) (any, error) {
+		{"gera go for no runs", "", "gera", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "go"})
 		}},
-		{"file with no summary", "smith", nil, func(a api.API, fp, _ string) (any, error) {
+		{"file with no summary", "", "smith", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.File(ctx, api.FileRequest{Fingerprint: fp, Effect: "e", BlastRadius: "b", Rollback: "r", Certainty: "high"})
 		}},
-		{"break-glass with no incident", "cab", nil, func(a api.API, fp, _ string) (any, error) {
+		{"break-glass with no incident", "", "cab", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.BreakGlass(ctx, api.BreakGlassRequest{Fingerprint: fp, Reason: "r", Incident: " "})
 		}},
-		{"gera go", "gera", nil, func(a api.API, fp, _ string) (any, error) {
+		{"gera go", "", "gera", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "go", Uses: 3, Reason: "r"})
 		}},
-		{"gera no-go", "gera", nil, func(a api.API, fp, _ string) (any, error) {
+		{"gera no-go", "", "gera", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "no-go", Uses: 3})
 		}},
-		{"withdraw", "agent", nil, func(a api.API, fp, _ string) (any, error) {
+		{"withdraw", "", "agent", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.Withdraw(ctx, api.WithdrawRequest{Fingerprint: fp})
 		}},
-		{"withdraw by another", "alice", nil, func(a api.API, fp, _ string) (any, error) {
+		{"withdraw by another", "", "alice", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.Withdraw(ctx, api.WithdrawRequest{Fingerprint: fp})
 		}},
-		{"freeze grant", "cab", nil, func(a api.API, fp, _ string) (any, error) {
+		{"freeze grant", "", "cab", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.FreezeGrant(ctx, api.FreezeGrantRequest{Fingerprint: fp, Freeze: "past", Reason: "INC-1"})
 		}},
-		{"freeze grant through no freeze", "cab", nil, func(a api.API, fp, _ string) (any, error) {
+		{"freeze grant through no freeze", "", "cab", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.FreezeGrant(ctx, api.FreezeGrantRequest{Fingerprint: fp, Freeze: "nope", Reason: "INC-1"})
 		}},
-		{"break-glass", "cab", nil, func(a api.API, fp, _ string) (any, error) {
+		{"break-glass", "", "cab", nil, func(a api.API, fp, _ string) (any, error) {
 			return a.BreakGlass(ctx, api.BreakGlassRequest{Fingerprint: fp, Reason: "api down", Incident: "INC-2"})
 		}},
-		{"break-glass review", "alice", breakAndRun, func(a api.API, _, run string) (any, error) {
+		// Run: the program's output is written to the request's streams,
+		// relayed by the service, and is not in the result.
+		{"run", "say", "agent", geraGo, func(a api.API, fp, _ string) (any, error) {
+			var out, errb bytes.Buffer
+			r, err := a.Run(ctx, api.RunRequest{Fingerprint: fp, Stdout: &out, Stderr: &errb})
+			if err != nil {
+				return nil, err
+			}
+			if r.Receipt != r.Intent+1 {
+				return nil, fmt.Errorf("intent %d, outcome %d", r.Intent, r.Receipt)
+			}
+			// Their places in the journal: each run appends its own.
+			r.Intent, r.Receipt = 0, 0
+			return struct {
+				*api.RunResult
+				Stdout string `json:"stdout"`
+				Stderr string `json:"stderr"`
+			}{r, out.String(), errb.String()}, nil
+		}},
+		{"run again, its go spent", "say", "agent", func(t *testing.T, fp string) string {
+			id := geraGo(t, fp)
+			if _, err := (localAPI{f: w.local}).Run(ctx, api.RunRequest{Fingerprint: fp}); err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}, func(a api.API, fp, _ string) (any, error) {
+			return a.Run(ctx, api.RunRequest{Fingerprint: fp})
+		}},
+		{"break-glass review", "", "alice", breakAndRun, func(a api.API, _, run string) (any, error) {
 			return a.BreakGlassReview(ctx, api.BreakGlassReviewRequest{Run: run, Notes: "fine"})
 		}},
 	}
@@ -354,7 +401,11 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 			}{{"in-process", localAPI{f: local}}, {"socket", serviceAPI{f: client}}} {
 				// A parameter of its own, so a plan of its own.
 				name := strings.Repeat(string(rune('a'+i)), 2) + []string{"local", "socket"}[j]
-				fp := h.plan("noop", "--param", "name="+name)
+				op := c.op
+				if op == "" {
+					op = "noop"
+				}
+				fp := h.plan(op, "--param", "name="+name)
 				arg := ""
 				if c.setup != nil {
 					arg = c.setup(t, fp)
@@ -367,7 +418,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 				}
 				if j == 0 {
 					want, wantErr = g, errText
-					if strings.Contains(c.name, " by ") || strings.Contains(c.name, " no ") || strings.HasSuffix(c.name, " maybe") {
+					if strings.Contains(c.name, " by ") || strings.Contains(c.name, " no ") || strings.HasSuffix(c.name, " maybe") || strings.HasSuffix(c.name, " spent") {
 						if err == nil {
 							t.Fatalf("%s: no refusal: %s", im.name, b)
 						}

@@ -368,7 +368,7 @@ func Main(aws AWS, net Net) int {
 	// An agent's run through the runner service, before the command tree
 	// is built; any other command line, or one it cannot finish before
 	// sending, is the tree's (pkg/fastrun).
-	if code, ok := fastrun.Try(fastrun.Env{Args: os.Args[1:], LookupEnv: os.LookupEnv, Getwd: os.Getwd, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}); ok {
+	if code, ok := fastrun.Try(fastrun.Env{Args: os.Args[1:], LookupEnv: os.LookupEnv, Getwd: os.Getwd, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Answer: runAnswer}); ok {
 		return code
 	}
 	f := NewFactory()

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/prod-write/prod-write/pkg/api"
 )
 
 // FormatVersion is the format_version of every JSON document a command
@@ -30,7 +32,7 @@ func nonNil[T any](s []T) []T {
 // printRan writes run's outcome line (its last line on stderr with --json,
 // after the program's own output), encoded as JSON rather than with Go
 // quoting, which differs for some bytes.
-func printRan(w io.Writer, operation, fingerprint string, exitCode int, intent, receipt uint64) {
+func printRan(w io.Writer, r *api.RunResult) {
 	b, _ := json.Marshal(struct {
 		FormatVersion int    `json:"format_version"`
 		Outcome       string `json:"outcome"`
@@ -39,6 +41,6 @@ func printRan(w io.Writer, operation, fingerprint string, exitCode int, intent, 
 		ExitCode      int    `json:"exit_code"`
 		Intent        uint64 `json:"intent"`
 		Receipt       uint64 `json:"receipt"`
-	}{FormatVersion, "ran", operation, fingerprint, exitCode, intent, receipt})
+	}{r.FormatVersion, r.Outcome, r.Operation, r.Fingerprint, r.ExitCode, r.Intent, r.Receipt})
 	fmt.Fprintf(w, "%s\n", b)
 }

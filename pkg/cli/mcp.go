@@ -199,29 +199,30 @@ func (b *mcpBackend) Run(fp string, inline map[string][]byte) (*mcpapi.RunResult
 	}
 	b.inflight.Add(1)
 	defer b.inflight.Done()
+	// The API the CLI's run calls: in-process, or the service's, which
+	// relays the program's output. No stdin (the program reads
+	// /dev/null), and the output goes to buffers: the MCP stream is never
+	// the program's.
+	var a api.API = localAPI{f: b.f}
 	if b.remote {
-		return b.remoteRun(fp)
+		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
 	}
 	stdout, stderr := &capture{limit: runOutputLimit}, &capture{limit: runOutputLimit}
-	// No stdin (the program reads /dev/null), and the program's output goes
-	// to buffers: the MCP stream is never the program's.
-	err := runRun(&RunOptions{F: b.with(stdout, stderr), Fingerprint: fp})
-	var exit *ExitError
-	if err != nil && !errors.As(err, &exit) {
+	r, err := a.Run(context.Background(), api.RunRequest{Fingerprint: fp, Stdout: stdout, Stderr: stderr})
+	if err != nil {
 		return nil, err
 	}
-	// With --json, run's last write to stderr, after the program is gone,
-	// is its outcome line.
-	var res mcpapi.RunResult
-	line := stderr.last
-	if json.Unmarshal(line, &res) != nil || res.Outcome != "ran" {
-		return nil, fmt.Errorf("run ended without its outcome line")
+	// Through the service the secrets are the service's: the client knows
+	// none of their values, and the service relays the program's output
+	// as it is.
+	var redact []string
+	if !b.remote {
+		redact = b.secrets()
 	}
-	stderr.dropLast()
-	redact := b.secrets()
+	res := &mcpapi.RunResult{Outcome: r.Outcome, Operation: r.Operation, Fingerprint: r.Fingerprint, ExitCode: r.ExitCode, Intent: r.Intent, Receipt: r.Receipt}
 	res.Stdout, res.StdoutTruncated = stdout.text(redact)
 	res.Stderr, res.StderrTruncated = stderr.text(redact)
-	return &res, nil
+	return res, nil
 }
 
 // secrets returns the values, as set now, of every variable that any
@@ -251,35 +252,23 @@ func (b *mcpBackend) ErrorCode(err error) string {
 	return errorCode(err)
 }
 
-// capture keeps the first limit bytes written to it, and the bytes of the
-// last write.
+// capture keeps the first limit bytes written to it.
 type capture struct {
 	mu        sync.Mutex
 	buf       bytes.Buffer
 	limit     int
 	truncated bool
-	last      []byte
-	lastKept  int  // how many bytes of last are in buf
-	wasCut    bool // truncated before the last write
 }
 
 func (c *capture) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.last = append(c.last[:0], p...)
-	c.wasCut = c.truncated
-	c.lastKept = min(len(p), c.limit-c.buf.Len())
-	c.buf.Write(p[:c.lastKept])
-	if c.lastKept < len(p) {
+	kept := min(len(p), c.limit-c.buf.Len())
+	c.buf.Write(p[:kept])
+	if kept < len(p) {
 		c.truncated = true
 	}
 	return len(p), nil
-}
-
-// dropLast removes the last write from what was kept.
-func (c *capture) dropLast() {
-	c.buf.Truncate(c.buf.Len() - c.lastKept)
-	c.truncated = c.wasCut
 }
 
 // text is what was kept, with each secret value redacted. When the output

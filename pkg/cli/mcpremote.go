@@ -1,17 +1,14 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
-	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -71,34 +68,6 @@ func (b *mcpBackend) callContext(ctx context.Context, op string, args any, extra
 		}
 	}
 	return line, exit
-}
-
-// remoteRun is Run through the service: the outcome is the last line the
-// service wrote to stderr, after the program's own output.
-func (b *mcpBackend) remoteRun(fp string) (*mcpapi.RunResult, error) {
-	stdout, stderr := &capture{limit: runOutputLimit}, &capture{limit: runOutputLimit + 4<<10}
-	line, err := b.call("run", &RunOptions{Fingerprint: fp}, nil, stdout, stderr)
-	var exit *ExitError
-	if err != nil && !errors.As(err, &exit) {
-		return nil, err
-	}
-	var res mcpapi.RunResult
-	if json.Unmarshal(line, &res) != nil || res.Outcome != "ran" {
-		return nil, fmt.Errorf("run ended without its outcome line")
-	}
-	// Drop the outcome line from the program's stderr.
-	if kept := stderr.buf.Bytes(); bytes.HasSuffix(kept, append(line, '\n')) {
-		stderr.buf.Truncate(len(kept) - len(line) - 1)
-	}
-	if stderr.buf.Len() > runOutputLimit {
-		stderr.buf.Truncate(runOutputLimit)
-		stderr.truncated = true
-	}
-	// The secrets are the service's: the client knows none of their
-	// values, and the service relays the program's output as it is.
-	res.Stdout, res.StdoutTruncated = stdout.text(nil)
-	res.Stderr, res.StderrTruncated = stderr.text(nil)
-	return &res, nil
 }
 
 func (b *mcpBackend) remoteRegistry() (*operations.Registry, error) {

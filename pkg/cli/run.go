@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/runner"
@@ -41,7 +44,7 @@ ran).`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return f.dispatch("run", opts, nil, func() error { return runRun(opts) })
+			return runRun(opts)
 		},
 	}
 }
@@ -111,11 +114,16 @@ func (f *Factory) runner() *runner.Runner {
 	return r
 }
 
-// runRun runs the plan through the run order (pkg/runner) and says what
-// ran: the exit status is the program's.
+// runRun runs the plan through the API (in-process, or the runner
+// service's) and says what ran, on the caller's side: the exit status is
+// the program's.
 func runRun(o *RunOptions) error {
 	f := o.F
-	if f.call == nil {
+	a, err := f.api()
+	if err != nil {
+		return err
+	}
+	if la, ok := a.(localAPI); ok && f.call == nil {
 		go keys.Warm()
 		// run is short and allocates little: collecting garbage would only
 		// add latency in front of the program (docs/PERFORMANCE.md). A
@@ -123,28 +131,57 @@ func runRun(o *RunOptions) error {
 		// long and runs many calls at once.)
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
+		if f.IO.ErrTTY && !f.JSON {
+			la.progress = progressPrinter(f.IO.Err)
+			a = la
+		}
 	}
-	ran, err := f.runner().Run(o.Fingerprint)
+	r, err := a.Run(context.Background(), api.RunRequest{Fingerprint: o.Fingerprint, Stdin: f.IO.In, Stdout: f.IO.Out, Stderr: f.IO.Err})
 	if err != nil {
 		return err
 	}
-	pc, res := ran.Plan, ran.Result
+	return printRun(f, r)
+}
+
+// printRun says what ran, after the program's own output; its error is
+// the program's exit status.
+func printRun(f *Factory, r *api.RunResult) error {
 	switch {
 	case f.JSON:
-		printRan(f.IO.Err, pc.Plan.Operation, pc.Plan.Fingerprint, res.ExitCode, ran.Intent.Seq, ran.Done.Seq)
-	case res.TimedOut:
+		printRan(f.IO.Err, r)
+	case r.TimedOut:
 		// Always said: the program's own output may end mid-line.
 		fmt.Fprintf(f.IO.Err, "prod-write: %s timed out after %s and was killed (exit %d); receipts %d and %d\n",
-			pc.Plan.Operation, pc.Op.Timeout.Duration, res.ExitCode, ran.Intent.Seq, ran.Done.Seq)
+			r.Operation, r.Timeout, r.ExitCode, r.Intent, r.Receipt)
 	case f.IO.ErrTTY:
 		// For a person at a terminal; scripts read the exit status.
 		fmt.Fprintf(f.IO.Err, "prod-write: ran %s %.19s… (exit %d); receipts %d and %d\n",
-			pc.Plan.Operation, pc.Plan.Fingerprint, res.ExitCode, ran.Intent.Seq, ran.Done.Seq)
+			r.Operation, r.Fingerprint, r.ExitCode, r.Intent, r.Receipt)
 	}
-	if res.ExitCode != 0 {
-		return &ExitError{Code: res.ExitCode}
+	if r.ExitCode != 0 {
+		return &ExitError{Code: r.ExitCode}
 	}
 	return nil
+}
+
+// runAnswer renders the runner service's answer to a typed run on stderr,
+// as `run` does through serviceAPI, and returns the exit status
+// (pkg/fastrun's Env.Answer).
+func runAnswer(body []byte, asJSON, errTTY bool, stderr io.Writer) int {
+	f := &Factory{IO: &IOStreams{Out: io.Discard, Err: stderr, ErrTTY: errTTY}, JSON: asJSON}
+	var r api.RunResult
+	err := api.Decode(body, &r)
+	if err == nil && r.Outcome != "ran" {
+		err = errors.New("the runner service's run answered no outcome")
+	}
+	if err == nil {
+		err = printRun(f, &r)
+	}
+	if err == nil {
+		return ExitOK
+	}
+	printError(f, err)
+	return ExitCode(err)
 }
 
 // invoker is who asked for the run: the account (in the service, the

@@ -941,13 +941,6 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 	}
 	args := func(v any) error { return decodeArgs(req.Op, req.Args, v) }
 	switch req.Op {
-	case "run":
-		o := &RunOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return runRun(o)
 	case "ops-list":
 		reg, err := loadRegistry(f)
 		if err != nil {

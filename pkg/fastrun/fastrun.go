@@ -29,6 +29,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/service"
 )
@@ -45,6 +46,10 @@ type Env struct {
 	Stdin     *os.File
 	Stdout    *os.File
 	Stderr    *os.File
+	// Answer renders the service's answer to the typed run (an api.Answer
+	// of an api.RunResult) on stderr as the command does, and returns the
+	// exit status: the caller's side renders, here as in the command tree.
+	Answer func(body []byte, asJSON, errTTY bool, stderr io.Writer) int
 }
 
 // Line is a command line fastrun serves: `run FP` and the global flags.
@@ -111,7 +116,7 @@ func ParseRun(args []string) (Line, bool) {
 // command tree's.
 func Try(e Env) (code int, ok bool) {
 	l, ok := ParseRun(e.Args)
-	if !ok {
+	if !ok || e.Answer == nil {
 		return 0, false
 	}
 	// The client mostly waits on its socket: one P is enough, and a second
@@ -159,11 +164,11 @@ func Try(e Env) (code int, ok bool) {
 
 	// What the command tree's client hands over for run, in the same order:
 	// the caller's streams, its working directory, its key.
-	args, err := json.Marshal(struct{ Fingerprint string }{l.Fingerprint})
+	args, err := json.Marshal(api.RunRequest{Fingerprint: l.Fingerprint})
 	if err != nil {
 		return 0, false
 	}
-	req := service.Request{Op: "run", Args: args, JSON: l.JSON}
+	req := service.Request{Op: "run", Args: args, JSON: l.JSON, API: api.Version}
 	var files []*os.File
 	add := func(name string, f *os.File) {
 		req.FDs = append(req.FDs, name)
@@ -209,8 +214,15 @@ func Try(e Env) (code int, ok bool) {
 		// The service refused the call before taking it (busy, bad
 		// request): nothing ran, and the command tree may ask again.
 		return 0, false
+	case res.Body == nil && res.Code == 0:
+		PrintError(e.Stderr, l.JSON, errors.New("the runner service answered no typed result (is it older than this client?)"))
+		return exitSoftware, true
+	case res.Body == nil:
+		// The service could not answer the call at all, and said why on
+		// our stderr.
+		return res.Code, true
 	}
-	return res.Code, true
+	return e.Answer(res.Body, l.JSON, req.ErrTTY, e.Stderr), true
 }
 
 // PrintError prints an error met after the request was sent, as the

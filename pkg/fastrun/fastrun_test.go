@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/service"
 )
 
@@ -64,6 +66,9 @@ func (r *recorder) Serve(ctx context.Context, c *service.Call) int {
 	if r.hangUp {
 		panic("hang up") // the server logs it and answers internal error
 	}
+	if c.Request.API != 0 {
+		c.Reply(fmt.Appendf(nil, `{"result":{"outcome":"ran","exit_code":%d}}`, r.code))
+	}
 	return r.code
 }
 
@@ -71,6 +76,7 @@ type world struct {
 	dir, sock string
 	env       Env
 	out, errb *os.File
+	answers   []string // the typed answers Env.Answer rendered
 }
 
 // newWorld makes a working directory with a client configuration naming
@@ -98,6 +104,19 @@ func newWorld(t *testing.T, config string) *world {
 		Getwd:     func() (string, error) { return dir, nil },
 		Stdout:    w.out,
 		Stderr:    w.errb,
+		// As pkg/cli's: the exit status the answer's result says.
+		Answer: func(body []byte, asJSON, errTTY bool, stderr io.Writer) int {
+			w.answers = append(w.answers, string(body))
+			var a struct {
+				Result struct {
+					ExitCode int `json:"exit_code"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(body, &a); err != nil {
+				return -1
+			}
+			return a.Result.ExitCode
+		},
 	}
 	return w
 }
@@ -125,7 +144,7 @@ func (w *world) read(t *testing.T, name string) string {
 }
 
 // The call fastrun makes is the one the command tree's client makes: op
-// run, the options as {"Fingerprint"}, --json, and the caller's streams,
+// run typed (api.Version), the request as {"fingerprint"}, --json, and the caller's streams,
 // working directory and key as descriptors, in that order; its streams
 // stay its own, and what the service sends for stdout reaches them.
 func TestTryCallsTheService(t *testing.T) {
@@ -144,13 +163,16 @@ func TestTryCallsTheService(t *testing.T) {
 	}
 	req := rec.calls[0].Request
 	var args map[string]any
-	if err := json.Unmarshal(req.Args, &args); err != nil || len(args) != 1 || args["Fingerprint"] != "sha256:abc" {
+	if err := json.Unmarshal(req.Args, &args); err != nil || len(args) != 1 || args["fingerprint"] != "sha256:abc" {
 		t.Fatalf("args %s", req.Args)
 	}
-	if req.Op != "run" || !req.JSON || !slices.Equal(req.FDs, []string{"cwd", "key"}) {
+	if req.Op != "run" || req.API != api.Version || !req.JSON || !slices.Equal(req.FDs, []string{"cwd", "key"}) {
 		t.Fatalf("request %+v", req)
 	}
-	if got := w.read(t, "stdout"); got != "ran {\"Fingerprint\":\"sha256:abc\"}\n" {
+	if len(w.answers) != 1 {
+		t.Fatalf("the typed answer was rendered %d times: %q", len(w.answers), w.answers)
+	}
+	if got := w.read(t, "stdout"); got != "ran {\"fingerprint\":\"sha256:abc\"}\n" {
 		t.Fatalf("the service's output did not reach the caller's stdout: %q", got)
 	}
 }

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/prod-write/prod-write/pkg/api"
+)
+
+// run on the application API (docs/API.md): in-process, through the
+// runner service, and the service's answer to it. The program's output is
+// not the result: in process it goes to the request's streams, and
+// through the service it is relayed as Output messages, which the client
+// writes to them (docs/adr/0036-the-service-never-waits-on-a-caller.md).
+
+func (a localAPI) Run(_ context.Context, req api.RunRequest) (*api.RunResult, error) {
+	r := a.f.runner()
+	r.Stdin, r.Stdout, r.Stderr = req.Stdin, orDiscard(req.Stdout), orDiscard(req.Stderr)
+	r.Progress = a.progress
+	ran, err := r.Run(req.Fingerprint)
+	if err != nil {
+		return nil, err
+	}
+	pc, res := ran.Plan, ran.Result
+	out := &api.RunResult{
+		FormatVersion: FormatVersion, Outcome: "ran",
+		Operation: pc.Plan.Operation, Fingerprint: pc.Plan.Fingerprint,
+		ExitCode: res.ExitCode, Intent: ran.Intent.Seq, Receipt: ran.Done.Seq,
+		TimedOut: res.TimedOut,
+	}
+	if res.TimedOut {
+		// Only a program killed on it has one.
+		out.Timeout = pc.Op.Timeout.Duration
+	}
+	if ran.Outcome != nil {
+		out.UndeliveredBytes = ran.Outcome.Undelivered
+	}
+	return out, nil
+}
+
+// Run through the service hands the caller's stdin over and writes what
+// the service relays of the program's output to req's streams. The
+// client's SIGINT and SIGTERM are relayed to the service while it runs
+// (callServiceAPI, for op run). ctx does not end the call: a run carries
+// on in the service, and its outcome would be lost to the caller.
+func (a serviceAPI) Run(ctx context.Context, req api.RunRequest) (*api.RunResult, error) {
+	g := *a.f
+	g.IO = &IOStreams{In: req.Stdin, Out: orDiscard(req.Stdout), Err: orDiscard(req.Stderr)}
+	if a.f.IO != nil {
+		// Whether the service may send progress lines for a terminal.
+		g.IO.ErrTTY = a.f.IO.ErrTTY
+	}
+	var r api.RunResult
+	if err := (serviceAPI{f: &g}).call(context.WithoutCancel(ctx), "run", api.RunRequest{Fingerprint: req.Fingerprint}, &r); err != nil {
+		return nil, err
+	}
+	if r.Outcome != "ran" {
+		return nil, errors.New("the runner service's run answered no outcome")
+	}
+	return &r, nil
+}
+
+// orDiscard is w, or io.Discard for none.
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
