@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
 func TestNewCmdRunArgs(t *testing.T) {
@@ -236,3 +240,54 @@ func TestRunRefusesWithoutApproval(t *testing.T) {
 // key is the path of a demo principal's key (absolute: like init's DIR, a
 // --key path is resolved against the process's working directory).
 func (h *runHarness) key(name string) string { return filepath.Join(h.dir, "keys", name+".key") }
+
+// fastrun renders the service's answer to a typed run with runAnswer: it
+// says what the command says through serviceAPI, byte for byte, and exits
+// alike, for a run, a run killed on its timeout and a refusal.
+func TestRunAnswerRendersAsTheCommand(t *testing.T) {
+	ran := &api.RunResult{FormatVersion: FormatVersion, Outcome: "ran", Operation: "deploy", Fingerprint: "sha256:" + strings.Repeat("ab", 32), ExitCode: 3, Intent: 7, Receipt: 8}
+	killed := *ran
+	killed.ExitCode, killed.TimedOut, killed.Timeout = 124, true, 3*time.Second
+	refused := refusal.New(refusal.NoApproval, "no approval").For("deploy", ran.Fingerprint).Needs("an approval")
+	for _, asJSON := range []bool{false, true} {
+		for _, errTTY := range []bool{false, true} {
+			for name, c := range map[string]struct {
+				r   *api.RunResult
+				err error
+			}{"ran": {ran, nil}, "killed": {&killed, nil}, "refused": {nil, refused}} {
+				var ans api.Answer
+				if c.err != nil {
+					ans.Refusal = refused
+				} else {
+					ans.Result, _ = json.Marshal(c.r)
+				}
+				body, _ := json.Marshal(ans)
+				var got bytes.Buffer
+				code := runAnswer(body, asJSON, errTTY, &got)
+
+				var want bytes.Buffer
+				f := &Factory{IO: &IOStreams{Out: io.Discard, Err: &want, ErrTTY: errTTY}, JSON: asJSON}
+				err := c.err
+				if err == nil {
+					err = printRun(f, c.r)
+				}
+				wantCode := ExitOK
+				if err != nil {
+					printError(f, err)
+					wantCode = ExitCode(err)
+				}
+				if asJSON && name == "ran" {
+					// The outcome line of docs/JSON.md, as run printed it
+					// before it was typed.
+					line := `{"format_version":1,"outcome":"ran","operation":"deploy","fingerprint":"` + ran.Fingerprint + `","exit_code":3,"intent":7,"receipt":8}` + "\n"
+					if got.String() != line {
+						t.Errorf("outcome line %q, want %q", got.String(), line)
+					}
+				}
+				if got.String() != want.String() || code != wantCode || want.Len() == 0 && (asJSON || name != "ran") {
+					t.Errorf("%s json %v tty %v: runAnswer says %q (exit %d), the command %q (exit %d)", name, asJSON, errTTY, got.String(), code, want.String(), wantCode)
+				}
+			}
+		}
+	}
+}
