@@ -169,6 +169,8 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	}
 	code, docs := run("keygen", "stdout", "keygen", "--out", filepath.Join(dir, "extra.key"))
 	mustExit(0, code, "keygen")
+	code, _ = run("key public", "stdout", "key", "public", "--pem", filepath.Join(dir, "extra.key"))
+	mustExit(0, code, "key public")
 	// The extra key grants through freezes and breaks glass (issue 22).
 	opsFile := filepath.Join(dir, "operations", "config.toml")
 	ops, err := os.ReadFile(opsFile)
