@@ -18,8 +18,9 @@ type KeyPublicOptions struct {
 // NewCmdKey builds `key`, whose one subcommand is `public`.
 func NewCmdKey(f *Factory, runF func(*KeyPublicOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "key",
-		Short: "Show a key file's public half",
+		Use:     "key",
+		Short:   "Show a key file's public half",
+		Example: `  prod-write key public --pem ci.key > ci.pem`,
 	}
 	opts := &KeyPublicOptions{F: f}
 	pub := &cobra.Command{

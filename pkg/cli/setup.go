@@ -40,8 +40,9 @@ type SetupServiceOptions struct {
 // NewCmdSetup builds `setup`, whose one subcommand is `service`.
 func NewCmdSetup(f *Factory, runF func(*SetupServiceOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "setup",
-		Short: "Set up a host: the runner service's layout",
+		Use:     "setup",
+		Short:   "Set up a host: the runner service's layout",
+		Example: `  prod-write setup service --user prod-write --agent agent`,
 	}
 	opts := &SetupServiceOptions{F: f}
 	svc := &cobra.Command{
