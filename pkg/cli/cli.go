@@ -511,6 +511,8 @@ replays.`,
 	root.AddCommand(
 		NewCmdInit(f, nil),
 		NewCmdKeygen(f, nil),
+		NewCmdSetup(f, nil),
+		NewCmdKey(f, nil),
 		NewCmdOps(f),
 		NewCmdPlan(f, nil),
 		NewCmdStatus(f, nil),

@@ -157,9 +157,7 @@ func (k *Private) KeyID() (string, error) { return k.Public().ID(), nil }
 // WriteNew stores a new key at path with mode 0600, never overwriting an
 // existing file.
 func (k *Private) WriteNew(path string) error {
-	// PKCS#8 v1, as crypto/x509 writes it (a test holds them equal).
-	der := append(append([]byte{}, pkcs8Prefix...), k.priv.Seed()...)
-	data := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	data := k.MarshalPEM()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -174,6 +172,28 @@ func (k *Private) WriteNew(path string) error {
 	}
 	return f.Close()
 }
+
+// MarshalPEM returns the key file's contents: the private key as PKCS#8
+// v1 in a PEM "PRIVATE KEY" block, as crypto/x509 writes it (a test holds
+// them equal) and [Load] reads it.
+func (k *Private) MarshalPEM() []byte {
+	der := append(append([]byte{}, pkcs8Prefix...), k.priv.Seed()...)
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+// PEM returns the public key as a PKIX (SubjectPublicKeyInfo, RFC 8410)
+// PEM "PUBLIC KEY" block: the form cosign (verify-blob --key), openssl and
+// crypto/x509.ParsePKIXPublicKey take.
+func (p Public) PEM() []byte {
+	der := append(append([]byte{}, pkixPrefix...), p...)
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+// pkixPrefix is the DER of an ed25519 SubjectPublicKeyInfo up to the key's
+// 32 bytes: SEQUENCE { SEQUENCE { OID 1.3.101.112 }, BIT STRING (0 unused
+// bits) }, as crypto/x509.MarshalPKIXPublicKey writes it (a test holds
+// them equal).
+var pkixPrefix = []byte{0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00}
 
 // Load reads a private key file, refusing one whose mode lets group or
 // others read or write it.
