@@ -234,9 +234,9 @@ const oneCommandMarker = "<!-- tested: tests/deploy runs this one command -->"
 
 // "In one command" of docs/DEPLOYMENT.md, run as it stands (issue 29): the
 // setup block's steps 1 and 2 (the accounts and the binaries), then the
-// one command, then doctor as the agent (the line the command prints), which finds no
-// weakness in what it wrote; and
-// the same command again, which refuses, writing nothing.
+// one command, then doctor as the agent (the line the command prints),
+// which finds no weakness in what it wrote; and the same command again,
+// which refuses, writing nothing.
 func TestSetupServiceInOneCommand(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: the documented deployment runs only as root (CI runs as root): it creates accounts and mounts")
