@@ -67,6 +67,11 @@ type API interface {
 	// Plan validates, resolves and fingerprints an invocation and, with
 	// the caller's agent key, stores the signed plan.
 	Plan(ctx context.Context, req PlanRequest) (*PlanResult, error)
+
+	// ReceiptsShow returns the journal entries of one run or one
+	// sequence number; a caller with no key of the policy reads them
+	// redacted (ReceiptEntry).
+	ReceiptsShow(ctx context.Context, req ReceiptsShowRequest) (*ReceiptsShowResult, error)
 }
 
 // OpsResult is the registry.

@@ -252,6 +252,14 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		// the files it handed over, or nothing; it is asked for no file
 		// it did not hand over, nor told a stored plan's path.
 		result, err = a.Plan(ctx, pr)
+	case "receipts-show":
+		var r api.ReceiptsShowRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// A caller with no key of the policy reads each entry redacted:
+		// what names and hashes the run, nothing the plan binds.
+		result, err = serveReceiptsShow(ctx, a, r, sc.mayReadPlans())
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
 	}

@@ -846,8 +846,9 @@ func (s *serviceState) principalOf(kf *os.File) *approval.Principal {
 // params, file paths, environment values): a caller without a key of the
 // policy is refused them (docs/adr/0036-the-service-never-waits-on-a-caller.md).
 // It still sees operation names and fingerprints (ops list, receipts list,
-// completion).
-var plansReadByKeyOnly = []string{"status", "receipts-show", "receipts-export"}
+// completion), and receipts show answers it redacted (the typed call,
+// serveReceiptsShow).
+var plansReadByKeyOnly = []string{"status", "receipts-export"}
 
 // mayReadPlans reports whether the caller may read what plans bind: it
 // handed over a key of the policy, or it is root or the service's own
@@ -971,12 +972,6 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 			return &usageError{msg: "--last must not be negative"}
 		}
 		return receiptsList(f, a.Last)
-	case "receipts-show":
-		var a nameArg
-		if err := args(&a); err != nil {
-			return err
-		}
-		return receiptsShow(f, a.Name)
 	case "receipts-checkpoint":
 		// The client opened --out itself, as the caller, and handed it
 		// over as stdout.
