@@ -9,7 +9,8 @@
 //
 // The calls here are ops list, whoami, plan, status and its wait, and the
 // calls that add a signed record to a plan (file, decide, gera, withdraw,
-// freeze grant, break-glass and its review); the others still run as
+// freeze grant, break-glass and its review), and receipts show; the
+// others still run as
 // commands inside the service
 // (docs/adr/0038-one-typed-api.md says which, and the plan for them).
 package api

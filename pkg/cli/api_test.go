@@ -680,7 +680,8 @@ func asNobody[T any](t *testing.T, call func() (T, error)) (T, error) {
 // service redacted (docs/adr/0040-what-a-keyless-caller-reads-of-a-receipt.md):
 // no argv, params, file paths or environment values, nor the evidence;
 // the kinds, sequence numbers, run id, fingerprint, operation, target,
-// exit status and digests still there.
+// exit status and digests still there. Its receipts list shows no
+// break-glass reason or incident either.
 func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to call as a second account")
@@ -743,5 +744,30 @@ func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 	r, err := serviceAPI{f: w.client}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"})
 	if err != nil || r.Entries[0].Redacted || r.Entries[0].Intent == nil || r.Entries[0].Intent.Plan == nil || r.Entries[0].Explanation == nil {
 		t.Fatalf("receipts show with the agent's key: %+v %v", r, err)
+	}
+	// receipts list, text and JSON: operation names and fingerprints,
+	// no break-glass reason or incident.
+	for _, args := range [][]string{{"receipts", "list"}, {"receipts", "list", "--json"}} {
+		out, err := asNobody(t, func() (string, error) {
+			var o, e strings.Builder
+			f := w.factory(map[string]string{"PROD_WRITE_CONFIG": w.clientConfig})
+			f.IO = &IOStreams{In: strings.NewReader(""), Out: &o, Err: &e}
+			f.Getwd = func() (string, error) { return "/", nil }
+			if code := Run(args, f); code != 0 {
+				return "", fmt.Errorf("exit %d: %s", code, e.String())
+			}
+			return o.String() + e.String(), nil
+		})
+		if err != nil {
+			t.Fatalf("%q without a key: %v", args, err)
+		}
+		if !strings.Contains(out, noop) && !strings.Contains(out, noop[:23]) {
+			t.Errorf("%q without a key lists no run of %s:\n%s", args, noop, out)
+		}
+		for _, s := range secretish {
+			if strings.Contains(out, s) {
+				t.Errorf("%q without a key shows %q:\n%s", args, s, out)
+			}
+		}
 	}
 }

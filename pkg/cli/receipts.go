@@ -181,6 +181,9 @@ func receiptsList(f *Factory, last int) error {
 	if err != nil {
 		return err
 	}
+	// A caller with no key of the policy reads no breaker's reason or
+	// incident: free text about the plan, as the evidence is (ADR 0040).
+	bgs.redact = !f.mayReadPlans()
 	out := bufio.NewWriterSize(f.IO.Out, 64<<10)
 	defer out.Flush()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -250,7 +253,7 @@ func receiptsList(f *Factory, last int) error {
 			// Per line, the names replay --json uses for the same entry
 			// (docs/JSON.md).
 			return enc.Encode(receiptLine{FormatVersion: FormatVersion, Line: l.No, Seq: r.Seq, Kind: r.Kind, RunID: r.RunID, Time: r.Time,
-				Operation: op, Fingerprint: fp, Runner: r.Runner, ExitCode: exitCode, BreakGlass: bg})
+				Operation: op, Fingerprint: fp, Runner: r.Runner, ExitCode: exitCode, BreakGlass: bg, Redacted: bg != nil && bgs.redact})
 		}
 		if len(fp) > 23 {
 			fp = fp[:23] + "…"
@@ -317,6 +320,9 @@ type receiptLine struct {
 	ExitCode *int `json:"exit_code,omitempty"`
 	// BreakGlass marks a break-glass run's intent (issue 22).
 	BreakGlass *receipts.BreakGlassRun `json:"break_glass,omitempty"`
+	// Redacted says the break-glass run's reason and incident were
+	// removed: the caller holds no key of the policy (ADR 0040).
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 // receiptsShow is receipts show through the API this caller reaches,

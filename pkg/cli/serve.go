@@ -862,6 +862,14 @@ func (sc *serviceCall) mayReadPlans() bool {
 	return *sc.mayRead
 }
 
+// mayReadPlans reports whether f's caller may read what plans bind: in
+// this process (local mode, or the service's own calls and MCP over
+// HTTP's, whose callers are principals), or a service call's caller that
+// may (serviceCall.mayReadPlans).
+func (f *Factory) mayReadPlans() bool {
+	return f.call == nil || f.call.c == nil || f.call.mayReadPlans()
+}
+
 // Serve implements service.Handler.
 func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 	sc := &serviceCall{c: c, svc: h.st, key: c.Files["key"], cwd: c.Files["cwd"], files: map[string]*os.File{}, stop: ctx.Done()}
