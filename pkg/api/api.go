@@ -9,7 +9,8 @@
 //
 // The calls here are ops list, whoami, plan, status and its wait, the
 // calls that add a signed record to a plan (file, decide, gera, withdraw,
-// freeze grant, break-glass and its review), and run; the others still run as
+// freeze grant, break-glass and its review), run and receipts show; the
+// others still run as
 // commands inside the service
 // (docs/adr/0038-one-typed-api.md says which, and the plan for them).
 package api
@@ -72,6 +73,11 @@ type API interface {
 	// an error is a refusal (nothing ran) or a failure. ctx does not end
 	// a run: once asked for, its order is the runner's.
 	Run(ctx context.Context, req RunRequest) (*RunResult, error)
+
+	// ReceiptsShow returns the journal entries of one run or one
+	// sequence number; a caller with no key of the policy reads them
+	// redacted (ReceiptEntry).
+	ReceiptsShow(ctx context.Context, req ReceiptsShowRequest) (*ReceiptsShowResult, error)
 }
 
 // OpsResult is the registry.

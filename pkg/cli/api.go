@@ -272,6 +272,14 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			// did, before its outcome receipt).
 			sc.finishOutput()
 		}
+	case "receipts-show":
+		var r api.ReceiptsShowRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// A caller with no key of the policy reads each entry redacted:
+		// what names and hashes the run, nothing the plan binds.
+		result, err = serveReceiptsShow(ctx, a, r, sc.mayReadPlans())
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
 	}

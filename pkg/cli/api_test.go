@@ -178,6 +178,14 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 	if code, _, stderr := w.h.run("file", fp, "--key", w.h.key("smith"), "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"); code != 0 {
 		t.Fatal(stderr)
 	}
+	// A run, so that the journal has entries to show.
+	ran := w.h.plan("noop", "--param", "name=ran")
+	if code, _, stderr := w.h.run("gera", "go", ran, "--key", w.h.key("gera")); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := w.h.run("run", ran); code != 0 {
+		t.Fatal(stderr)
+	}
 	ctx := context.Background()
 	implementations := []struct {
 		name string
@@ -211,6 +219,15 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"plan refused", func(a api.API) (any, error) {
 			return a.Plan(ctx, api.PlanRequest{Operation: "noop", Target: "staging", Params: map[string]string{"name": "NOT VALID"}})
 		}},
+		{"receipts show", func(a api.API) (any, error) { return a.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"}) }},
+		{"receipts show of a run", func(a api.API) (any, error) {
+			r, err := localAPI{f: w.local}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "2"})
+			if err != nil {
+				return nil, err
+			}
+			return a.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: r.Entries[0].RunID})
+		}},
+		{"receipts show of no entry", func(a api.API) (any, error) { return a.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "999"}) }},
 	}
 	if err := os.WriteFile(filepath.Join(w.h.dir, "config.toml"), []byte("a = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -233,7 +250,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 				}
 				if i == 0 {
 					want, wantErr = asJSON(t, got), errText
-					if !strings.HasSuffix(c.name, "of no plan") && !strings.HasSuffix(c.name, "refused") && err != nil {
+					if !strings.HasSuffix(c.name, "of no plan") && !strings.HasSuffix(c.name, "of no entry") && !strings.HasSuffix(c.name, "refused") && err != nil {
 						t.Fatalf("%s: %v", im.name, err)
 					}
 					continue
@@ -462,8 +479,19 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantShow, err := local.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
+			entries, err := be.b.Receipt("1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := asJSON(t, entries), asJSON(t, wantShow.Entries); !reflect.DeepEqual(g, w) {
+				t.Errorf("receipt %v, want %v", g, w)
+			}
 			reg, err := be.b.Registry()
 			if err != nil {
 				t.Fatal(err)
@@ -669,6 +697,128 @@ func TestAPIWritesRefuseAKeylessCaller(t *testing.T) {
 	for fp, n := range before {
 		if got := evidence(fp); got != n {
 			t.Errorf("%s: %d pieces of evidence after keyless calls, %d before", fp, got, n)
+		}
+	}
+}
+
+// asNobody calls call as nobody (65534), on a thread of its own:
+// SO_PEERCRED records the connecting thread's credentials.
+func asNobody[T any](t *testing.T, call func() (T, error)) (T, error) {
+	t.Helper()
+	type answer struct {
+		r   T
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with its changed ids
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 65534, 65534, 65534); e != 0 {
+			var zero T
+			got <- answer{zero, e}
+			return
+		}
+		r, err := call()
+		got <- answer{r, err}
+	}()
+	a := <-got
+	if errors.Is(a.err, unix.EPERM) {
+		t.Fatal(a.err)
+	}
+	return a.r, a.err
+}
+
+// A caller with no key of the policy reads a run's receipts through the
+// service redacted (docs/adr/0040-what-a-keyless-caller-reads-of-a-receipt.md):
+// no argv, params, file paths or environment values, nor the evidence;
+// the kinds, sequence numbers, run id, fingerprint, operation, target,
+// exit status and digests still there. Its receipts list shows no
+// break-glass reason or incident either.
+func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to call as a second account")
+	}
+	w := newAPIWorld(t)
+	h := w.h
+	cfg := filepath.Join(h.dir, "secret-app.toml")
+	if err := os.WriteFile(cfg, []byte("password = \"hunter2\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.env["AWS_REGION"] = "region-value-kept-private"
+	h.env["DEPLOY_TOKEN"] = "token-value-kept-private"
+	push := h.plan("config-push", "--param", "service=secretive", "--file", "config="+cfg)
+	// Run on the break-glass path, so the intent carries a breaker's
+	// reason too.
+	noop := h.plan("noop", "--param", "name=secretive")
+	if code, _, stderr := h.run("gera", "go", push, "--key", h.key("gera")); code != 0 {
+		t.Fatal(stderr)
+	}
+	h.run("run", push) // what install makes of it does not matter: the receipts are written
+	if code, _, stderr := h.run("break-glass", noop, "--reason", "reason-kept-private", "--incident", "INC-kept-private", "--key", h.key("cab")); code != 0 {
+		t.Fatal(stderr)
+	}
+	if code, _, stderr := h.run("run", noop); code != 0 {
+		t.Fatal(stderr)
+	}
+	secretish := []string{"secretive", cfg, "region-value-kept-private", "token-value-kept-private", "hunter2", "reason-kept-private", "INC-kept-private"}
+	ctx := context.Background()
+	full, err := localAPI{f: w.local}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := full.Entries[0].RunID
+	for _, id := range []string{"1", "2", "3", run, run[:6]} {
+		r, err := asNobody(t, func() (*api.ReceiptsShowResult, error) {
+			return serviceAPI{f: w.keyless}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: id})
+		})
+		if err != nil {
+			t.Fatalf("receipts show %s without a key: %v", id, err)
+		}
+		b, _ := json.Marshal(r)
+		for _, s := range secretish {
+			if strings.Contains(string(b), s) {
+				t.Errorf("keyless receipts show %s shows %q: %s", id, s, b)
+			}
+		}
+		for _, e := range r.Entries {
+			if !e.Redacted || e.Explanation != nil || e.Kind == "" || e.Seq == 0 || e.RunID == "" {
+				t.Errorf("keyless receipts show %s: %s", id, b)
+			}
+			if in := e.Intent; in != nil && (in.Plan != nil || len(in.Evidence) != 0 || in.Fingerprint == "" || in.Operation == nil || e.Target != "staging") {
+				t.Errorf("keyless receipts show %s: intent %s", id, b)
+			}
+			if o := e.Outcome; o != nil && o.Stdout.SHA256 == "" {
+				t.Errorf("keyless receipts show %s: outcome %s", id, b)
+			}
+		}
+	}
+	// With the key, it is all there.
+	r, err := serviceAPI{f: w.client}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"})
+	if err != nil || r.Entries[0].Redacted || r.Entries[0].Intent == nil || r.Entries[0].Intent.Plan == nil || r.Entries[0].Explanation == nil {
+		t.Fatalf("receipts show with the agent's key: %+v %v", r, err)
+	}
+	// receipts list, text and JSON: operation names and fingerprints,
+	// no break-glass reason or incident.
+	for _, args := range [][]string{{"receipts", "list"}, {"receipts", "list", "--json"}} {
+		out, err := asNobody(t, func() (string, error) {
+			var o, e strings.Builder
+			f := w.factory(map[string]string{"PROD_WRITE_CONFIG": w.clientConfig})
+			f.IO = &IOStreams{In: strings.NewReader(""), Out: &o, Err: &e}
+			f.Getwd = func() (string, error) { return "/", nil }
+			if code := Run(args, f); code != 0 {
+				return "", fmt.Errorf("exit %d: %s", code, e.String())
+			}
+			return o.String() + e.String(), nil
+		})
+		if err != nil {
+			t.Fatalf("%q without a key: %v", args, err)
+		}
+		if !strings.Contains(out, noop) && !strings.Contains(out, noop[:23]) {
+			t.Errorf("%q without a key lists no run of %s:\n%s", args, noop, out)
+		}
+		for _, s := range secretish {
+			if strings.Contains(out, s) {
+				t.Errorf("%q without a key shows %q:\n%s", args, s, out)
+			}
 		}
 	}
 }

@@ -319,6 +319,10 @@ func storeReviews(f *Factory) func(string) []*approval.Envelope {
 type breakGlassLister struct {
 	runs   map[int]*receipts.BreakGlassRun // by line
 	listed []listedBreakGlass
+	// redact drops what the breaker wrote (reason, incident) for a
+	// caller with no key of the policy
+	// (docs/adr/0040-what-a-keyless-caller-reads-of-a-receipt.md).
+	redact bool
 }
 
 type listedBreakGlass struct {
@@ -351,6 +355,9 @@ func newBreakGlassLister(f *Factory, journal io.Reader) (*breakGlassLister, erro
 // it is one.
 func (l *breakGlassLister) mark(n int, r *receipts.Receipt) *receipts.BreakGlassRun {
 	bg := l.runs[n]
+	if bg != nil && l.redact {
+		bg = &receipts.BreakGlassRun{Breaker: bg.Breaker, Record: bg.Record, Reviewed: bg.Reviewed}
+	}
 	if bg != nil {
 		l.listed = append(l.listed, listedBreakGlass{r.Seq, r.RunID, bg})
 	}
@@ -369,7 +376,11 @@ func (l *breakGlassLister) print(w io.Writer) {
 		if r.Reviewed {
 			rev = "yes"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.seq, r.run, r.Breaker, bridge.Clean(r.Incident), rev)
+		incident := bridge.Clean(r.Incident)
+		if l.redact {
+			incident = "(redacted)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", r.seq, r.run, r.Breaker, incident, rev)
 	}
 	tw.Flush()
 }

@@ -167,24 +167,21 @@ func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
 }
 
 func (b *mcpBackend) Receipt(id string) ([]json.RawMessage, error) {
-	var out bytes.Buffer
-	var err error
+	// The API the CLI's receipts show calls: in-process, or the
+	// service's, which redacts for a caller with no key of the policy.
+	var a api.API = localAPI{f: b.f}
 	if b.remote {
-		_, err = b.call("receipts-show", nameArg{id}, nil, &out, io.Discard)
-	} else {
-		err = receiptsShow(b.with(&out, io.Discard), id)
+		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
 	}
+	r, err := a.ReceiptsShow(context.Background(), api.ReceiptsShowRequest{ID: id})
 	if err != nil {
 		return nil, err
 	}
-	var entries []json.RawMessage
-	dec := json.NewDecoder(&out)
-	for dec.More() {
-		var e json.RawMessage
-		if err := dec.Decode(&e); err != nil {
-			return nil, fmt.Errorf("reading receipts show output: %w", err)
+	entries := make([]json.RawMessage, len(r.Entries))
+	for i, e := range r.Entries {
+		if entries[i], err = json.Marshal(e); err != nil {
+			return nil, fmt.Errorf("encoding receipt %d of %s: %w", i, id, err)
 		}
-		entries = append(entries, e)
 	}
 	return entries, nil
 }

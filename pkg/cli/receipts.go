@@ -21,6 +21,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/runner"
@@ -69,7 +70,7 @@ whole id reads back to the start (several runs may share it).`,
 		Example: "  prod-write receipts show 3f9a0c1e2b4d",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.dispatch("receipts-show", nameArg{args[0]}, nil, func() error { return receiptsShow(f, args[0]) })
+			return receiptsShow(cmd.Context(), f, args[0])
 		},
 	})
 	var out string
@@ -180,6 +181,9 @@ func receiptsList(f *Factory, last int) error {
 	if err != nil {
 		return err
 	}
+	// A caller with no key of the policy reads no breaker's reason or
+	// incident: free text about the plan, as the evidence is (ADR 0040).
+	bgs.redact = !f.mayReadPlans()
 	out := bufio.NewWriterSize(f.IO.Out, 64<<10)
 	defer out.Flush()
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -249,7 +253,7 @@ func receiptsList(f *Factory, last int) error {
 			// Per line, the names replay --json uses for the same entry
 			// (docs/JSON.md).
 			return enc.Encode(receiptLine{FormatVersion: FormatVersion, Line: l.No, Seq: r.Seq, Kind: r.Kind, RunID: r.RunID, Time: r.Time,
-				Operation: op, Fingerprint: fp, Runner: r.Runner, ExitCode: exitCode, BreakGlass: bg})
+				Operation: op, Fingerprint: fp, Runner: r.Runner, ExitCode: exitCode, BreakGlass: bg, Redacted: bg != nil && bgs.redact})
 		}
 		if len(fp) > 23 {
 			fp = fp[:23] + "…"
@@ -316,66 +320,23 @@ type receiptLine struct {
 	ExitCode *int `json:"exit_code,omitempty"`
 	// BreakGlass marks a break-glass run's intent (issue 22).
 	BreakGlass *receipts.BreakGlassRun `json:"break_glass,omitempty"`
+	// Redacted says the break-glass run's reason and incident were
+	// removed: the caller holds no key of the policy (ADR 0040).
+	Redacted bool `json:"redacted,omitempty"`
 }
 
-func receiptsShow(f *Factory, id string) error {
-	fl, err := openJournal(f)
+// receiptsShow is receipts show through the API this caller reaches,
+// rendered here.
+func receiptsShow(ctx context.Context, f *Factory, id string) error {
+	a, err := f.api()
 	if err != nil {
 		return err
 	}
-	defer fl.Close()
-	fi, err := fl.Stat()
+	r, err := a.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: id})
 	if err != nil {
 		return err
 	}
-	seq, seqErr := strconv.ParseUint(id, 10, 64)
-	// Read from the end, and stop as soon as nothing earlier can match:
-	// a recent receipt costs what it returns, not the journal's size.
-	// Sequence numbers grow along the journal; a full run id's receipts
-	// all follow its intent. A shorter prefix may match several runs, so
-	// it reads back to the start.
-	var found []*receipts.Receipt
-	err = receipts.ScanBack(fl, fi.Size(), func(l receipts.Line) bool {
-		_, r, err := receipts.DecodeLine(l)
-		if err != nil {
-			return false
-		}
-		if seqErr == nil {
-			// Digits only: a sequence number.
-			if r.Seq == seq {
-				found = append(found, r)
-			}
-			return r.Seq <= seq
-		}
-		runPrefix := len(id) >= 6 && r.RunID != "" && strings.HasPrefix(r.RunID, id)
-		if runPrefix {
-			found = append(found, r)
-		}
-		return runPrefix && r.Kind == receipts.KindIntent && len(id) == len(r.RunID)
-	})
-	if err != nil {
-		return err
-	}
-	if len(found) == 0 {
-		return &dataError{err: fmt.Errorf("no receipt %q in the journal", id)}
-	}
-	for i := len(found) - 1; i >= 0; i-- {
-		// The receipt as signed (docs/FORMAT.md), with the document's
-		// format_version added, and for an intent why it was allowed
-		// (issue 20; not signed: derived from what is).
-		why := receipts.Explain(found[i])
-		if err := printJSON(f.IO.Out, struct {
-			FormatVersion int `json:"format_version"`
-			*receipts.Receipt
-			Explanation *approval.Explanation `json:"explanation,omitempty"`
-		}{FormatVersion, found[i], why}); err != nil {
-			return err
-		}
-		if why != nil && !f.JSON {
-			fmt.Fprintf(f.IO.Out, "why: %s\n", why.Sentence)
-		}
-	}
-	return nil
+	return receiptsShowRender(f, r)
 }
 
 // signingJournal is what a command the runner key signs reads (checkpoint,

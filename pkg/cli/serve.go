@@ -846,8 +846,9 @@ func (s *serviceState) principalOf(kf *os.File) *approval.Principal {
 // params, file paths, environment values): a caller without a key of the
 // policy is refused them (docs/adr/0036-the-service-never-waits-on-a-caller.md).
 // It still sees operation names and fingerprints (ops list, receipts list,
-// completion).
-var plansReadByKeyOnly = []string{"status", "receipts-show", "receipts-export"}
+// completion), and receipts show answers it redacted (the typed call,
+// serveReceiptsShow).
+var plansReadByKeyOnly = []string{"status", "receipts-export"}
 
 // mayReadPlans reports whether the caller may read what plans bind: it
 // handed over a key of the policy, or it is root or the service's own
@@ -859,6 +860,14 @@ func (sc *serviceCall) mayReadPlans() bool {
 		sc.mayRead = &ok
 	}
 	return *sc.mayRead
+}
+
+// mayReadPlans reports whether f's caller may read what plans bind: in
+// this process (local mode, or the service's own calls and MCP over
+// HTTP's, whose callers are principals), or a service call's caller that
+// may (serviceCall.mayReadPlans).
+func (f *Factory) mayReadPlans() bool {
+	return f.call == nil || f.call.c == nil || f.call.mayReadPlans()
 }
 
 // Serve implements service.Handler.
@@ -964,12 +973,6 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 			return &usageError{msg: "--last must not be negative"}
 		}
 		return receiptsList(f, a.Last)
-	case "receipts-show":
-		var a nameArg
-		if err := args(&a); err != nil {
-			return err
-		}
-		return receiptsShow(f, a.Name)
 	case "receipts-checkpoint":
 		// The client opened --out itself, as the caller, and handed it
 		// over as stdout.

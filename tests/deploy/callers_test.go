@@ -399,13 +399,30 @@ func (d *deployment) keylessReadsNoPlan(t *testing.T) {
 		{"status", p.Fingerprint, "--wait", "--timeout", "1s"},
 		// A run would ask it for the plan's file by its path.
 		{"run", p.Fingerprint}, {"run", p.Fingerprint, "--json"},
-		{"receipts", "show", seq}, {"receipts", "show", seq, "--json"},
+		// Each attestation's predicate is the plan's content (ADR 0040).
 		{"receipts", "export", "--in-toto"},
 	} {
 		// From the directory the plan binds, which run_as may enter.
 		r := d.exec(t, d.other, d.agentWork, d.otherEnv(), d.bin, args...)
 		if r.code != 77 {
 			t.Errorf("%q as %s: exit %d, want 77 (refused):\n%s", args, otherUser, r.code, r)
+		}
+		for _, v := range secretish {
+			if strings.Contains(r.out+r.err, v) {
+				t.Errorf("%q as %s printed %q", args, otherUser, v)
+			}
+		}
+	}
+	// receipts show answers redacted (ADR 0040): the run, its
+	// fingerprint and exit status, nothing the plan binds.
+	ran := ""
+	for _, in := range intents {
+		ran = in.RunID
+	}
+	for _, args := range [][]string{{"receipts", "show", seq}, {"receipts", "show", seq, "--json"}, {"receipts", "show", ran, "--json"}} {
+		r := d.exec(t, d.other, d.agentWork, d.otherEnv(), d.bin, args...)
+		if r.code != 0 || !strings.Contains(r.out, `"redacted": true`) || !strings.Contains(r.out, p.Fingerprint) {
+			t.Errorf("%q as %s: exit %d, want a redacted answer:\n%s", args, otherUser, r.code, r)
 		}
 		for _, v := range secretish {
 			if strings.Contains(r.out+r.err, v) {
