@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,8 @@ const resource = "https://mcp.example.test/mcp"
 type issuer struct {
 	srv *httptest.Server
 	key *ecdsa.PrivateKey
+	// hits counts the requests it answered.
+	hits atomic.Int32
 }
 
 func newIssuer(t *testing.T) *issuer {
@@ -42,7 +45,10 @@ func newIssuer(t *testing.T) *issuer {
 	}
 	is := &issuer{key: key}
 	mux := http.NewServeMux()
-	is.srv = httptest.NewServer(mux)
+	is.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		is.hits.Add(1)
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(is.srv.Close)
 	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{
@@ -208,6 +214,11 @@ func TestOAuthRefusesEachBadToken(t *testing.T) {
 			}
 			if strings.Contains(body, c.token) {
 				t.Error("the answer holds the token")
+			}
+			// An issuer the token names is never asked for its keys
+			// unless it is configured.
+			if n := other.hits.Load(); n != 0 {
+				t.Errorf("the unconfigured issuer answered %d requests", n)
 			}
 		})
 	}
