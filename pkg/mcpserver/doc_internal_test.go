@@ -30,7 +30,15 @@ func TestTokensFileDocumented(t *testing.T) {
 			t.Errorf("docs/CONFIG.md, MCP tokens file: no row for key %q", key)
 		}
 	}
-	if f := tomlpos.Fields(reflect.TypeFor[tokensFile]()); len(f) != 1 || f[0].Name != "token" {
-		t.Errorf("a tokens file has keys %v; docs/CONFIG.md documents [[token]] only", f)
+	for _, key := range tomlpos.Paths(reflect.TypeFor[oauthTable]()) {
+		if key == "principal" {
+			continue // the table, whose keys follow
+		}
+		if !strings.Contains(section, "\n| `oauth."+key+"` |") {
+			t.Errorf("docs/CONFIG.md, MCP tokens file: no row for key %q", "oauth."+key)
+		}
+	}
+	if f := tomlpos.Fields(reflect.TypeFor[tokensFile]()); len(f) != 2 || f[0].Name != "token" || f[1].Name != "oauth" {
+		t.Errorf("a tokens file has keys %v; docs/CONFIG.md documents [[token]] and [oauth] only", f)
 	}
 }

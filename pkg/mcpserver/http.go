@@ -1,18 +1,27 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
+	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
 // sessionIdle closes a session after this long without a request, so that
@@ -50,7 +59,12 @@ func NewHTTPHandler(tokens *Tokens, backendFor func(Token) (Backend, error), o O
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &HTTPHandler{tokens: tokens, backendFor: backendFor, o: o, log: log, servers: map[[32]byte]*tokenServer{}}
+	h := &HTTPHandler{tokens: tokens, backendFor: backendFor, o: o, log: log, servers: map[[32]byte]*tokenServer{}}
+	if oa := tokens.OAuth(); oa != nil {
+		h.oauth = oa
+		h.verifier = newVerifier(oa, nil)
+	}
+	return h
 }
 
 // MaxRequestBody bounds an HTTP request's body: the files one call may
@@ -63,6 +77,10 @@ type HTTPHandler struct {
 	backendFor func(Token) (Backend, error)
 	o          Options
 	log        *slog.Logger
+	// oauth and verifier are set when the tokens file has an [oauth]
+	// table.
+	oauth    *OAuth
+	verifier *verifier
 
 	mu      sync.Mutex
 	servers map[[32]byte]*tokenServer // by the token's hash
@@ -77,16 +95,45 @@ type HTTPHandler struct {
 type tokenServer struct {
 	mu  sync.Mutex
 	srv *mcp.Server
+	sc  *scope
 	h   http.Handler
 }
 
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("access_token") {
+		// RFC 6750 §2.3, which OAuth 2.1 and the MCP authorization
+		// specification forbid: a token in a URL ends up in logs and
+		// histories. Refused even beside a good header, unread.
+		h.log.Info("mcp over http: request with a token in its query string refused", "remote", r.RemoteAddr, "method", r.Method)
+		h.challenge(w, `error="invalid_request", error_description="a token is sent in the Authorization header only"`)
+		http.Error(w, "a token in the query string is refused: send it in the Authorization header", http.StatusBadRequest)
+		return
+	}
 	tok, ok := h.tokens.Resolve(bearer(r.Header))
+	if !ok && h.verifier != nil {
+		if raw := bearer(r.Header); raw != "" {
+			var err error
+			tok, err = h.verifier.verify(r.Context(), raw)
+			switch {
+			case errors.Is(err, errInsufficientScope):
+				h.log.Info("mcp over http: access token without a prod-write scope refused", "remote", r.RemoteAddr, "method", r.Method)
+				h.challenge(w, fmt.Sprintf(`error="insufficient_scope", scope=%q`, OAuthScopeRead))
+				http.Error(w, "forbidden: the token carries none of the scopes of this resource", http.StatusForbidden)
+				return
+			case err != nil:
+				// The reason is the service's to read, never the
+				// client's; it names no token.
+				h.log.Info("mcp over http: access token refused", "remote", r.RemoteAddr, "method", r.Method, "err", err)
+			default:
+				ok = true
+			}
+		}
+	}
 	if !ok {
 		// One answer for a missing, malformed or unknown token: which
 		// part was wrong would help only someone guessing.
 		h.log.Info("mcp over http: request without a known bearer token refused", "remote", r.RemoteAddr, "method", r.Method)
-		w.Header().Set("WWW-Authenticate", "Bearer")
+		h.challenge(w, "")
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
@@ -117,13 +164,148 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// not even the SDK, which gives each request's headers to the tools.
 	r = r.Clone(r.Context())
 	r.Header.Del("Authorization")
-	srv, err := h.serverFor(tok)
+	ts, err := h.serverFor(tok)
 	if err != nil {
 		h.log.Error("mcp over http: cannot serve a token", "token", tok.Source, "principal", tok.Principal, "err", err)
 		http.Error(w, "the MCP server for this token is unavailable (the service's log says why)", http.StatusInternalServerError)
 		return
 	}
-	srv.ServeHTTP(w, r)
+	if r.Method == http.MethodPost && h.oauth != nil && ts.sc.scope.ReadOnly && !h.o.ReadOnly {
+		if h.stepUp(w, r, ts.sc) {
+			return
+		}
+	}
+	ts.h.ServeHTTP(w, r)
+}
+
+// challenge sets the WWW-Authenticate header of a refusal. With an [oauth]
+// table it points to the metadata and names the scopes (RFC 9728 §5.1);
+// params, when set, come first.
+func (h *HTTPHandler) challenge(w http.ResponseWriter, params string) {
+	if h.oauth == nil {
+		if params == "" {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+		} else {
+			w.Header().Set("WWW-Authenticate", "Bearer "+params)
+		}
+		return
+	}
+	var ps []string
+	if params != "" {
+		ps = append(ps, params)
+	}
+	ps = append(ps, fmt.Sprintf("resource_metadata=%q", h.oauth.MetadataURL()))
+	if !strings.Contains(params, "scope=") {
+		ps = append(ps, fmt.Sprintf("scope=%q", strings.Join(scopesSupported, " ")))
+	}
+	w.Header().Set("WWW-Authenticate", "Bearer "+strings.Join(ps, ", "))
+}
+
+// stepUp answers 403 insufficient_scope, and reports true, when r calls by
+// name a tool that the read-only scope sc refuses as out of its scope
+// (docs/adr/0042-oauth-resource-server.md): the body is the JSON-RPC error
+// the server would have sent, so that a client that reads only JSON-RPC
+// learns as much. No handler runs. Otherwise r's body is left as it was
+// for the SDK.
+func (h *HTTPHandler) stepUp(w http.ResponseWriter, r *http.Request, sc *scope) bool {
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		// The SDK reads the same error and answers it.
+		return false
+	}
+	for _, m := range callsIn(body) {
+		err := sc.admit(m.name)
+		var je *jsonrpc.Error
+		if err == nil || !errors.As(err, &je) || !outOfScope(je) {
+			continue
+		}
+		need := OAuthScopeAgent
+		if m.name == runTool {
+			need = OAuthScopeAgent + " " + OAuthScopeRun
+		}
+		h.log.Info("mcp over http: read-only token called a tool that writes", "remote", r.RemoteAddr, "principal", sc.principal.ID, "tool", m.name)
+		h.challenge(w, fmt.Sprintf(`error="insufficient_scope", scope=%q`, need))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		out, _ := marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   *jsonrpc.Error  `json:"error"`
+		}{"2.0", m.id, je})
+		w.Write(out)
+		return true
+	}
+	return false
+}
+
+// call is a tools/call request of a body: its id and the tool's name.
+type call struct {
+	id   json.RawMessage
+	name string
+}
+
+// callsIn returns the tools/call requests of an HTTP body: one JSON-RPC
+// message, or a batch (2025-03-26). A body that is neither has none: the
+// SDK answers it.
+func callsIn(body []byte) []call {
+	type msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	var batch []msg
+	if err := json.Unmarshal(body, &batch); err != nil {
+		var one msg
+		if err := json.Unmarshal(body, &one); err != nil {
+			return nil
+		}
+		batch = []msg{one}
+	}
+	var out []call
+	for _, m := range batch {
+		if m.Method == "tools/call" && len(m.ID) > 0 {
+			out = append(out, call{id: m.ID, name: m.Params.Name})
+		}
+	}
+	return out
+}
+
+// outOfScope reports whether a protocol refusal is [OutOfScope]: what a
+// wider scope would reach.
+func outOfScope(je *jsonrpc.Error) bool {
+	var r struct {
+		Code refusal.Code `json:"code"`
+	}
+	return json.Unmarshal(je.Data, &r) == nil && r.Code == OutOfScope
+}
+
+// Mount serves h at path on mux and, with an [oauth] table, the protected
+// resource metadata (RFC 9728) at both of its well-known URIs: the root
+// one, and the one for the resource's path, which a client derives from
+// the resource URI.
+func (h *HTTPHandler) Mount(mux *http.ServeMux, path string) {
+	mux.Handle(path, h)
+	if h.oauth == nil {
+		return
+	}
+	meta := auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+		Resource:               h.oauth.Resource,
+		AuthorizationServers:   h.oauth.Issuers,
+		ScopesSupported:        scopesSupported,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "prod-write",
+	})
+	mux.Handle(wellKnown, meta)
+	u, _ := url.Parse(h.oauth.MetadataURL())
+	if u.Path != wellKnown {
+		mux.Handle(u.Path, meta)
+	}
+	if p := wellKnown + strings.TrimSuffix(path, "/"); p != u.Path {
+		mux.Handle(p, meta)
+	}
 }
 
 // bearer returns the token of the request's one Authorization header, or ""
@@ -143,7 +325,7 @@ func bearer(hd http.Header) string {
 // serverFor returns tok's handler, building it on first use. A build that
 // fails is not kept: the next request tries again, so a trust policy or
 // registry fixed while the service runs takes effect without a restart.
-func (h *HTTPHandler) serverFor(tok Token) (http.Handler, error) {
+func (h *HTTPHandler) serverFor(tok Token) (*tokenServer, error) {
 	h.mu.Lock()
 	ts, ok := h.servers[tok.sum]
 	if !ok {
@@ -155,27 +337,27 @@ func (h *HTTPHandler) serverFor(tok Token) (http.Handler, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.h != nil {
-		return ts.h, nil
+		return ts, nil
 	}
 	b, err := h.backendFor(tok)
 	if err != nil {
 		return nil, fmt.Errorf("the backend for principal %q: %w", tok.Principal, err)
 	}
-	srv, pr, err := build(b, tok.Scope.Within(h.o.scope()), h.o.Version, h.hints(tok), h.o.Calls, true)
+	srv, sc, err := build(b, tok.Scope.Within(h.o.scope()), h.o.Version, h.hints(tok), h.o.Calls, true)
 	if err != nil {
 		return nil, fmt.Errorf("building the server for principal %q: %w", tok.Principal, err)
 	}
 	// The scope was resolved against pr's roles: it must be the token's
 	// principal, or a token would borrow another principal's roles.
-	if pr == nil || pr.ID != tok.Principal {
+	if pr := sc.principal; pr == nil || pr.ID != tok.Principal {
 		return nil, fmt.Errorf("the backend acts for %s, not for the token's principal %q", describe(pr), tok.Principal)
 	}
-	ts.srv = srv
+	ts.srv, ts.sc = srv, sc
 	ts.h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Logger:         h.log,
 		SessionTimeout: sessionIdle,
 	})
-	return ts.h, nil
+	return ts, nil
 }
 
 // begin and end count a request in progress.
@@ -248,6 +430,11 @@ func (h *HTTPHandler) hints(tok Token) hints {
 		runWhy:   "this token's entry does not allow run",
 		run:      "allow_run = true on this token's entry in the service's tokens file",
 		readOnly: `a token with scope = "agent"`,
+	}
+	if tok.oauth {
+		hs.runWhy = "this token's [[oauth.principal]] entry or its scopes do not allow run"
+		hs.run = fmt.Sprintf("allow_run = true on the token's [[oauth.principal]] entry and a token with the %s scope", OAuthScopeRun)
+		hs.readOnly = fmt.Sprintf("a token with the %s scope, of an entry with scope = \"agent\"", OAuthScopeAgent)
 	}
 	if tok.Scope.AllowRun && !h.o.AllowRun {
 		hs.runWhy, hs.run = "the service was started without --allow-run", "the service's --allow-run"

@@ -135,12 +135,12 @@ type hints struct{ runWhy, run, readOnly string }
 
 // build makes the server for b acting under s, whichever the transport:
 // [ResolveScope] decides its tools, and the receiving middleware refuses a
-// call to any other before a handler runs. It also returns the principal
-// the tools were chosen for.
+// call to any other before a handler runs. It also returns the scope
+// decision, with the principal the tools were chosen for.
 //
 // With inline (HTTP), a file is content supplied in the call, not a path:
 // the caller shares no file system with the service.
-func build(b Backend, s Scope, version string, hs hints, calls mcpapi.Calls, inline bool) (*mcp.Server, *approval.Principal, error) {
+func build(b Backend, s Scope, version string, hs hints, calls mcpapi.Calls, inline bool) (*mcp.Server, *scope, error) {
 	reg, err := b.Registry()
 	if err != nil {
 		return nil, nil, err
@@ -170,7 +170,7 @@ func build(b Backend, s Scope, version string, hs hints, calls mcpapi.Calls, inl
 		// Outermost: a call refused for its scope is still a call.
 		srv.AddReceivingMiddleware(joined(calls))
 	}
-	return srv, pr, nil
+	return srv, sc, nil
 }
 
 // joined makes each request a call of the service's (Options.Calls): a stop

@@ -37,11 +37,24 @@ type Token struct {
 	Source string
 
 	sum [sha256.Size]byte
+	// oauth marks an access token of an [oauth] issuer, mapped by the
+	// [[oauth.principal]] entry at Source.
+	oauth bool
 }
 
 // Tokens are the bearer tokens of MCP over HTTP, stored hashed.
 type Tokens struct {
-	list []Token
+	list  []Token
+	oauth *OAuth
+}
+
+// OAuth returns the file's [oauth] table, or nil when it has none: then
+// only the static tokens are served.
+func (t *Tokens) OAuth() *OAuth {
+	if t == nil {
+		return nil
+	}
+	return t.oauth
 }
 
 // Len is the number of tokens.
@@ -115,6 +128,7 @@ func LoadTokens(path string) (*Tokens, error) {
 
 type tokensFile struct {
 	Token []tokenEntry `toml:"token"`
+	OAuth *oauthTable  `toml:"oauth"`
 }
 
 type tokenEntry struct {
@@ -137,13 +151,20 @@ func ParseTokens(name string, data []byte) (*Tokens, error) {
 		}
 		return nil, &approval.ConfigError{File: name, Line: te.Line, Msg: te.Msg}
 	}
-	if len(f.Token) == 0 {
-		return nil, &approval.ConfigError{File: name, Msg: "declares no [[token]]: MCP over HTTP would refuse every request"}
+	t := &Tokens{list: make([]Token, 0, len(f.Token))}
+	if f.OAuth != nil {
+		o, err := parseOAuth(name, firstLine(data, oauthHeaderRE()), headerLines(data, oauthPrincipalRE()), f.OAuth)
+		if err != nil {
+			return nil, err
+		}
+		t.oauth = o
+	}
+	if len(f.Token) == 0 && t.oauth == nil {
+		return nil, &approval.ConfigError{File: name, Msg: "declares no [[token]] and no [oauth]: MCP over HTTP would refuse every request"}
 	}
 	starts := tokenLines(data)
 	empty := sha256.Sum256(nil)
 	seen := map[[sha256.Size]byte]string{}
-	t := &Tokens{list: make([]Token, 0, len(f.Token))}
 	for i, e := range f.Token {
 		line := 0
 		if i < len(starts) {
@@ -197,16 +218,35 @@ var (
 	tokenHeaderRE = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^\s*\[\[\s*(token|"token"|'token')\s*\]\]`)
 	})
+	oauthHeaderRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*\[\s*(oauth|"oauth"|'oauth')\s*\]`)
+	})
+	oauthPrincipalRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*\[\[\s*(oauth|"oauth"|'oauth')\s*\.\s*(principal|"principal"|'principal')\s*\]\]`)
+	})
 )
 
-// tokenLines returns the 1-based lines on which a [[token]] table starts,
-// in order.
-func tokenLines(data []byte) []int {
+// headerLines returns the 1-based lines that re matches, in order.
+func headerLines(data []byte, re *regexp.Regexp) []int {
 	var out []int
 	for i, l := range tomlpos.CodeLines(data) {
-		if tokenHeaderRE().MatchString(l) {
+		if re.MatchString(l) {
 			out = append(out, i+1)
 		}
 	}
 	return out
+}
+
+// firstLine is the first line re matches, or 0.
+func firstLine(data []byte, re *regexp.Regexp) int {
+	if ls := headerLines(data, re); len(ls) > 0 {
+		return ls[0]
+	}
+	return 0
+}
+
+// tokenLines returns the 1-based lines on which a [[token]] table starts,
+// in order.
+func tokenLines(data []byte) []int {
+	return headerLines(data, tokenHeaderRE())
 }

@@ -238,6 +238,13 @@ func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allo
 			return fmt.Errorf("%s: %w", t.Source, err)
 		}
 	}
+	if o := tokens.OAuth(); o != nil {
+		for _, p := range o.Principals {
+			if _, err := backendFor(p.Principal); err != nil {
+				return fmt.Errorf("%s: %w", p.Source, err)
+			}
+		}
+	}
 	h := mcpserver.NewHTTPHandler(tokens, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
 		mcpserver.Options{AllowRun: allowRun, Version: cli.Version, Logger: log, Calls: calls})
 	ln, err := net.Listen("tcp", listen)
@@ -245,7 +252,9 @@ func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allo
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	// The MCP endpoint and, with an [oauth] table in the tokens file, its
+	// RFC 9728 metadata at the well-known URIs.
+	h.Mount(mux, "/mcp")
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	var stopped atomic.Bool
 	calls.OnStop(func() {
@@ -254,7 +263,7 @@ func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allo
 		stopped.Store(true)
 		ln.Close()
 	})
-	log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "path", "/mcp", "tokens", tokens.Len())
+	log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "path", "/mcp", "tokens", tokens.Len(), "oauth", tokens.OAuth() != nil)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -1,0 +1,358 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/prod-write/prod-write/approval"
+)
+
+// The OAuth scopes of MCP over HTTP (docs/adr/0042-oauth-resource-server.md).
+// A token's scope claim narrows what its [[oauth.principal]] entry allows:
+// it never widens it.
+const (
+	// OAuthScopeRead reaches the tools that read.
+	OAuthScopeRead = "prod-write:read"
+	// OAuthScopeAgent reaches the agent's tools: planning as well.
+	OAuthScopeAgent = "prod-write:agent"
+	// OAuthScopeRun adds run, where the entry allows run.
+	OAuthScopeRun = "prod-write:run"
+)
+
+// scopesSupported are the scopes the metadata document publishes.
+var scopesSupported = []string{OAuthScopeRead, OAuthScopeAgent, OAuthScopeRun}
+
+// signingAlgs are the JWS algorithms an access token may be signed with:
+// asymmetric only, so that no key the issuer publishes can be used as an
+// HMAC secret, and never "none".
+var signingAlgs = []string{
+	oidc.RS256, oidc.RS384, oidc.RS512,
+	oidc.ES256, oidc.ES384, oidc.ES512,
+	oidc.PS256, oidc.PS384, oidc.PS512,
+	oidc.EdDSA,
+}
+
+// OAuth is the [oauth] table of a tokens file: MCP over HTTP as an OAuth 2.1
+// resource server. Tokens are JWTs from the configured issuers, checked for
+// signature (the issuer's JWKS, found by OpenID discovery), issuer,
+// audience (Resource, always), expiry and not-before.
+type OAuth struct {
+	// Resource is the canonical URI of the MCP endpoint (RFC 8707,
+	// RFC 9728): a token's aud must name it.
+	Resource string
+	// Issuers are the authorization servers whose tokens are accepted.
+	Issuers []string
+	// GroupsClaim is the claim holding a token's groups.
+	GroupsClaim string
+	// Principals map a token's claims to a principal and a scope.
+	Principals []OAuthPrincipal
+}
+
+// OAuthPrincipal is one [[oauth.principal]] entry: the tokens of Issuer
+// whose sub is Subject, or whose groups hold Group, act for Principal
+// within Scope.
+type OAuthPrincipal struct {
+	Issuer    string
+	Subject   string
+	Group     string
+	Principal string
+	Scope     Scope
+	Source    string
+}
+
+// MetadataURL is where the protected resource metadata of o is (RFC 9728
+// §3.1): the well-known path inserted between the resource's host and its
+// path.
+func (o *OAuth) MetadataURL() string {
+	u, _ := url.Parse(o.Resource) // checked at load
+	u.Path = wellKnown + strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	return u.String()
+}
+
+const wellKnown = "/.well-known/oauth-protected-resource"
+
+type oauthTable struct {
+	Resource    string           `toml:"resource"`
+	Issuers     []string         `toml:"issuers"`
+	GroupsClaim string           `toml:"groups_claim"`
+	Principal   []oauthPrincipal `toml:"principal"`
+}
+
+type oauthPrincipal struct {
+	Issuer    string `toml:"issuer"`
+	Subject   string `toml:"subject"`
+	Group     string `toml:"group"`
+	Principal string `toml:"principal"`
+	Scope     string `toml:"scope"`
+	AllowRun  bool   `toml:"allow_run"`
+}
+
+// parseOAuth checks an [oauth] table; starts are the lines of its
+// [[oauth.principal]] tables and line that of [oauth].
+func parseOAuth(name string, line int, starts []int, t *oauthTable) (*OAuth, error) {
+	bad := func(l int, format string, args ...any) error {
+		return &approval.ConfigError{File: name, Line: l, Msg: fmt.Sprintf(format, args...)}
+	}
+	if err := checkURL(t.Resource); err != nil {
+		return nil, bad(line, "oauth.resource: %v: it is the canonical URI of this MCP endpoint, which every token's aud must name", err)
+	}
+	if len(t.Issuers) == 0 {
+		return nil, bad(line, "oauth.issuers is required: the authorization servers whose tokens are accepted")
+	}
+	for _, iss := range t.Issuers {
+		if err := checkURL(iss); err != nil {
+			return nil, bad(line, "oauth.issuers: %q: %v", iss, err)
+		}
+	}
+	o := &OAuth{Resource: t.Resource, Issuers: t.Issuers, GroupsClaim: t.GroupsClaim}
+	if o.GroupsClaim == "" {
+		o.GroupsClaim = "groups"
+	}
+	if len(t.Principal) == 0 {
+		return nil, bad(line, "declares no [[oauth.principal]]: every token would be refused")
+	}
+	seen := map[string]string{}
+	for i, e := range t.Principal {
+		l := 0
+		if i < len(starts) {
+			l = starts[i]
+		}
+		src := fmt.Sprintf("%s:%d", name, l)
+		if l == 0 {
+			src = fmt.Sprintf("%s (oauth.principal %d)", name, i+1)
+		}
+		pbad := func(format string, args ...any) error {
+			return bad(l, "oauth.principal %d: %s", i+1, fmt.Sprintf(format, args...))
+		}
+		p := OAuthPrincipal{Issuer: e.Issuer, Subject: e.Subject, Group: e.Group, Principal: e.Principal, Source: src}
+		if p.Issuer == "" && len(o.Issuers) == 1 {
+			p.Issuer = o.Issuers[0]
+		}
+		if !slices.Contains(o.Issuers, p.Issuer) {
+			return nil, pbad("issuer %q is not one of oauth.issuers", p.Issuer)
+		}
+		if (p.Subject == "") == (p.Group == "") {
+			return nil, pbad("exactly one of subject and group is required")
+		}
+		if p.Principal == "" {
+			return nil, pbad("principal is required")
+		}
+		key := p.Issuer + "\x00" + p.Subject + "\x00" + p.Group
+		if prev, dup := seen[key]; dup {
+			return nil, pbad("maps the same claim as the entry at %s", prev)
+		}
+		seen[key] = src
+		switch e.Scope {
+		case ScopeReadOnly:
+			if e.AllowRun {
+				return nil, pbad("allow_run is true on a read-only entry: a read-only principal never runs")
+			}
+			p.Scope = Scope{ReadOnly: true}
+		case ScopeAgent:
+			p.Scope = Scope{AllowRun: e.AllowRun}
+		case "":
+			return nil, pbad("scope is required (%q or %q)", ScopeReadOnly, ScopeAgent)
+		default:
+			return nil, pbad("unknown scope %q (known: %s, %s)", e.Scope, ScopeReadOnly, ScopeAgent)
+		}
+		o.Principals = append(o.Principals, p)
+	}
+	return o, nil
+}
+
+// checkURL accepts an absolute https URL without a fragment, or http on a
+// loopback host (a test, or a proxy on the same machine).
+func checkURL(s string) error {
+	if s == "" {
+		return errors.New("missing")
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.Fragment != "" || u.RawQuery != "" {
+		return errors.New("not an absolute URL without query or fragment")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if ip := net.ParseIP(u.Hostname()); (ip != nil && ip.IsLoopback()) || u.Hostname() == "localhost" {
+			return nil
+		}
+	}
+	return errors.New("not https (http only on a loopback host)")
+}
+
+// errInsufficientScope is a valid token that carries none of the scopes of
+// MCP over HTTP.
+var errInsufficientScope = errors.New("the token carries none of the prod-write scopes")
+
+// verifier checks access tokens against o. Each issuer's provider (its
+// discovery document and JWKS) is fetched on first use and kept; a fetch
+// that fails is tried again at the next token.
+type verifier struct {
+	o      *OAuth
+	client *http.Client
+
+	mu        sync.Mutex
+	verifiers map[string]*oidc.IDTokenVerifier
+}
+
+func newVerifier(o *OAuth, client *http.Client) *verifier {
+	if client == nil {
+		// No proxy from anyone's environment, as for the bridges.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		client = &http.Client{Timeout: 10 * time.Second, Transport: t}
+	}
+	return &verifier{o: o, client: client, verifiers: map[string]*oidc.IDTokenVerifier{}}
+}
+
+// claims are what is read of a verified token.
+type claims struct {
+	Subject string          `json:"sub"`
+	Scope   string          `json:"scope"`
+	SCP     json.RawMessage `json:"scp"`
+}
+
+// verify returns the Token raw stands for. Its errors never hold raw:
+// they say which check failed, for the service's log.
+func (v *verifier) verify(ctx context.Context, raw string) (Token, error) {
+	iss, err := unverifiedIssuer(raw)
+	if err != nil {
+		return Token{}, err
+	}
+	// Only a configured issuer's keys are ever fetched: an issuer the
+	// token names is attacker input until its signature is checked.
+	if !slices.Contains(v.o.Issuers, iss) {
+		return Token{}, fmt.Errorf("issuer %q is not configured", iss)
+	}
+	iv, err := v.issuer(ctx, iss)
+	if err != nil {
+		return Token{}, err
+	}
+	idt, err := iv.Verify(oidc.ClientContext(ctx, v.client), raw)
+	if err != nil {
+		return Token{}, fmt.Errorf("verifying the token of issuer %q: %w", iss, err)
+	}
+	var c claims
+	if err := idt.Claims(&c); err != nil {
+		return Token{}, fmt.Errorf("reading the token's claims: %w", err)
+	}
+	var all map[string]json.RawMessage
+	if err := idt.Claims(&all); err != nil {
+		return Token{}, fmt.Errorf("reading the token's claims: %w", err)
+	}
+	groups := stringsClaim(all[v.o.GroupsClaim])
+	var match []OAuthPrincipal
+	for _, p := range v.o.Principals {
+		if p.Issuer == idt.Issuer && ((p.Subject != "" && p.Subject == idt.Subject) || (p.Group != "" && slices.Contains(groups, p.Group))) {
+			match = append(match, p)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return Token{}, fmt.Errorf("no [[oauth.principal]] maps subject %q of issuer %q", idt.Subject, iss)
+	case 1:
+	default:
+		srcs := make([]string, len(match))
+		for i, p := range match {
+			srcs[i] = p.Source
+		}
+		return Token{}, fmt.Errorf("subject %q of issuer %q is mapped by more than one entry (%s): which one would be a guess", idt.Subject, iss, strings.Join(srcs, ", "))
+	}
+	p := match[0]
+	scopes := strings.Fields(c.Scope)
+	scopes = append(scopes, stringsClaim(c.SCP)...)
+	var s Scope
+	switch {
+	case slices.Contains(scopes, OAuthScopeAgent) && !p.Scope.ReadOnly:
+		s = Scope{AllowRun: p.Scope.AllowRun && slices.Contains(scopes, OAuthScopeRun)}
+	case slices.Contains(scopes, OAuthScopeRead), slices.Contains(scopes, OAuthScopeAgent):
+		s = Scope{ReadOnly: true}
+	default:
+		return Token{}, errInsufficientScope
+	}
+	tok := Token{Principal: p.Principal, Scope: s, Source: p.Source, oauth: true}
+	// One server, and so one set of sessions, per subject, entry and
+	// scope: a refreshed token goes on with its session, and no other
+	// subject reaches it.
+	tok.sum = sha256.Sum256(fmt.Appendf(nil, "oauth\x00%s\x00%s\x00%s\x00%t\x00%t", idt.Issuer, idt.Subject, p.Source, s.ReadOnly, s.AllowRun))
+	return tok, nil
+}
+
+// issuer returns iss's verifier, discovering it on first use.
+func (v *verifier) issuer(ctx context.Context, iss string) (*oidc.IDTokenVerifier, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if iv, ok := v.verifiers[iss]; ok {
+		return iv, nil
+	}
+	// The keys are fetched later, with the context of the request that
+	// needs them; discovery is bounded by the client's timeout.
+	cctx := oidc.ClientContext(context.WithoutCancel(ctx), v.client)
+	p, err := oidc.NewProvider(cctx, iss)
+	if err != nil {
+		return nil, fmt.Errorf("discovering issuer %q: %w", iss, err)
+	}
+	iv := p.VerifierContext(cctx, &oidc.Config{
+		// The audience is the canonical resource URI, always (RFC 8707):
+		// a token issued for another resource is never accepted here.
+		ClientID:             v.o.Resource,
+		SupportedSigningAlgs: signingAlgs,
+		SkipExpiryCheck:      false,
+		// never: "none" is no signature
+		InsecureSkipSignatureCheck: false,
+	})
+	v.verifiers[iss] = iv
+	return iv, nil
+}
+
+// unverifiedIssuer reads the iss of a JWT before it is verified, only to
+// choose the configured issuer whose keys verify it.
+func unverifiedIssuer(raw string) (string, error) {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return "", errors.New("not a JWT")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", errors.New("not a JWT: its payload is not base64url")
+	}
+	var c struct {
+		Issuer string `json:"iss"`
+	}
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return "", errors.New("not a JWT: its payload is not a JSON object")
+	}
+	return c.Issuer, nil
+}
+
+// stringsClaim reads a claim that is a string array, or one
+// space-separated string.
+func stringsClaim(raw json.RawMessage) []string {
+	if len(raw) == 0 {
+		return nil
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil {
+		return list
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return strings.Fields(s)
+	}
+	return nil
+}
