@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -70,6 +71,7 @@ func TestScript(t *testing.T) {
 			"prefix":          cmdPrefix,
 			"sighup":          cmdSigHUP,
 			"waitlines":       cmdWaitLines,
+			"waitglob":        cmdWaitGlob,
 			"reachabledir":    cmdReachableDir,
 			"spawn":           cmdSpawn,
 			"reap":            cmdReap,
@@ -201,6 +203,24 @@ func cmdWaitLines(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Fatalf("%s has fewer than %d lines after 20s", path, n)
+}
+
+// cmdWaitGlob waits (20 s at most) until a file matches PATTERN: a record
+// a background command writes after what the script saw of it (the
+// bridge records a follow-up's event once the post is made):
+//
+//	waitglob state/bridge/events/*/unapproved-*.json
+func cmdWaitGlob(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitglob PATTERN")
+	}
+	pattern := ts.MkAbs(args[0])
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m, err := filepath.Glob(pattern); err == nil && len(m) > 0 {
+			return
+		}
+	}
+	ts.Fatalf("no file matches %s after 20s", pattern)
 }
 
 // cmdSigHUP sends SIGHUP to this script's processes whose command line

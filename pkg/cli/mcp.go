@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -241,13 +240,7 @@ func (b *mcpBackend) secrets() []string {
 	return out
 }
 
-func (b *mcpBackend) ErrorCode(err error) string {
-	var re *remoteError
-	if errors.As(err, &re) {
-		return re.Code
-	}
-	return errorCode(err)
-}
+func (b *mcpBackend) ErrorCode(err error) string { return errorCode(err) }
 
 // capture keeps the first limit bytes written to it.
 type capture struct {
