@@ -12,11 +12,17 @@
 # another language, pinned here and installed beside dynalite:
 #   ajv        (JSON Schema, npm)  .cache/node_modules/ajv
 # Keep its version in step with pkg/mcpserver's schema_ajv_test.go (ajvVersion).
+#
+# MCP over HTTP is tested against the TypeScript MCP SDK as a client, its
+# own OAuth support included, installed beside them:
+#   @modelcontextprotocol/sdk  (npm)  .cache/node_modules/@modelcontextprotocol/sdk
+# Keep its version in step with pkg/mcpserver's oauth_ts_test.go (tsSDKVersion).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DYNALITE_VERSION=4.0.0
 AJV_VERSION=8.20.0
+MCP_TS_SDK_VERSION=1.32.2
 VERSITYGW_VERSION=v1.8.0
 
 go mod download
@@ -37,6 +43,15 @@ if [ "$have" != "$AJV_VERSION" ]; then
 	echo "test-deps: installing ajv $AJV_VERSION into .cache/" >&2
 	npm install --prefix .cache --save-exact --ignore-scripts --no-audit --no-fund \
 		"ajv@$AJV_VERSION" >&2
+fi
+
+# The TypeScript MCP SDK: exact version, no install scripts (the client
+# side needs none).
+have=$(node -p 'require("./.cache/node_modules/@modelcontextprotocol/sdk/package.json").version' 2>/dev/null || true)
+if [ "$have" != "$MCP_TS_SDK_VERSION" ]; then
+	echo "test-deps: installing @modelcontextprotocol/sdk $MCP_TS_SDK_VERSION into .cache/" >&2
+	npm install --prefix .cache --save-exact --ignore-scripts --no-audit --no-fund \
+		"@modelcontextprotocol/sdk@$MCP_TS_SDK_VERSION" >&2
 fi
 
 # versitygw: go install of the pinned module version (posix backend, with
