@@ -149,7 +149,9 @@ type passkeyWorld struct {
 	evidence []*approval.Envelope
 }
 
-func newPasskeyWorld(t *testing.T, salt string) *passkeyWorld {
+func newPasskeyWorld(t *testing.T, salt string) *passkeyWorld { return newPasskeyWorldTB(t, salt) }
+
+func newPasskeyWorldTB(t tb, salt string) *passkeyWorld {
 	op := mustOp(t, 1, []string{smith}, true)
 	plan, planEnv := planFor(t, op, "agent", salt)
 	rec := mustSign(t, "smith", approval.TypeSmith, smithRecord(plan.Fingerprint, "smith"))
