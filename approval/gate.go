@@ -43,6 +43,11 @@ type Input struct {
 	// reviews of them (issue 22, docs/adr/0028-break-glass.md). Run
 	// reads it from the store, replay from the journal.
 	BreakGlass BreakGlassHistory
+	// SignCounts is the highest sign count seen of each passkey credential
+	// (base64url id) before this evaluation: run reads it from the store,
+	// replay keeps it along the journal. A passkey decision must carry a
+	// higher one (ADR 0043).
+	SignCounts map[string]uint32
 }
 
 // Assessed is one piece of evidence as the gate saw it.
@@ -77,6 +82,9 @@ type Assessed struct {
 	Reason   string  `json:"reason,omitempty"`
 	Incident string  `json:"incident,omitempty"`
 	Signed   *Signed `json:"-"`
+	// Passkey is what the gate verified of a passkey decision: its
+	// credential, sign count and whether the user was verified.
+	Passkey  *PasskeySeen `json:"passkey,omitempty"`
 	relevant bool
 	// authentic: signature, binding, role and separation of duties hold;
 	// only time (issue, expiry) or use may still make it not count.
@@ -316,6 +324,13 @@ func Evaluate(in Input) (*Decision, error) {
 	}
 	if code == refusal.NoApproval {
 		for _, a := range d.Evidence {
+			if a.Kind == KindAnswer && a.relevant && a.Problem != nil && *a.Problem == refusal.NoApproval && a.Verdict == Approve && in.Policy.PasskeyRequired(plan.Operation, plan.Target) {
+				why = fmt.Sprintf("answer %.12s… does not count: %s", a.ID, a.Why)
+				missing = append(missing, "an approval made with the approver's passkey")
+				break
+			}
+		}
+		for _, a := range d.Evidence {
 			if a.Kind == KindBreakGlass && a.relevant && !a.Valid && a.Problem != nil {
 				why = fmt.Sprintf("%s %.12s… does not count: %s", evidenceName(a.Kind), a.ID, a.Why)
 				break
@@ -468,6 +483,11 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 		if t.Answer == Approve && t.Record == "" {
 			return fail(refusal.NoApproval, "an approval must answer a certainty record")
 		}
+		// Where the policy asks for passkeys, an approval by any other
+		// channel counts for nothing; a deny still vetoes (ADR 0043).
+		if t.Answer == Approve && in.Policy.PasskeyRequired(plan.Operation, plan.Target) {
+			return fail(refusal.NoApproval, "an approval of %s on %s counts only when made with the approver's passkey (trust.toml [passkey]): approve with your passkey", plan.Operation, plan.Target)
+		}
 		if t.Channel != nil {
 			// A bridge attests an approver's answer it authenticated.
 			if !s.Signer.Has(RoleBridge) {
@@ -495,6 +515,35 @@ func assess(in Input, plan *operations.Plan, env *Envelope) *Assessed {
 			}
 			actor = pr
 		}
+	case TypePasskey:
+		var pd PasskeyDecision
+		if err := s.Decode(&pd); err != nil {
+			return fail(refusal.EvidenceUnreadable, "%v", err)
+		}
+		fingerprint, issued, expires, role = pd.Fingerprint, pd.Issued, pd.Expires, RoleApprover
+		a.By, a.Verdict, a.Path, a.Record = pd.Approver, pd.Decision, operations.PathRecordApprovals, pd.Record
+		if pd.Decision != Approve && pd.Decision != Deny {
+			return fail(refusal.SignatureInvalid, "passkey decision %q is neither approve nor deny", pd.Decision)
+		}
+		if pd.Decision == Approve && pd.Record == "" {
+			return fail(refusal.NoApproval, "an approval must answer a certainty record")
+		}
+		if pd.Fingerprint != plan.Fingerprint {
+			break // not this plan's: judged irrelevant below
+		}
+		// The envelope is the storing service's (a bridge) or the
+		// approver's own; the assertion is what makes it the approver's.
+		if s.Signer.ID != pd.Approver && !s.Signer.Has(RoleBridge) {
+			return fail(refusal.RoleMissing, "%s stored a passkey decision of %s without the bridge role", s.Signer.ID, pd.Approver)
+		}
+		if in.Policy.Passkey == nil {
+			return fail(refusal.SignatureInvalid, "the trust policy has no [passkey] table, so no passkey decision verifies")
+		}
+		cred, seen, f := in.Policy.verifyPasskey(&pd, in.SignCounts)
+		if f != nil {
+			return fail(f.code, "%s", f.why)
+		}
+		a.Passkey, actor = seen, cred.principal
 	case TypeFreezeGrant:
 		var g FreezeGrant
 		if err := s.Decode(&g); err != nil {
@@ -597,7 +646,7 @@ func kindOf(payloadType string) string {
 		return "gera"
 	case TypeSmith:
 		return KindRecord
-	case TypeTrinity:
+	case TypeTrinity, TypePasskey:
 		return KindAnswer
 	case TypeWithdraw:
 		return KindWithdrawal

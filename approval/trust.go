@@ -56,6 +56,9 @@ type Principal struct {
 	// revoked_at, so that replay can tell "valid then, revoked since".
 	Since     time.Time `toml:"since" json:"since,omitzero"`
 	RevokedAt time.Time `toml:"revoked_at" json:"revoked_at,omitzero"`
+	// Passkeys are the principal's enrolled WebAuthn credentials
+	// ([[principal.passkey]]); removing one revokes it (ADR 0043).
+	Passkeys []*PasskeyCredential `toml:"passkey" json:"passkeys,omitempty"`
 
 	pub keys.Public
 }
@@ -78,11 +81,15 @@ type Policy struct {
 	// calendars, sorted by start (issue 22, docs/adr/0021-freezes.md).
 	Freezes   []*Freeze         `toml:"freeze"`
 	Calendars []*FreezeCalendar `toml:"freeze_calendar"`
+	// Passkey is the approval page's origin and where approvals need a
+	// passkey (docs/adr/0043-passkey-assertions-as-evidence.md).
+	Passkey *PasskeyPolicy `toml:"passkey"`
 	// Digest is the sha256 of the policy file's bytes; receipts record it.
 	Digest string `toml:"-"`
 
 	byID, byKey, bySlack, byGitHub map[string]*Principal
 	byGitHubID                     map[int64]*Principal
+	byCredential                   map[string]*PasskeyCredential
 	cache                          *sync.Map
 	cached                         atomic.Int64
 }
@@ -205,6 +212,9 @@ func ParsePolicyWith(name string, data []byte, read CalendarReader) (*Policy, er
 		if err := p.mapGitHubID(name, data, i, pr); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.parsePasskeys(name, data); err != nil {
+		return nil, err
 	}
 	if err := p.loadFreezes(name, read); err != nil {
 		return nil, err
