@@ -58,13 +58,14 @@ func (a serviceAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitRes
 		}
 		var r api.WaitResult
 		// Said once the service holds the wait: a caller that sees the
-		// line and goes ends a call in the service, not one never made.
-		sent := func() {
+		// line and goes (or a stop after it) ends a call the service
+		// runs, never one not yet made or still unread.
+		held := func() {
 			if req.Progress != nil {
 				req.Progress(s)
 			}
 		}
-		err := a.call(withSent(ctx, sent), "status-wait", api.WaitRequest{Fingerprint: req.Fingerprint, Timeout: slice}, &r)
+		err := a.call(withHeld(ctx, held), "status-wait", api.WaitRequest{Fingerprint: req.Fingerprint, Timeout: slice}, &r)
 		if ctx.Err() != nil {
 			// Ended as pending, with the status as it was last judged.
 			return &api.WaitResult{Status: s, Pending: true}, nil
@@ -97,6 +98,9 @@ func serveWait(f *Factory, a localAPI, req api.WaitRequest) (*api.WaitResult, er
 	}
 	ctx, cancel := f.clientContext()
 	defer cancel()
+	// The client says it waits once told: from here a stop or its going
+	// ends this wait (ctx), and the log says so.
+	f.call.c.Hold()
 	r, err := a.Wait(ctx, req)
 	if f.serviceStopping() {
 		f.call.stopped = true

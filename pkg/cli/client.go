@@ -155,7 +155,7 @@ func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op strin
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 		defer signal.Stop(sigs)
 	}
-	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: f.LookupEnv, OnSent: sentHook(ctx)}, sigs, stdout, f.IO.Err)
+	res, err := service.Do(conn, req, files, service.Caller{LookupEnv: f.LookupEnv, OnHeld: heldHook(ctx)}, sigs, stdout, f.IO.Err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("the call to the runner service was cancelled: %w", ctx.Err())
@@ -213,18 +213,19 @@ func (s *clientStreams) wait() {
 	}
 }
 
-// sentKey is the context key of the function a call runs once its request
-// is sent (withSent).
-type sentKey struct{}
+// heldKey is the context key of the function a call runs once the service
+// holds it (withHeld).
+type heldKey struct{}
 
-// withSent returns ctx whose call to the service runs fn once the request
-// is sent: what fn says (a wait's "waiting" line) is then true of a call
-// the service holds.
-func withSent(ctx context.Context, fn func()) context.Context {
-	return context.WithValue(ctx, sentKey{}, fn)
+// withHeld returns ctx whose call to the service runs fn once the service
+// says it holds the call (service.Held): what fn says (a wait's "waiting"
+// line) is then true of a call the service runs, never of one a stop
+// could still refuse unread.
+func withHeld(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, heldKey{}, fn)
 }
 
-func sentHook(ctx context.Context) func() {
-	fn, _ := ctx.Value(sentKey{}).(func())
+func heldHook(ctx context.Context) func() {
+	fn, _ := ctx.Value(heldKey{}).(func())
 	return fn
 }

@@ -97,6 +97,7 @@ func (s *statusHandler) Serve(_ context.Context, c *service.Call) int {
 	case "status":
 		c.Reply([]byte(`{"result":` + pendingStatus(r.Fingerprint) + `}`))
 	case "status-wait":
+		c.Hold()
 		s.args = append(s.args, string(c.Request.Args))
 		if len(s.args) <= s.timeout {
 			c.Reply([]byte(`{"result":{"status":` + pendingStatus(r.Fingerprint) + `,"pending":true}}`))
@@ -169,6 +170,7 @@ func (h *waitingHandler) Serve(_ context.Context, c *service.Call) int {
 		c.Reply([]byte(`{"result":` + pendingStatus(r.Fingerprint) + `}`))
 		return 0
 	}
+	c.Hold()
 	h.started <- struct{}{}
 	select {
 	case <-c.Gone():

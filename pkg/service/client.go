@@ -24,20 +24,20 @@ type Answerer interface {
 // environment, and with files it opens itself.
 type Caller struct {
 	LookupEnv func(string) (string, bool)
-	// OnSent, when set, is called once the request is sent: the service
-	// has it (it reads what was written even if this process dies now).
-	OnSent func()
+	// OnHeld, when set, is called when the service says it holds the
+	// call ([Held]).
+	OnHeld func()
 }
 
-// Sent implements [Sender].
-func (c Caller) Sent() {
-	if c.OnSent != nil {
-		c.OnSent()
+// Held implements [Holder].
+func (c Caller) Held() {
+	if c.OnHeld != nil {
+		c.OnHeld()
 	}
 }
 
-// Sender is an [Answerer] that hears when [Do] has sent the request.
-type Sender interface{ Sent() }
+// Holder is an [Answerer] that hears when the service holds its call.
+type Holder interface{ Held() }
 
 // Env implements [Answerer].
 func (c Caller) Env(name string) (string, bool) { return c.LookupEnv(name) }
@@ -70,9 +70,6 @@ func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signa
 			return res, nil
 		}
 		return nil, &NotSentError{err}
-	}
-	if s, ok := a.(Sender); ok {
-		s.Sent()
 	}
 	done := make(chan struct{})
 	defer close(done)
@@ -116,6 +113,11 @@ func Do(c *Conn, req Request, files []*os.File, a Answerer, sigs <-chan os.Signa
 				return nil, protoErr(CodeTooLarge, "a reply over %d bytes", MaxReply)
 			}
 			body = append(body, res.Body...)
+			continue
+		case "held":
+			if h, ok := a.(Holder); ok {
+				h.Held()
+			}
 			continue
 		case "out":
 			w := stdout

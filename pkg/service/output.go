@@ -222,6 +222,9 @@ func (r *Relay) Finish(grace time.Duration) int64 {
 
 // Reply sends the call's typed result (pkg/api), in parts, each within
 // WriteTimeout.
+// Hold tells the client that the service holds its call ([Held]).
+func (c *Call) Hold() error { return c.send(Held{T: "held"}) }
+
 func (c *Call) Reply(body []byte) error {
 	for {
 		part := body[:min(len(body), MaxOutput)]

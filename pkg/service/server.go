@@ -677,6 +677,12 @@ func decodeReply(b []byte) (kind string, need *Need, res *Result, out *Output, e
 			return "", nil, nil, nil, protoErr(CodeBadRequest, "reply: %v", err)
 		}
 		return "reply", nil, &Result{Body: r.Data}, nil, nil
+	case "held":
+		var h Held
+		if err := strictJSON(b, &h); err != nil {
+			return "", nil, nil, nil, protoErr(CodeBadRequest, "held: %v", err)
+		}
+		return "held", nil, nil, nil, nil
 	case "out":
 		var o Output
 		if err := strictJSON(b, &o); err != nil || (o.FD != 1 && o.FD != 2) {

@@ -96,6 +96,14 @@ type Reply struct {
 	More bool   `json:"more,omitempty"`
 }
 
+// Held tells the client that the service holds its call: the handler is
+// running it (a wait has begun). A client that says "waiting" after it
+// says so of a call the service has, never of one a stop could still
+// refuse unread.
+type Held struct {
+	T string `json:"t"` // "held"
+}
+
 // MaxReply bounds a typed result a client takes in.
 const MaxReply = 64 << 20
 
