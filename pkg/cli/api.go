@@ -11,6 +11,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -72,11 +73,11 @@ func (a localAPI) Whoami(context.Context) (*api.WhoamiResult, error) {
 }
 
 func (a localAPI) Status(_ context.Context, req api.StatusRequest) (*api.StatusResult, error) {
-	s, err := statusCore(a.f, req.Fingerprint, operations.HashDigester{Progress: a.progress})
+	s, err := plans.Status(a.f.plans(), req.Fingerprint, operations.HashDigester{Progress: a.progress})
 	if err != nil {
 		return nil, err
 	}
-	return s.result(), nil
+	return s.Result(FormatVersion), nil
 }
 
 // serviceAPI is the API of the runner service f's configuration names.

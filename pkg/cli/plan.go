@@ -114,7 +114,7 @@ func planRequest(f *Factory, plan *operations.Plan, stored bool) (*bridge.Decisi
 	if err != nil {
 		return nil, err
 	}
-	s, _, err := requestSettings(c)
+	s, _, err := bridge.RequestSettings(c)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +122,8 @@ func planRequest(f *Factory, plan *operations.Plan, stored bool) (*bridge.Decisi
 	if err != nil {
 		return nil, err
 	}
-	posts, _ := ledger(c).Posts(plan.Fingerprint)
-	events, _ := eventLog(c).List(plan.Fingerprint)
+	posts, _ := bridge.LedgerOf(c).Posts(plan.Fingerprint)
+	events, _ := bridge.EventsOf(c).List(plan.Fingerprint)
 	return j.Request(policy, posts, events, s), nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -112,6 +113,12 @@ func (f *Factory) runner() *runner.Runner {
 		}
 	}
 	return r
+}
+
+// plans is what the calls on stored plans (pkg/plans) depend on, as f's
+// caller has it.
+func (f *Factory) plans() *plans.Deps {
+	return &plans.Deps{Runner: f.runner(), Reloaded: f.policyReplaced}
 }
 
 // runRun runs the plan through the API (in-process, or the runner

@@ -10,6 +10,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/store"
 )
@@ -39,7 +40,7 @@ var errWaitTimeout = errors.New("still pending")
 // waitDecision judges plan fp until its request is no longer pending and
 // returns that report; at deadline (when not zero) it returns the last
 // report and errWaitTimeout. tick is called with each pending report.
-func waitDecision(ctx context.Context, f *Factory, fp string, deadline time.Time, d operations.Digester, tick func(*statusReport)) (*statusReport, error) {
+func waitDecision(ctx context.Context, f *Factory, fp string, deadline time.Time, d operations.Digester, tick func(*plans.Report)) (*plans.Report, error) {
 	c, err := f.Config()
 	if err != nil {
 		return nil, err
@@ -63,7 +64,7 @@ func waitDecision(ctx context.Context, f *Factory, fp string, deadline time.Time
 	for {
 		// Taken before judging: a reload while judging wakes the wait.
 		reloaded := f.policyReplaced()
-		s, err := statusCore(f, fp, d)
+		s, err := plans.Status(f.plans(), fp, d)
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 )
@@ -282,7 +283,7 @@ paths = ["record+approvals"]
 	waiting := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := waitDecision(ctx, f, fp, time.Time{}, operations.HashDigester{}, func(*statusReport) {
+		_, err := waitDecision(ctx, f, fp, time.Time{}, operations.HashDigester{}, func(*plans.Report) {
 			select {
 			case waiting <- struct{}{}:
 			default:
