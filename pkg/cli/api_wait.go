@@ -16,12 +16,12 @@ func (a localAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResul
 	if req.Timeout > 0 {
 		deadline = a.f.Now().Add(req.Timeout)
 	}
-	s, err := waitDecision(ctx, a.f, req.Fingerprint, deadline, operations.HashDigester{Progress: a.progress}, func(s *plans.Report) {
+	s, err := plans.Wait(ctx, a.f.plans(), req.Fingerprint, deadline, operations.HashDigester{Progress: a.progress}, func(s *plans.Report) {
 		if req.Progress != nil {
 			req.Progress(s.Result(FormatVersion))
 		}
 	})
-	pending := s != nil && (errors.Is(err, errWaitTimeout) || (ctx.Err() != nil && errors.Is(err, ctx.Err())))
+	pending := s != nil && (errors.Is(err, plans.ErrWaitTimeout) || (ctx.Err() != nil && errors.Is(err, ctx.Err())))
 	if err != nil && !pending {
 		return nil, err
 	}
