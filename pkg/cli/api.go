@@ -249,7 +249,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		}
 		// The call's files are the descriptors the client handed over
 		// (serviceCall.file: identity from the object). A caller with no
-		// key of the policy plans as planCore lets it: a dry run, with
+		// key of the policy plans as plans.Plan lets it: a dry run, with
 		// the files it handed over, or nothing; it is asked for no file
 		// it did not hand over, nor told a stored plan's path.
 		result, err = a.Plan(ctx, pr)
@@ -331,7 +331,7 @@ func keylessStatus(f *Factory, fp string) (*api.StatusResult, error) {
 	if fp, err = f.resolveFingerprint(c, fp); err != nil {
 		return nil, err
 	}
-	plan, err := storedPlan(st, p, fp)
+	plan, err := plans.StoredPlan(st, p, fp)
 	if err != nil {
 		return nil, err
 	}

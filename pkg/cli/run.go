@@ -115,10 +115,14 @@ func (f *Factory) runner() *runner.Runner {
 	return r
 }
 
-// plans is what the calls on stored plans (pkg/plans) depend on, as f's
+// plans is what the calls on plans (pkg/plans) depend on, as f's
 // caller has it.
 func (f *Factory) plans() *plans.Deps {
-	return &plans.Deps{Runner: f.runner(), Reloaded: f.policyReplaced}
+	d := &plans.Deps{Runner: f.runner(), Reloaded: f.policyReplaced, Getwd: f.Getwd, Hosted: f.call != nil && f.call.hosted}
+	if f.hasKey() {
+		d.Actor = f.Actor
+	}
+	return d
 }
 
 // runRun runs the plan through the API (in-process, or the runner

@@ -1,6 +1,7 @@
 // Package plans holds what the application API (pkg/api) does with a
-// stored plan before it runs: judge its status as run would now, with its
-// decision request, and wait for that decision.
+// plan before it runs: plan it (resolve, sign, store, bind its
+// precondition, derive its decision request), judge its status as run
+// would now, with its decision request, and wait for that decision.
 //
 // It knows no command line, no command factory and no terminal (SPEC §14,
 // docs/adr/0038-one-typed-api.md): the CLI in local mode and the runner
@@ -9,6 +10,8 @@
 package plans
 
 import (
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/runner"
 )
 
@@ -22,6 +25,16 @@ type Deps struct {
 	// registry the call judges by are replaced (the runner service's
 	// reload); nil outside the service.
 	Reloaded func() <-chan struct{}
+
+	// Getwd is the caller's working directory, asked for only when a plan
+	// binds it.
+	Getwd func() (string, error)
+	// Actor loads the caller's key and finds its principal, refusing one
+	// without role; nil when the caller gave (or handed over) no key.
+	Actor func(p *approval.Policy, role string) (*keys.Private, *approval.Principal, error)
+	// Hosted is a call of MCP over HTTP: every file is supplied inline,
+	// none is a path (docs/adr/0039-inline-files-over-mcp-http.md).
+	Hosted bool
 }
 
 // nonNil returns s, or an empty slice for nil, so that a list prints as []
