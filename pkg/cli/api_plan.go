@@ -14,7 +14,11 @@ import (
 // runner service, and the service's answer to it.
 
 func (a localAPI) Plan(_ context.Context, req api.PlanRequest) (*api.PlanResult, error) {
-	p, err := plans.Plan(a.f.plans(), req, operations.HashDigester{Progress: a.progress})
+	d := a.f.plans()
+	if a.f.hasKey() {
+		d.Actor = a.f.Actor
+	}
+	p, err := plans.Plan(d, req, operations.HashDigester{Progress: a.progress})
 	var usage *plans.UsageError
 	var input *plans.InputError
 	switch {

@@ -116,13 +116,10 @@ func (f *Factory) runner() *runner.Runner {
 }
 
 // plans is what the calls on plans (pkg/plans) depend on, as f's
-// caller has it.
+// caller has it; but for the key, which only planning asks for
+// (localAPI.Plan).
 func (f *Factory) plans() *plans.Deps {
-	d := &plans.Deps{Runner: f.runner(), Reloaded: f.policyReplaced, Getwd: f.Getwd, Hosted: f.call != nil && f.call.hosted}
-	if f.hasKey() {
-		d.Actor = f.Actor
-	}
-	return d
+	return &plans.Deps{Runner: f.runner(), Reloaded: f.policyReplaced, Getwd: f.Getwd, Hosted: f.call != nil && f.call.hosted}
 }
 
 // runRun runs the plan through the API (in-process, or the runner
