@@ -11,6 +11,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -72,11 +73,11 @@ func (a localAPI) Whoami(context.Context) (*api.WhoamiResult, error) {
 }
 
 func (a localAPI) Status(_ context.Context, req api.StatusRequest) (*api.StatusResult, error) {
-	s, err := statusCore(a.f, req.Fingerprint, operations.HashDigester{Progress: a.progress})
+	s, err := plans.Status(a.f.plans(), req.Fingerprint, operations.HashDigester{Progress: a.progress})
 	if err != nil {
 		return nil, err
 	}
-	return s.result(), nil
+	return s.Result(FormatVersion), nil
 }
 
 // serviceAPI is the API of the runner service f's configuration names.
@@ -248,7 +249,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		}
 		// The call's files are the descriptors the client handed over
 		// (serviceCall.file: identity from the object). A caller with no
-		// key of the policy plans as planCore lets it: a dry run, with
+		// key of the policy plans as plans.Plan lets it: a dry run, with
 		// the files it handed over, or nothing; it is asked for no file
 		// it did not hand over, nor told a stored plan's path.
 		result, err = a.Plan(ctx, pr)
@@ -330,7 +331,7 @@ func keylessStatus(f *Factory, fp string) (*api.StatusResult, error) {
 	if fp, err = f.resolveFingerprint(c, fp); err != nil {
 		return nil, err
 	}
-	plan, err := storedPlan(st, p, fp)
+	plan, err := plans.StoredPlan(st, p, fp)
 	if err != nil {
 		return nil, err
 	}

@@ -7,22 +7,29 @@ import (
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/plans"
 )
 
 // plan on the application API (docs/API.md): in-process, through the
 // runner service, and the service's answer to it.
 
 func (a localAPI) Plan(_ context.Context, req api.PlanRequest) (*api.PlanResult, error) {
-	o := &PlanOptions{F: a.f, Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files, DryRun: req.DryRun}
-	plan, stored, err := planCore(o, operations.HashDigester{Progress: a.progress})
-	if err != nil {
+	d := a.f.plans()
+	if a.f.hasKey() {
+		d.Actor = a.f.Actor
+	}
+	p, err := plans.Plan(d, req, operations.HashDigester{Progress: a.progress})
+	var usage *plans.UsageError
+	var input *plans.InputError
+	switch {
+	case errors.As(err, &usage):
+		return nil, &usageError{msg: usage.Msg}
+	case errors.As(err, &input):
+		return nil, planInput(input.Err)
+	case err != nil:
 		return nil, err
 	}
-	dr, err := planRequest(a.f, plan, stored)
-	if err != nil {
-		return nil, err
-	}
-	return &api.PlanResult{FormatVersion: FormatVersion, Plan: plan, Stored: stored, Request: dr}, nil
+	return p.Result(FormatVersion), nil
 }
 
 // Plan hands each file over as a descriptor the client opens, as the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -15,16 +16,16 @@ func (a localAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResul
 	if req.Timeout > 0 {
 		deadline = a.f.Now().Add(req.Timeout)
 	}
-	s, err := waitDecision(ctx, a.f, req.Fingerprint, deadline, operations.HashDigester{Progress: a.progress}, func(s *statusReport) {
+	s, err := plans.Wait(ctx, a.f.plans(), req.Fingerprint, deadline, operations.HashDigester{Progress: a.progress}, func(s *plans.Report) {
 		if req.Progress != nil {
-			req.Progress(s.result())
+			req.Progress(s.Result(FormatVersion))
 		}
 	})
-	pending := s != nil && (errors.Is(err, errWaitTimeout) || (ctx.Err() != nil && errors.Is(err, ctx.Err())))
+	pending := s != nil && (errors.Is(err, plans.ErrWaitTimeout) || (ctx.Err() != nil && errors.Is(err, ctx.Err())))
 	if err != nil && !pending {
 		return nil, err
 	}
-	return &api.WaitResult{Status: s.result(), Pending: pending}, nil
+	return &api.WaitResult{Status: s.Result(FormatVersion), Pending: pending}, nil
 }
 
 // Wait through the service is a run of bounded waits (each at most

@@ -145,7 +145,7 @@ func notifyBreakGlass(f *Factory, pc *planContext, id string, b *approval.BreakG
 		pc.Plan.Operation, pc.Plan.Target, b.Breaker, b.Incident, b.Reason, id, b.Expires.UTC().Format(time.RFC3339), pc.Plan.Fingerprint, strings.Join(names, ", "))
 	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
 	defer cancel()
-	posts, errs := bridge.Announce(ctx, ledger(pc.Config), ps, pc.Plan.Fingerprint, id, f.Now().UTC(), bridge.Notice{Kind: "break-glass", Text: text, Mention: skipped})
+	posts, errs := bridge.Announce(ctx, bridge.LedgerOf(pc.Config), ps, pc.Plan.Fingerprint, id, f.Now().UTC(), bridge.Notice{Kind: "break-glass", Text: text, Mention: skipped})
 	for _, err := range errs {
 		warnf(f, "break-glass %.12s: %s", id, bridge.Redact(err.Error(), secrets...))
 	}
@@ -388,7 +388,7 @@ func (l *breakGlassLister) print(w io.Writer) {
 // warnUnnotified is run's second voice: a break-glass run whose record no
 // bridge post in the ledger announces says so on stderr (the run goes on).
 func warnUnnotified(stderr io.Writer, pc *runner.PlanContext, dec *approval.Decision, runID string) {
-	posts, err := ledger(pc.Config).Posts(pc.Plan.Fingerprint)
+	posts, err := bridge.LedgerOf(pc.Config).Posts(pc.Plan.Fingerprint)
 	if err == nil {
 		for _, p := range posts {
 			if p.Record == dec.Anchor {

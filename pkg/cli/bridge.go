@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -147,10 +146,6 @@ func diffRules(c *config.Config) *bridge.DiffRules {
 	return &bridge.DiffRules{Roots: c.Bridge.DiffRoots}
 }
 
-func ledger(c *config.Config) *bridge.Ledger {
-	return &bridge.Ledger{Dir: filepath.Join(c.State, "bridge", "posts")}
-}
-
 func warnf(f *Factory, format string, args ...any) {
 	fmt.Fprintf(f.IO.Err, "prod-write: warning: "+format+"\n", args...)
 }
@@ -177,7 +172,7 @@ func notifyFiled(f *Factory, pc *planContext, record string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
 	defer cancel()
-	posts, errs := bridge.Notify(ctx, ledger(pc.Config), ps, v)
+	posts, errs := bridge.Notify(ctx, bridge.LedgerOf(pc.Config), ps, v)
 	for _, err := range errs {
 		warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
 	}
@@ -193,7 +188,7 @@ func notifyFiled(f *Factory, pc *planContext, record string) {
 // pending decisions on the bridges are closed). The withdrawal is stored
 // already; a bridge that cannot be reached is a warning.
 func notifyWithdrawn(f *Factory, pc *planContext) {
-	l := ledger(pc.Config)
+	l := bridge.LedgerOf(pc.Config)
 	posted, err := l.Posts(pc.Plan.Fingerprint)
 	if err != nil {
 		warnf(f, "reading where the decision was posted: %v", err)
@@ -315,8 +310,8 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 	if err != nil {
 		return nil, err
 	}
-	s := &BridgeService{Bridge: b, Attestor: att, Ledger: ledger(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil)), Events: eventLog(c), Now: f.Now}
-	if s.Requests, s.CheckEvery, err = requestSettings(c); err != nil {
+	s := &BridgeService{Bridge: b, Attestor: att, Ledger: bridge.LedgerOf(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil)), Events: bridge.EventsOf(c), Now: f.Now}
+	if s.Requests, s.CheckEvery, err = bridge.RequestSettings(c); err != nil {
 		return nil, err
 	}
 	if len(att.Principal().Roles) > 1 {

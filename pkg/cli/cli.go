@@ -27,7 +27,6 @@ import (
 	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
-	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
@@ -325,13 +324,6 @@ func keyName(name string) string {
 		return name
 	}
 	return "the key in " + name
-}
-
-// callerFiles reads file parameters as the caller has them
-// (runner.CallerFiles): here, by path; in the service, from the descriptor
-// the client opened.
-func (f *Factory) callerFiles(d operations.Digester) runner.CallerFiles {
-	return f.runner().CallerFiles(d)
 }
 
 // resolveDir resolves the working directory a plan is bound to. In the

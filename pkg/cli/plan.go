@@ -2,22 +2,15 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/bridge"
-	"github.com/prod-write/prod-write/pkg/keys"
-	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/runner"
-	"github.com/prod-write/prod-write/pkg/store"
 )
 
 // PlanOptions are plan's inputs.
@@ -93,40 +86,6 @@ func pairs(flag string, in []string) (map[string]string, error) {
 	return out, nil
 }
 
-// planRequest derives the decision request of a plan just stored.
-func planRequest(f *Factory, plan *operations.Plan, stored bool) (*bridge.DecisionRequest, error) {
-	if !stored || !plan.Mutating {
-		return nil, nil
-	}
-	c, err := f.Config()
-	if err != nil {
-		return nil, err
-	}
-	reg, err := f.Registry(c)
-	if err != nil {
-		return nil, err
-	}
-	policy, err := f.Policy(c)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Store(c)
-	if err != nil {
-		return nil, err
-	}
-	s, _, err := requestSettings(c)
-	if err != nil {
-		return nil, err
-	}
-	j, err := bridge.Judge(bridge.Source{Policy: policy, Registry: reg, Store: st}, plan.Fingerprint, f.Now())
-	if err != nil {
-		return nil, err
-	}
-	posts, _ := ledger(c).Posts(plan.Fingerprint)
-	events, _ := eventLog(c).List(plan.Fingerprint)
-	return j.Request(policy, posts, events, s), nil
-}
-
 // planRun plans through the API this caller reaches (in-process, or the
 // runner service's) and renders the result here, on the caller's side.
 func planRun(o *PlanOptions) error {
@@ -166,116 +125,6 @@ func printPlanResult(f *Factory, r *api.PlanResult) error {
 		fmt.Fprintf(f.IO.Out, "stored:      no (--dry-run)\n")
 	}
 	return nil
-}
-
-// planCore is plan without output, shared by the CLI and the MCP plan
-// tools: it validates and resolves o against the registry, hashing through
-// d, and, when there is a key, signs the plan as its agent and stores it.
-// It reports whether the plan was stored; a plan stored before under the
-// same fingerprint is returned as it was first signed.
-func planCore(o *PlanOptions, d operations.Digester) (*operations.Plan, bool, error) {
-	f := o.F
-	c, err := f.Config()
-	if err != nil {
-		return nil, false, err
-	}
-	reg, err := f.Registry(c)
-	if err != nil {
-		return nil, false, err
-	}
-	// The caller's directory only when the plan binds it: an operation
-	// that declares its cwd, given absolute file paths, plans from
-	// wherever its caller is (in a mount namespace of its own, say, whose
-	// directories stand for no path of the service's).
-	var cwd string
-	if bindsCallerCwd(reg, o.Operation, o.Files, f.call != nil && f.call.hosted) {
-		if cwd, err = f.Getwd(); err != nil {
-			return nil, false, err
-		}
-	}
-	// The policy loads with a key or without one (--dry-run): a dry run
-	// that passed where the plan itself fails on a broken trust policy
-	// would tell the agent its invocation is fine (issue 29).
-	policy, err := f.Policy(c)
-	if err != nil {
-		return nil, false, err
-	}
-	// With a key, know who plans before hashing anything.
-	var actor *approval.Principal
-	var signer *keys.Private
-	if f.hasKey() {
-		k, pr, err := f.Actor(policy, approval.RoleAgent)
-		if err != nil {
-			if r, ok := refusal.As(err); ok {
-				r.For(o.Operation, "")
-			}
-			return nil, false, err
-		}
-		actor, signer = pr, k
-	}
-	req := operations.Request{
-		Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files,
-		Cwd: cwd, Getenv: f.passEnv, ResolveDir: f.resolveDir,
-		// MCP over HTTP: every file is supplied inline, none is a path
-		// (docs/adr/0039-inline-files-over-mcp-http.md).
-		Inline: f.call != nil && f.call.hosted,
-	}
-	plan, err := reg.Resolve(req, f.callerFiles(d))
-	if err != nil {
-		return nil, false, planInput(err)
-	}
-	op, _ := reg.Get(o.Operation)
-	if o.DryRun {
-		if op.Precondition != nil {
-			// Its fingerprint binds the check's output, which only a
-			// stored plan's check can give (it runs, with receipts).
-			return nil, false, &usageError{msg: fmt.Sprintf("operation %s has precondition %s, whose output its fingerprint binds: --dry-run runs nothing, so it cannot tell the fingerprint; plan with a key", o.Operation, op.Precondition.Check)}
-		}
-		return plan, false, nil
-	}
-	if actor == nil {
-		return nil, false, &usageError{msg: fmt.Sprintf("plan stores a plan signed with the agent's key, and none was given (--key or PROD_WRITE_KEY); nothing was stored. Fingerprint only: prod-write plan %s … --dry-run", o.Operation)}
-	}
-	st, err := f.Store(c)
-	if err != nil {
-		return nil, false, err
-	}
-	if op.Precondition != nil {
-		// The check runs now and its output is bound (issue 22).
-		if err := bindPrecondition(f, reg, op, plan, req, signer, actor.ID, st); err != nil {
-			return nil, false, err
-		}
-	}
-	plan.Planner = actor.ID
-	plan.Created = f.Now().UTC()
-	env, err := approval.Sign(signer, approval.TypePlan, plan)
-	if err != nil {
-		return nil, false, err
-	}
-	err = st.PutPlan(plan.Fingerprint, env)
-	if errors.Is(err, store.ErrExists) {
-		// The same invocation was planned before: the first signed plan
-		// stands, with its planner and time.
-		if plan, err = storedPlan(st, policy, plan.Fingerprint); err != nil {
-			return nil, false, err
-		}
-	} else if err != nil {
-		return nil, false, fmt.Errorf("storing plan: %w", err)
-	}
-	return plan, true, nil
-}
-
-// storedPlan reads and verifies the plan stored under fp.
-func storedPlan(st store.Store, policy *approval.Policy, fp string) (*operations.Plan, error) {
-	env, err := st.GetPlan(fp)
-	if err != nil {
-		return nil, err
-	}
-	plan, _, err := policy.DecodePlan(env)
-	if err != nil {
-		return nil, fmt.Errorf("the plan already stored for %s does not verify: %w", fp, err)
-	}
-	return plan, nil
 }
 
 // printPlan writes the human summary of a plan, fingerprint first.
@@ -342,27 +191,4 @@ func progressPrinter(w io.Writer) func(string, int64, int64) {
 			fmt.Fprintln(w)
 		}
 	}
-}
-
-// bindsCallerCwd says whether a plan of op with files needs the caller's
-// working directory: op declares none, or a file path is relative. Files
-// supplied inline (MCP over HTTP) name no path at all. An unknown
-// operation needs none (Resolve refuses it).
-func bindsCallerCwd(reg *operations.Registry, op string, files map[string]string, inline bool) bool {
-	def, ok := reg.Get(op)
-	if !ok {
-		return false
-	}
-	if def.Cwd == "" {
-		return true
-	}
-	if inline {
-		return false
-	}
-	for _, path := range files {
-		if !filepath.IsAbs(path) {
-			return true
-		}
-	}
-	return false
 }

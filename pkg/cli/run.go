@@ -14,6 +14,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -112,6 +113,13 @@ func (f *Factory) runner() *runner.Runner {
 		}
 	}
 	return r
+}
+
+// plans is what the calls on plans (pkg/plans) depend on, as f's
+// caller has it; but for the key, which only planning asks for
+// (localAPI.Plan).
+func (f *Factory) plans() *plans.Deps {
+	return &plans.Deps{Runner: f.runner(), Reloaded: f.policyReplaced, Getwd: f.Getwd, Hosted: f.call != nil && f.call.hosted}
 }
 
 // runRun runs the plan through the API (in-process, or the runner

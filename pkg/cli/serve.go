@@ -31,6 +31,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
+	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/service"
@@ -500,7 +501,7 @@ func (h *hostedBackend) storedPlan(fp string) (*operations.Plan, error) {
 	if fp, err = f.resolveFingerprint(c, fp); err != nil {
 		return nil, err
 	}
-	return storedPlan(st, p, fp)
+	return plans.StoredPlan(st, p, fp)
 }
 
 // forCall returns a backend for one call whose files, supplied inline,

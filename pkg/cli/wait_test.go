@@ -17,6 +17,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 )
@@ -42,8 +43,8 @@ paths = ["record+approvals"]
 	}
 	// Judged again at least every 10 ms, so a wait of 300 ms judges many
 	// times.
-	defer func(d time.Duration) { watchFallback = d }(watchFallback)
-	watchFallback = 10 * time.Millisecond
+	defer func(d time.Duration) { plans.WatchFallback = d }(plans.WatchFallback)
+	plans.WatchFallback = 10 * time.Millisecond
 	var stdout, stderr bytes.Buffer
 	f := &Factory{
 		IO:        &IOStreams{In: strings.NewReader(""), Out: &stdout, Err: &stderr},
@@ -262,9 +263,9 @@ paths = ["record+approvals"]
 	if code, _, stderr := h.run("file", fp, "--key", h.key("smith"), "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"); code != 0 {
 		t.Fatal(stderr)
 	}
-	old := watchFallback
-	watchFallback = time.Hour
-	t.Cleanup(func() { watchFallback = old })
+	old := plans.WatchFallback
+	plans.WatchFallback = time.Hour
+	t.Cleanup(func() { plans.WatchFallback = old })
 	cfg, err := config.Load(filepath.Join(h.dir, "prod-write.toml"))
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +285,7 @@ paths = ["record+approvals"]
 	waiting := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := waitDecision(ctx, f, fp, time.Time{}, operations.HashDigester{}, func(*statusReport) {
+		_, err := plans.Wait(ctx, f.plans(), fp, time.Time{}, operations.HashDigester{}, func(*plans.Report) {
 			select {
 			case waiting <- struct{}{}:
 			default:

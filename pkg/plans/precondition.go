@@ -1,4 +1,4 @@
-package cli
+package plans
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
@@ -19,7 +20,7 @@ import (
 // bindPrecondition plans the operation's precondition check (signed by the
 // same planner, stored), runs it, and binds its output into plan, whose
 // fingerprint changes accordingly.
-func bindPrecondition(f *Factory, reg *operations.Registry, op *operations.Operation, plan *operations.Plan, req operations.Request, signer *keys.Private, planner string, st store.Store) error {
+func bindPrecondition(rn *runner.Runner, reg *operations.Registry, op *operations.Operation, plan *operations.Plan, req operations.Request, signer *keys.Private, planner string, st store.Store) error {
 	name, params := op.PreconditionRequest(plan.Target, plan.Params)
 	creq := req
 	creq.Operation, creq.Params, creq.Files = name, params, nil
@@ -30,7 +31,7 @@ func bindPrecondition(f *Factory, reg *operations.Registry, op *operations.Opera
 		}
 		return err
 	}
-	check.Planner, check.Created = planner, f.Now().UTC()
+	check.Planner, check.Created = planner, rn.Now().UTC()
 	env, err := approval.Sign(signer, approval.TypePlan, check)
 	if err != nil {
 		return err
@@ -38,7 +39,7 @@ func bindPrecondition(f *Factory, reg *operations.Registry, op *operations.Opera
 	if err := st.PutPlan(check.Fingerprint, env); err != nil && !errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("storing the precondition check's plan: %w", err)
 	}
-	seen, out, err := f.runner().RunCheck(check.Fingerprint)
+	seen, out, err := rn.RunCheck(check.Fingerprint)
 	if err != nil {
 		return fmt.Errorf("running precondition check %s: %w", name, err)
 	}
