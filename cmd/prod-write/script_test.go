@@ -80,6 +80,8 @@ func TestScript(t *testing.T) {
 			"spawnsignal":     cmdSpawnSignal,
 			"historize":       cmdHistorize,
 			"setmatch":        cmdSetMatch,
+			"execline":        cmdExecLine,
+			"editlast":        cmdEditLast,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])
 				ts.Check(err)
@@ -308,6 +310,81 @@ func cmdSetMatch(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("setmatch: no match of %s in %s", args[1], args[2])
 	}
 	ts.Setenv(args[0], m[1])
+}
+
+// cmdExecLine runs, as exits does, the command line a command printed
+// (held in the variable VAR, e.g. by setmatch), split as a POSIX shell
+// splits bare and single-quoted words; anything a shell would expand or
+// read differently fails the script:
+//
+//	setmatch CMD 'with: (.*)' stderr
+//	execline 0 CMD
+func cmdExecLine(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: execline CODE VAR")
+	}
+	words, err := shellWords(ts.Getenv(args[1]))
+	if err != nil {
+		ts.Fatalf("execline: $%s: %v", args[1], err)
+	}
+	cmdExits(ts, false, append([]string{args[0]}, words...))
+}
+
+// cmdEditLast replaces the first OLD in FILE's last line by NEW, as
+// someone editing a journal's newest entry would:
+//
+//	editlast ci/receipts.jsonl '"sig":"' '"sig":"A'
+func cmdEditLast(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: editlast FILE OLD NEW")
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(ts.ReadFile(args[0]), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.Contains(last, args[1]) {
+		ts.Fatalf("editlast: no %q in the last line of %s", args[1], args[0])
+	}
+	lines[len(lines)-1] = strings.Replace(last, args[1], args[2], 1) + "\n"
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(strings.Join(lines, "")), 0o644))
+}
+
+// shellWords splits s into words as sh would, for bare and single-quoted
+// words only.
+func shellWords(s string) ([]string, error) {
+	var words []string
+	var w strings.Builder
+	in, quoted := false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quoted && c == '\'':
+			quoted = false
+		case quoted:
+			w.WriteByte(c)
+		case c == '\'':
+			quoted, in = true, true
+		case c == ' ':
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+		case strings.IndexByte("\"\\$`*?[]~#&|;<>(){}!\t\n", c) >= 0:
+			return nil, fmt.Errorf("%q at byte %d: a shell would read it otherwise", c, i)
+		default:
+			w.WriteByte(c)
+			in = true
+		}
+	}
+	if quoted {
+		return nil, errors.New("an unterminated quote")
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	if len(words) == 0 {
+		return nil, errors.New("no command")
+	}
+	return words, nil
 }
 
 // cmdExits runs a command and checks its exit status, keeping its stdout

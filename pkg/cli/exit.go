@@ -13,6 +13,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/service"
 	"github.com/prod-write/prod-write/pkg/store"
+	"github.com/prod-write/prod-write/receipts"
 )
 
 // Exit codes (SPEC §8, sysexits.h), listed in README.md.
@@ -86,6 +87,8 @@ func ExitCode(err error) int {
 		svcErr    *service.Error
 		apiErr    *api.Error
 		badIn     *badInputRefusal
+		vsaRef    *receipts.VSARefusedError
+		vsaBad    *receipts.MalformedVSAError
 	)
 	switch {
 	case err == nil:
@@ -101,8 +104,10 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.As(err, &badIn):
 		return ExitDataErr
-	case errors.As(err, &refused):
+	case errors.As(err, &refused), errors.As(err, &vsaRef):
 		return ExitRefused
+	case errors.As(err, &vsaBad):
+		return ExitDataErr
 	case errors.As(err, &insecure), errors.As(err, &cfgErr), errors.As(err, &defErr),
 		errors.As(err, &policyErr), errors.Is(err, keys.ErrNotAKey):
 		return ExitConfig
@@ -119,6 +124,10 @@ func ExitCode(err error) int {
 // errorCode is the stable code of an error in --json output.
 func errorCode(err error) string {
 	var insecure *keys.InsecureError
+	var vsaRef *receipts.VSARefusedError
+	if errors.As(err, &vsaRef) {
+		return "vsa_refused"
+	}
 	if apiErr := (*api.Error)(nil); errors.As(err, &apiErr) {
 		return apiErr.Code
 	}

@@ -275,6 +275,18 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	mustExit(0, code, "receipts checkpoint")
 	code, _ = run("replay", "stdout", "replay")
 	mustExit(0, code, "replay")
+	// replay --vsa names the command that verifies it (vsa_verify); a
+	// temporary directory's path needs no quoting.
+	code, docs = run("replay", "stdout", "replay", filepath.Join(dir, "state", "journal", "receipts.jsonl"),
+		"--vsa", filepath.Join(dir, "vsa.json"), "--vsa-key", filepath.Join(dir, "extra.key"))
+	mustExit(0, code, "replay --vsa")
+	verify, _ := docs[0]["vsa_verify"].(string)
+	if words := strings.Fields(verify); len(words) < 2 || words[0] != "prod-write" {
+		t.Fatalf("replay --vsa: vsa_verify %q", verify)
+	} else {
+		code, _ = run("replay verify-vsa", "stdout", words[1:]...)
+		mustExit(0, code, "replay verify-vsa")
+	}
 	code, _ = run("history record", "stdout", "history", "record")
 	mustExit(0, code, "history record")
 	code, _ = run("store init", "stdout", "store", "init")

@@ -539,6 +539,7 @@ no receipts.`,
 	cmd.Flags().StringVar(&opts.VSA, "vsa", "", "also write a SLSA verification summary attestation of the verdict to `FILE`")
 	cmd.Flags().StringVar(&opts.VSAKey, "vsa-key", "", "the key (PKCS#8 PEM, 0600) that signs the --vsa attestation: CI's, not a principal's")
 	cmd.Flags().StringVar(&opts.Host, "host", "", "the host whose journal this is: every receipt and the checkpoint must name it (default: the configured host when replaying the configured journal)")
+	cmd.AddCommand(NewCmdVerifyVSA(f, nil))
 	return cmd
 }
 
@@ -642,8 +643,11 @@ func replayRun(o *ReplayOptions) error {
 		return err
 	}
 	if o.VSA != "" {
-		if err := writeVSA(f, o, sum, policy, trust, path, host); err != nil {
+		if out.vsaVerify, err = writeVSA(f, o, sum, policy, trust, path, host); err != nil {
 			return err
+		}
+		if !f.JSON {
+			fmt.Fprintf(f.IO.Err, "prod-write: verify %s with: %s\n", o.VSA, out.vsaVerify)
 		}
 	}
 	return out.end(sum, nil, nil)
@@ -746,6 +750,9 @@ type replayOutput struct {
 	// note, for a journal with no entry, is said instead of the table
 	// (in text; the JSON document is the same, with no receipt).
 	note string
+	// vsaVerify is the command that verifies the VSA replay --vsa wrote:
+	// the document's vsa_verify (in text it goes to stderr).
+	vsaVerify string
 }
 
 // tableBlock is how many rows a table aligns at once: tabwriter holds
@@ -871,7 +878,12 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 		} else {
 			b, _ = json.Marshal(sum)
 		}
-		fmt.Fprintf(o.w, "],\"summary\":%s}\n", b)
+		fmt.Fprintf(o.w, "],\"summary\":%s", b)
+		if o.vsaVerify != "" {
+			v, _ := json.Marshal(o.vsaVerify)
+			fmt.Fprintf(o.w, ",\"vsa_verify\":%s", v)
+		}
+		o.w.WriteString("}\n")
 	} else {
 		switch {
 		case o.rows > 0:

@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/keys"
@@ -13,14 +16,12 @@ import (
 )
 
 // VSA is the SLSA Verification Summary Attestation's predicate type.
-const VSA = "https://slsa.dev/verification_summary/v1"
-
-// vsaVerifier names replay as the verifier of a VSA.
-const vsaVerifier = "https://github.com/prod-write/prod-write/replay"
+const VSA = receipts.VSAPredicateV1
 
 // vsaStatement is replay's verdict on a journal head as a SLSA VSA
 // (docs/REPLAY.md): what was verified (the head line's sha256 and the
 // number of entries), against which policy, and the result.
+// receipts.VSA.Verify checks each of these fields.
 func vsaStatement(sum receipts.Summary, policy *approval.Policy, trustPath, resource, host string, verified string) *receipts.Statement {
 	result := "PASSED"
 	levels := []string{"PRODWRITE_REPLAY_V1"}
@@ -28,6 +29,17 @@ func vsaStatement(sum receipts.Summary, policy *approval.Policy, trustPath, reso
 		result, levels = "FAILED", []string{"FAILED"}
 	}
 	type digest = map[string]string
+	p := receipts.VSAPredicate{
+		TimeVerified: verified,
+		ResourceURI:  resource,
+		Policy: receipts.VSAPolicy{URI: "file://" + trustPath,
+			Digest: digest{"sha256": strings.TrimPrefix(policy.Digest, "sha256:")}},
+		VerificationResult: result,
+		VerifiedLevels:     levels,
+		SlsaVersion:        "1.0",
+		DependencyLevels:   map[string]uint64{},
+	}
+	p.Verifier.ID = receipts.VSAVerifierID
 	return &receipts.Statement{
 		Type: receipts.StatementV1,
 		Subject: []receipts.Subject{{
@@ -35,63 +47,164 @@ func vsaStatement(sum receipts.Summary, policy *approval.Policy, trustPath, reso
 			Digest: digest{"sha256": sum.Head},
 		}},
 		PredicateType: VSA,
-		Predicate: struct {
-			// Verifier is replay; the attestation framework's VSA v1
-			// bindings know no verifier version, so none is given.
-			Verifier struct {
-				ID string `json:"id"`
-			} `json:"verifier"`
-			TimeVerified       string   `json:"timeVerified"`
-			ResourceURI        string   `json:"resourceUri"`
-			Policy             any      `json:"policy"`
-			VerificationResult string   `json:"verificationResult"`
-			VerifiedLevels     []string `json:"verifiedLevels"`
-			SlsaVersion        string   `json:"slsaVersion"`
-			// DependencyLevels is required by the VSA; a journal has no
-			// dependencies.
-			DependencyLevels map[string]uint64 `json:"dependencyLevels"`
-		}{
-			Verifier: struct {
-				ID string `json:"id"`
-			}{vsaVerifier},
-			TimeVerified: verified,
-			ResourceURI:  resource,
-			Policy: map[string]any{"uri": "file://" + trustPath,
-				"digest": digest{"sha256": strings.TrimPrefix(policy.Digest, "sha256:")}},
-			VerificationResult: result,
-			VerifiedLevels:     levels,
-			SlsaVersion:        "1.0",
-			DependencyLevels:   map[string]uint64{},
-		},
+		Predicate:     p,
 	}
 }
 
 // writeVSA signs replay's verdict with the key given to CI and writes it
 // to out as a DSSE envelope.
-func writeVSA(f *Factory, o *ReplayOptions, sum receipts.Summary, policy *approval.Policy, trust, path, host string) error {
+// It returns the command that verifies it.
+func writeVSA(f *Factory, o *ReplayOptions, sum receipts.Summary, policy *approval.Policy, trust, path, host string) (string, error) {
 	k, err := keys.Load(o.VSAKey)
 	if err != nil {
-		return err
+		return "", err
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	trustAbs, _ := filepath.Abs(trust)
 	resource := "file://" + abs + "#entries=" + itoa(sum.Entries)
 	st := vsaStatement(sum, policy, trustAbs, resource, host, f.Now().UTC().Format("2006-01-02T15:04:05Z"))
 	env, err := receipts.SignStatement(context.Background(), k, st)
 	if err != nil {
-		return err
+		return "", err
 	}
 	b, err := json.Marshal(env)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return os.WriteFile(o.VSA, append(b, '\n'), 0o644)
+	if err := os.WriteFile(o.VSA, append(b, '\n'), 0o644); err != nil {
+		return "", err
+	}
+	return verifyVSACommand(o.VSA, path, k.Public()), nil
 }
 
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// VerifyVSAOptions are `replay verify-vsa`'s inputs.
+type VerifyVSAOptions struct {
+	F       *Factory `json:"-"`
+	VSA     string
+	Journal string
+	Pub     string
+}
+
+// NewCmdVerifyVSA builds `replay verify-vsa`.
+func NewCmdVerifyVSA(f *Factory, runF func(*VerifyVSAOptions) error) *cobra.Command {
+	opts := &VerifyVSAOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "verify-vsa VSA --journal FILE --pub KEY",
+		Short: "Verify a VSA that replay --vsa wrote against a journal and CI's public key",
+		Long: `verify-vsa checks a verification summary attestation that replay --vsa wrote,
+exactly: the DSSE signature over the envelope's PAE under KEY, the in-toto
+statement type and the SLSA VSA predicate type, that its subject's sha256 is
+the hash of FILE's last line (replay's head) and its resourceUri counts
+FILE's entries, and that replay's verdict was PASSED. replay --vsa prints the
+command that verifies what it wrote.
+
+KEY is CI's public key as trust.toml spells it (ed25519:BASE64, what keygen
+and key public print), or a file holding that line or a PKIX PEM public key
+(key public --pem).
+
+Exit 0 when the VSA vouches for FILE, 77 when it does not (the reason is
+printed), 65 when the VSA or KEY is malformed, 74 when a file cannot be read.`,
+		Example: `  prod-write replay verify-vsa vsa.json --journal receipts.jsonl --pub ci.pem
+  prod-write replay verify-vsa vsa.json --journal receipts.jsonl --pub ed25519:BASE64`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.VSA = args[0]
+			if opts.Journal == "" || opts.Pub == "" {
+				return &usageError{msg: "verify-vsa needs --journal and --pub"}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return verifyVSARun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Journal, "journal", "", "the journal `FILE` the VSA is about")
+	cmd.Flags().StringVar(&opts.Pub, "pub", "", "CI's public `KEY`: ed25519:BASE64, or a file holding it or a PEM public key")
+	return cmd
+}
+
+// readPublic reads --pub: the trust.toml line itself, or a file holding
+// it or a PKIX PEM block.
+func readPublic(s string) (keys.Public, error) {
+	if strings.HasPrefix(s, keys.PublicPrefix) {
+		p, err := keys.ParsePublic(s)
+		if err != nil {
+			return nil, &dataError{err: fmt.Errorf("--pub: %w", err)}
+		}
+		return p, nil
+	}
+	b, err := os.ReadFile(s)
+	if err != nil {
+		return nil, fmt.Errorf("--pub: %w", err)
+	}
+	var p keys.Public
+	if line := strings.TrimSpace(string(b)); strings.HasPrefix(line, keys.PublicPrefix) {
+		p, err = keys.ParsePublic(line)
+	} else {
+		p, err = keys.ParsePublicPEM(b)
+	}
+	if err != nil {
+		return nil, &dataError{err: fmt.Errorf("--pub %s: %w", s, err)}
+	}
+	return p, nil
+}
+
+func verifyVSARun(o *VerifyVSAOptions) error {
+	pub, err := readPublic(o.Pub)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(o.VSA)
+	if err != nil {
+		return fmt.Errorf("reading the VSA: %w", err)
+	}
+	v, err := receipts.ParseVSA(b)
+	if err != nil {
+		return &dataError{err: fmt.Errorf("%s: %w", o.VSA, err)}
+	}
+	in, err := os.Open(o.Journal)
+	if err != nil {
+		return fmt.Errorf("reading the journal: %w", err)
+	}
+	defer in.Close()
+	head, entries, err := receipts.JournalHead(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Journal, err)
+	}
+	if err := v.Verify(pub, head, entries); err != nil {
+		return fmt.Errorf("%s for %s: %w", o.VSA, o.Journal, err)
+	}
+	p := v.Statement.Predicate
+	policy := "sha256:" + p.Policy.Digest["sha256"]
+	if o.F.JSON {
+		return printDoc(o.F.IO.Out, map[string]any{"vsa": o.VSA, "journal": o.Journal, "verified": true,
+			"result": p.VerificationResult, "subject": v.Statement.Subject[0].Name, "head": head, "entries": entries,
+			"policy": policy, "time_verified": p.TimeVerified, "key_id": pub.ID()})
+	}
+	fmt.Fprintf(o.F.IO.Out, "%s: verified: replay judged %s (%d entries, head %.12s…) PASSED at %s against policy %.19s…, signed by key %.12s…\n",
+		o.VSA, o.Journal, entries, head, p.TimeVerified, policy, pub.ID())
+	return nil
+}
+
+// verifyVSACommand is the command that verifies the VSA replay wrote to
+// vsa, about the journal at path, under ci's public key: what replay
+// prints, so that nobody has to guess the subject.
+func verifyVSACommand(vsa, path string, ci keys.Public) string {
+	return strings.Join([]string{"prod-write", "replay", "verify-vsa", shellQuote(vsa), "--journal", shellQuote(path), "--pub", shellQuote(ci.String())}, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -5,6 +5,7 @@
 package keys
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ed25519"
@@ -100,20 +101,45 @@ func ParsePublic(s string) (Public, error) {
 	if err != nil {
 		return nil, fmt.Errorf("public key %q: %w", s, err)
 	}
+	return publicFromRaw(raw, fmt.Sprintf("%q", s))
+}
+
+// ParsePublicPEM reads a key in the form printed by [Public.PEM]: a PKIX
+// "PUBLIC KEY" PEM block of an ed25519 key, and nothing else. It reads the
+// DER by its one fixed prefix rather than with crypto/x509, whose
+// initialisation every prod-write process would pay (docs/PERFORMANCE.md).
+func ParsePublicPEM(b []byte) (Public, error) {
+	block, rest := pem.Decode(b)
+	if block == nil || block.Type != "PUBLIC KEY" {
+		return nil, errors.New("no PEM \"PUBLIC KEY\" block")
+	}
+	if len(strings.TrimSpace(string(rest))) != 0 {
+		return nil, errors.New("something follows the PEM \"PUBLIC KEY\" block")
+	}
+	raw, ok := bytes.CutPrefix(block.Bytes, pkixPrefix)
+	if !ok || len(block.Bytes) != len(pkixPrefix)+ed25519.PublicKeySize {
+		return nil, errors.New("the PEM \"PUBLIC KEY\" block is not an ed25519 key (RFC 8410)")
+	}
+	return publicFromRaw(raw, "in the PEM block")
+}
+
+// publicFromRaw checks a key's raw bytes; name says which key in errors.
+func publicFromRaw(raw []byte, name string) (Public, error) {
+	s := name
 	if len(raw) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("public key %q: %d bytes, want %d", s, len(raw), ed25519.PublicKeySize)
+		return nil, fmt.Errorf("public key %s: %d bytes, want %d", s, len(raw), ed25519.PublicKeySize)
 	}
 	// A key of small order (the neutral element and its kin) verifies a
 	// forged signature for any message, under ZIP-215 (Verify) as under
 	// crypto/ed25519: refuse it, and anything that is not a point at all.
 	p, err := new(edwards25519.Point).SetBytes(raw)
 	if err != nil {
-		return nil, fmt.Errorf("public key %q is not a valid ed25519 point", s)
+		return nil, fmt.Errorf("public key %s is not a valid ed25519 point", s)
 	}
 	if new(edwards25519.Point).MultByCofactor(p).Equal(edwards25519.NewIdentityPoint()) == 1 {
-		return nil, fmt.Errorf("public key %q has small order: anyone could sign as it", s)
+		return nil, fmt.Errorf("public key %s has small order: anyone could sign as it", s)
 	}
-	return Public(raw), nil
+	return Public(bytes.Clone(raw)), nil
 }
 
 // Private is an ed25519 private key able to sign DSSE envelopes. It signs
