@@ -316,22 +316,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 // keylessStatus is the redacted status of the plan stored under fp, read
 // without asking the caller anything.
 func keylessStatus(f *Factory, fp string) (*api.StatusResult, error) {
-	c, err := f.Config()
-	if err != nil {
-		return nil, err
-	}
-	p, err := f.Policy(c)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Store(c)
-	if err != nil {
-		return nil, err
-	}
-	if fp, err = f.resolveFingerprint(c, fp); err != nil {
-		return nil, err
-	}
-	plan, err := plans.StoredPlan(st, p, fp)
+	plan, err := f.storedPlan(fp)
 	if err != nil {
 		return nil, err
 	}
