@@ -51,3 +51,36 @@ func TestNoteCheckpointReadByOtherTools(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOpenNoteCheckpoint: whatever bytes are handed over as a checkpoint
+// note, opening it never panics, and a note it accepts is one the runner
+// key signed for this origin, whose body formats/log parses alike.
+func FuzzOpenNoteCheckpoint(f *testing.F) {
+	k := keys.FromSeed(bytes.Repeat([]byte{7}, 32))
+	origin := NoteOrigin("db1")
+	for _, n := range []int{0, 1, 5} {
+		tr, _ := TreeOf(bytes.NewReader(journalOf(n)))
+		b, err := SignNoteCheckpoint(k, origin, tr, uint64(n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("prod-write/receipts/db1\n3\nAAAA\n\n— prod-write/receipts/db1 AAAA\n"))
+	v, _, err := NoteVerifier(origin, k.Public())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cp, err := OpenNoteCheckpoint(b, origin, k.Public())
+		if err != nil {
+			return
+		}
+		if cp.Origin != origin {
+			t.Fatalf("accepted origin %q", cp.Origin)
+		}
+		if _, err := note.Open(b, note.VerifierList(v)); err != nil {
+			t.Fatalf("accepted a note the library does not open: %v", err)
+		}
+	})
+}
