@@ -7,11 +7,11 @@
 // LocalAPI, what a caller may read is decided per call, in the service,
 // from the caller's credentials ([Redact]).
 //
-// The calls here are ops list, whoami, plan, status and its wait, the
-// calls that add a signed record to a plan (file, decide, gera, withdraw,
-// freeze grant, break-glass and its review), run and receipts show; the
-// others still run as
-// commands inside the service
+// The calls here are ops list and show, whoami, plan, status and its wait,
+// the calls that add a signed record to a plan (file, decide, gera,
+// withdraw, freeze grant, break-glass and its review), run, receipts list
+// and show, and shell completion's; the others still run as commands
+// inside the service
 // (docs/adr/0038-one-typed-api.md says which, and the plan for them).
 package api
 
@@ -37,6 +37,8 @@ const Version = 1
 type API interface {
 	// Ops returns the operation registry.
 	Ops(ctx context.Context) (*OpsResult, error)
+	// OpsShow returns one operation's definition.
+	OpsShow(ctx context.Context, req OpsShowRequest) (*OpsShowResult, error)
 	// Whoami returns the principal of the caller's key.
 	Whoami(ctx context.Context) (*WhoamiResult, error)
 	// Status judges a stored plan as run would now. A gate that says no
@@ -74,6 +76,15 @@ type API interface {
 	// a run: once asked for, its order is the runner's.
 	Run(ctx context.Context, req RunRequest) (*RunResult, error)
 
+	// PlansComplete returns the fingerprints of the stored plans whose
+	// hex digits start with a prefix, for shell completion: what any
+	// caller may read (names and fingerprints), no key needed.
+	PlansComplete(ctx context.Context, req PlansCompleteRequest) (*PlansCompleteResult, error)
+
+	// ReceiptsList returns one page of the journal's entries, unverified;
+	// a caller with no key of the policy reads break-glass runs without
+	// their reason and incident.
+	ReceiptsList(ctx context.Context, req ReceiptsListRequest) (*ReceiptsListResult, error)
 	// ReceiptsShow returns the journal entries of one run or one
 	// sequence number; a caller with no key of the policy reads them
 	// redacted (ReceiptEntry).
@@ -83,6 +94,28 @@ type API interface {
 // OpsResult is the registry.
 type OpsResult struct {
 	Operations []*operations.Operation `json:"operations"`
+}
+
+// OpsShowRequest names an operation of the registry.
+type OpsShowRequest struct {
+	Name string `json:"name"`
+}
+
+// OpsShowResult is one operation's definition, as hashed (its digest
+// checks).
+type OpsShowResult struct {
+	Operation *operations.Operation `json:"operation"`
+}
+
+// PlansCompleteRequest is a fingerprint prefix: lowercase hex digits,
+// with or without "sha256:".
+type PlansCompleteRequest struct {
+	Prefix string `json:"prefix"`
+}
+
+// PlansCompleteResult is the fingerprints found, sorted.
+type PlansCompleteResult struct {
+	Fingerprints []string `json:"fingerprints"`
 }
 
 // WhoamiResult is the principal of the caller's key.

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -36,4 +38,68 @@ type ReceiptEntry struct {
 // RedactedEntry is e as a caller with no key of the trust policy reads it.
 func RedactedEntry(e *ReceiptEntry) *ReceiptEntry {
 	return &ReceiptEntry{FormatVersion: e.FormatVersion, Receipt: receipts.Redacted(e.Receipt), Redacted: true, Target: receipts.PlanTarget(e.Receipt)}
+}
+
+// ReceiptsListRequest asks for the journal's entries, unverified (replay
+// verifies): all of them, or the last N. A listing comes in pages: the
+// first request has no Page, each next one the Next of the result before
+// it, until a result has none.
+type ReceiptsListRequest struct {
+	Last int               `json:"last,omitempty"`
+	Page *ReceiptsListPage `json:"page,omitempty"`
+}
+
+// ReceiptsListPage is where a listing goes on: the stretch [From, To) of
+// the journal that the first page fixed, and Line lines of it listed
+// before From. The service takes From only at the start of a line.
+type ReceiptsListPage struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+	Line int   `json:"line"`
+}
+
+// ReceiptsListResult is one page of a listing.
+type ReceiptsListResult struct {
+	// Empty, when set, is the sentence for a journal with no entry (and
+	// then there is nothing else).
+	Empty   string               `json:"empty,omitempty"`
+	Entries []*ReceiptsListEntry `json:"entries"`
+	// Problems are the lines that are not receipts, in order.
+	Problems []ReceiptsListProblem `json:"problems,omitempty"`
+	// BreakGlass, on the first page only, are the break-glass runs of the
+	// whole stretch, by the line number of their intent, as replay judges
+	// them; for a caller with no key of the policy without their reason
+	// and incident (Redacted).
+	BreakGlass map[int]*receipts.BreakGlassRun `json:"break_glass,omitempty"`
+	Redacted   bool                            `json:"redacted,omitempty"`
+	// Warnings are what the service could not do and the listing does
+	// without (break-glass runs not marked).
+	Warnings []string `json:"warnings,omitempty"`
+	// Next is the page after this one, nil at the end.
+	Next *ReceiptsListPage `json:"next,omitempty"`
+}
+
+// ReceiptsListEntry is one journal line read as a receipt: what names it,
+// and what it says of its own run. An outcome's operation and fingerprint
+// are its intent's, which the client joins from earlier entries; a
+// review's Fingerprint is the plan it says it reviews.
+type ReceiptsListEntry struct {
+	Line        int       `json:"line"`
+	Seq         uint64    `json:"seq"`
+	Kind        string    `json:"kind"`
+	RunID       string    `json:"run_id"`
+	Time        time.Time `json:"time"`
+	Runner      string    `json:"runner"`
+	Operation   string    `json:"operation,omitempty"`
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	// BreakGlassPath marks an intent on the break-glass path.
+	BreakGlassPath bool `json:"break_glass_path,omitempty"`
+	// ExitCode is the program's exit status, on outcomes only.
+	ExitCode *int `json:"exit_code,omitempty"`
+}
+
+// ReceiptsListProblem is a line that is not a receipt.
+type ReceiptsListProblem struct {
+	Line  int    `json:"line"`
+	Error string `json:"error"`
 }

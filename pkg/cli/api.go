@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/prod-write/prod-write/operations"
@@ -56,6 +58,18 @@ func (a localAPI) Ops(context.Context) (*api.OpsResult, error) {
 	return &api.OpsResult{Operations: nonNil(reg.All())}, nil
 }
 
+func (a localAPI) OpsShow(_ context.Context, req api.OpsShowRequest) (*api.OpsShowResult, error) {
+	reg, err := loadRegistry(a.f)
+	if err != nil {
+		return nil, err
+	}
+	op, ok := reg.Get(req.Name)
+	if !ok {
+		return nil, refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", req.Name).For(req.Name, "")
+	}
+	return &api.OpsShowResult{Operation: op}, nil
+}
+
 func (a localAPI) Whoami(context.Context) (*api.WhoamiResult, error) {
 	c, err := a.f.Config()
 	if err != nil {
@@ -78,6 +92,38 @@ func (a localAPI) Status(_ context.Context, req api.StatusRequest) (*api.StatusR
 		return nil, err
 	}
 	return s.Result(FormatVersion), nil
+}
+
+// PlansComplete reads nothing but the store's plan names. Never handed
+// over to prod-write-net: only the embedded store lists plans by prefix; a
+// store that looks up whole fingerprints only completes nothing.
+func (a localAPI) PlansComplete(_ context.Context, req api.PlansCompleteRequest) (*api.PlansCompleteResult, error) {
+	h := strings.TrimPrefix(req.Prefix, "sha256:")
+	if len(h) > 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return nil, &usageError{msg: fmt.Sprintf("%q is not a fingerprint prefix: want lowercase hex digits", req.Prefix)}
+	}
+	c, err := a.f.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.f.Store(c)
+	if err != nil {
+		return nil, err
+	}
+	r := &api.PlansCompleteResult{Fingerprints: []string{}}
+	lister, ok := st.(interface {
+		PlansWithPrefix(string) ([]string, error)
+	})
+	if !ok {
+		return r, nil
+	}
+	fps, err := lister.PlansWithPrefix(h)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(fps)
+	r.Fingerprints = append(r.Fingerprints, fps...)
+	return r, nil
 }
 
 // serviceAPI is the API of the runner service f's configuration names.
@@ -127,6 +173,31 @@ func registryOf(ops []*operations.Operation) (*operations.Registry, error) {
 	return operations.Decode(b)
 }
 
+func (a serviceAPI) OpsShow(ctx context.Context, req api.OpsShowRequest) (*api.OpsShowResult, error) {
+	var r api.OpsShowResult
+	if err := a.call(ctx, "ops-show", &req, &r); err != nil {
+		return nil, err
+	}
+	// Checked against its digest, as the registry's are.
+	reg, err := registryOf([]*operations.Operation{r.Operation})
+	if err != nil {
+		return nil, err
+	}
+	op, ok := reg.Get(req.Name)
+	if !ok {
+		return nil, fmt.Errorf("the runner service answered ops show %q with another operation", req.Name)
+	}
+	return &api.OpsShowResult{Operation: op}, nil
+}
+
+func (a serviceAPI) PlansComplete(ctx context.Context, req api.PlansCompleteRequest) (*api.PlansCompleteResult, error) {
+	var r api.PlansCompleteResult
+	if err := a.call(ctx, "plans-complete", &req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 func (a serviceAPI) Whoami(ctx context.Context) (*api.WhoamiResult, error) {
 	var r api.WhoamiResult
 	if err := a.call(ctx, "whoami", nil, &r); err != nil {
@@ -164,8 +235,23 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 	switch req.Op {
 	case "ops-list":
 		result, err = a.Ops(ctx)
+	case "ops-show":
+		var r api.OpsShowRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.OpsShow(ctx, r)
 	case "whoami":
 		result, err = a.Whoami(ctx)
+	case "plans-complete":
+		// Shell completion of a client: the fingerprints of the stored
+		// plans with a prefix, as `status` and `receipts list` show them
+		// to any caller (docs/adr/0024-completion-through-the-service.md).
+		var r api.PlansCompleteRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PlansComplete(ctx, r)
 	case "status":
 		var o StatusOptions
 		if err := decodeArgs(req.Op, req.Args, &o); err != nil {
@@ -273,6 +359,14 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			// did, before its outcome receipt).
 			sc.finishOutput()
 		}
+	case "receipts-list":
+		var r api.ReceiptsListRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// Names and fingerprints for any caller; a break-glass run's
+		// reason and incident only with a key (localAPI.ReceiptsList).
+		result, err = a.ReceiptsList(ctx, r)
 	case "receipts-show":
 		var r api.ReceiptsShowRequest
 		if err := decodeArgs(req.Op, req.Args, &r); err != nil {

@@ -228,6 +228,15 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 			return a.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: r.Entries[0].RunID})
 		}},
 		{"receipts show of no entry", func(a api.API) (any, error) { return a.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "999"}) }},
+		{"receipts list", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{}) }},
+		{"receipts list --last 1", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: 1}) }},
+		{"receipts list with a negative --last refused", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: -1}) }},
+		{"ops show", func(a api.API) (any, error) { return a.OpsShow(ctx, api.OpsShowRequest{Name: "push"}) }},
+		{"ops show refused", func(a api.API) (any, error) { return a.OpsShow(ctx, api.OpsShowRequest{Name: "nope"}) }},
+		{"plans complete", func(a api.API) (any, error) {
+			return a.PlansComplete(ctx, api.PlansCompleteRequest{Prefix: fp[len("sha256:") : len("sha256:")+3]})
+		}},
+		{"plans complete refused", func(a api.API) (any, error) { return a.PlansComplete(ctx, api.PlansCompleteRequest{Prefix: "../"}) }},
 	}
 	if err := os.WriteFile(filepath.Join(w.h.dir, "config.toml"), []byte("a = 1\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -331,35 +331,37 @@ type listedBreakGlass struct {
 	*receipts.BreakGlassRun
 }
 
-// newBreakGlassLister replays journal, the lines list will list, for its
-// break-glass runs. Without a trust policy, registry or history to judge
-// by, it marks none, and says so.
-func newBreakGlassLister(f *Factory, journal io.Reader) (*breakGlassLister, error) {
-	l := &breakGlassLister{}
+// breakGlassRunsOf replays journal, the lines list will list, for its
+// break-glass runs, by line; for a caller with no key of the policy
+// without what the breaker wrote. Without a trust policy, registry or
+// history to judge by, it finds none, and says why (the warning).
+func breakGlassRunsOf(f *Factory, journal io.Reader, redact bool) (map[int]*receipts.BreakGlassRun, string, error) {
 	j, err := newReplayJudge(&ReplayOptions{F: f})
 	if err != nil {
-		warnf(f, "break-glass runs are not marked: %v", err)
-		return l, nil
+		return nil, fmt.Sprintf("break-glass runs are not marked: %v", err), nil
 	}
 	// As replay does (replayRun): collected only when memory nears a
 	// fixed bound, which keeps the pass's run ids well under 100 MB.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
-	if l.runs, err = j.rp.BreakGlassRuns(journal); err != nil {
-		return nil, fmt.Errorf("reading the journal for break-glass runs: %w", err)
+	runs, err := j.rp.BreakGlassRuns(journal)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the journal for break-glass runs: %w", err)
 	}
-	return l, nil
+	if redact {
+		for n, bg := range runs {
+			runs[n] = &receipts.BreakGlassRun{Breaker: bg.Breaker, Record: bg.Record, Reviewed: bg.Reviewed}
+		}
+	}
+	return runs, "", nil
 }
 
 // mark returns the break-glass run whose intent is the nth line listed, if
 // it is one.
-func (l *breakGlassLister) mark(n int, r *receipts.Receipt) *receipts.BreakGlassRun {
+func (l *breakGlassLister) mark(n int, seq uint64, run string) *receipts.BreakGlassRun {
 	bg := l.runs[n]
-	if bg != nil && l.redact {
-		bg = &receipts.BreakGlassRun{Breaker: bg.Breaker, Record: bg.Record, Reviewed: bg.Reviewed}
-	}
 	if bg != nil {
-		l.listed = append(l.listed, listedBreakGlass{r.Seq, r.RunID, bg})
+		l.listed = append(l.listed, listedBreakGlass{seq, run, bg})
 	}
 	return bg
 }

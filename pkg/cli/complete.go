@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"sort"
 	"strings"
@@ -11,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/operations"
-	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/api"
 )
 
 // Shell completion of what the registry and the store hold: operation
@@ -32,7 +30,7 @@ func completeRegistry(f *Factory) *operations.Registry {
 	if c.Service.Socket != "" {
 		// The API's registry, as the service sends it (each definition
 		// checked against its digest).
-		r, err := serviceAPI{f: f.completionFactory(io.Discard)}.Ops(context.Background())
+		r, err := serviceAPI{f: f.completionFactory()}.Ops(context.Background())
 		if err != nil {
 			return nil
 		}
@@ -49,67 +47,15 @@ func completeRegistry(f *Factory) *operations.Registry {
 	return reg
 }
 
-// completionCall makes one read-only call to the runner service for a
-// completion, its stdout to out: with --json, no key and no environment
-// handed over, no stdin, and its stderr dropped (a completion prints
-// nothing but candidates).
-func (f *Factory) completionCall(c *config.Config, op string, args any, out io.Writer) error {
-	return f.completionFactory(out).callService(c, op, args, nil)
-}
-
 // completionFactory is f as a completion calls the service: with --json,
 // no key and no environment handed over, no stdin, stderr dropped.
-func (f *Factory) completionFactory(out io.Writer) *Factory {
+func (f *Factory) completionFactory() *Factory {
 	g := *f
-	g.IO = &IOStreams{Out: out, Err: io.Discard}
+	g.IO = &IOStreams{Out: io.Discard, Err: io.Discard}
 	g.JSON = true
 	g.KeyPath = ""
 	g.LookupEnv = func(string) (string, bool) { return "", false }
 	return &g
-}
-
-// prefixArg is the argument of plans-complete.
-type prefixArg struct {
-	Prefix string `json:"prefix"`
-}
-
-// plansWithPrefix prints, one a line, the fingerprints of the stored plans
-// whose hex digits start with prefix (with or without "sha256:"): the
-// plans-complete call a service's client completes from. It reads nothing
-// but the store's plan names, and needs no key: fingerprints are what
-// `status` and `receipts list` show any caller (docs/DEPLOYMENT.md).
-func plansWithPrefix(f *Factory, prefix string) error {
-	h := strings.TrimPrefix(prefix, "sha256:")
-	if len(h) > 64 || strings.Trim(h, "0123456789abcdef") != "" {
-		return &usageError{msg: fmt.Sprintf("%q is not a fingerprint prefix: want lowercase hex digits", prefix)}
-	}
-	// Never handed over to prod-write-net: only the embedded store lists
-	// plans by prefix.
-	c, err := f.loadConfig()
-	if err != nil {
-		return err
-	}
-	st, err := f.Store(c)
-	if err != nil {
-		return err
-	}
-	lister, ok := st.(interface {
-		PlansWithPrefix(string) ([]string, error)
-	})
-	if !ok {
-		return nil // a store that looks up whole fingerprints only
-	}
-	fps, err := lister.PlansWithPrefix(h)
-	if err != nil {
-		return err
-	}
-	sort.Strings(fps)
-	for _, fp := range fps {
-		if _, err := fmt.Fprintln(f.IO.Out, fp); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func completeOperations(f *Factory) cobra.CompletionFunc {
@@ -193,19 +139,16 @@ func completeArgs(f *Factory, words ...[]string) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		var out bytes.Buffer
+		var a api.API = localAPI{f: f}
 		if c.Service.Socket != "" {
-			err = f.completionCall(c, "plans-complete", prefixArg{toComplete}, &out)
-		} else {
-			g := *f
-			g.IO = &IOStreams{Out: &out, Err: io.Discard}
-			err = plansWithPrefix(&g, toComplete)
+			a = serviceAPI{f: f.completionFactory()}
 		}
+		r, err := a.PlansComplete(cmd.Context(), api.PlansCompleteRequest{Prefix: toComplete})
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		var fps []cobra.Completion
-		for _, fp := range strings.Fields(out.String()) {
+		for _, fp := range r.Fingerprints {
 			if strings.HasPrefix(fp, toComplete) || strings.HasPrefix(strings.TrimPrefix(fp, "sha256:"), toComplete) {
 				fps = append(fps, fp)
 			}

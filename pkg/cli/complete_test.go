@@ -1,12 +1,15 @@
 package cli
 
 import (
-	"bytes"
+	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prod-write/prod-write/pkg/api"
 )
 
 // The plans-complete call lists the stored plans whose fingerprint starts
@@ -41,14 +44,17 @@ func TestPlansWithPrefix(t *testing.T) {
 		{prefix: "sha256:" + a + "0", usage: true},
 	} {
 		t.Run(tt.prefix, func(t *testing.T) {
-			var out bytes.Buffer
-			f := &Factory{IO: &IOStreams{Out: &out}, Getwd: func() (string, error) { return h.dir, nil }, LookupEnv: func(string) (string, bool) { return "", false }}
-			err := plansWithPrefix(f, tt.prefix)
+			f := &Factory{IO: &IOStreams{Out: io.Discard}, Getwd: func() (string, error) { return h.dir, nil }, LookupEnv: func(string) (string, bool) { return "", false }}
+			r, err := localAPI{f: f}.PlansComplete(context.Background(), api.PlansCompleteRequest{Prefix: tt.prefix})
 			var usage *usageError
 			if tt.usage != errors.As(err, &usage) || (!tt.usage && err != nil) {
 				t.Fatalf("err = %v, want a usage error: %v", err, tt.usage)
 			}
-			if got := strings.Fields(out.String()); strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			var got []string
+			if r != nil {
+				got = r.Fingerprints
+			}
+			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
 				t.Errorf("listed %q, want %q", got, tt.want)
 			}
 		})

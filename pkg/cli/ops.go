@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/operations"
-	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/api"
 )
 
 // NewCmdOps builds `ops list` and `ops show`.
@@ -45,22 +45,18 @@ func NewCmdOps(f *Factory) *cobra.Command {
 		Example: "  prod-write ops show config-push",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.dispatch("ops-show", nameArg{args[0]}, nil, func() error { return opsShowNamed(f, args[0]) })
+			a, err := f.api()
+			if err != nil {
+				return err
+			}
+			r, err := a.OpsShow(cmd.Context(), api.OpsShowRequest{Name: args[0]})
+			if err != nil {
+				return err
+			}
+			return opsShow(f, r.Operation)
 		},
 	})
 	return cmd
-}
-
-func opsShowNamed(f *Factory, name string) error {
-	reg, err := loadRegistry(f)
-	if err != nil {
-		return err
-	}
-	op, ok := reg.Get(name)
-	if !ok {
-		return refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", name).For(name, "")
-	}
-	return opsShow(f, op)
 }
 
 func loadRegistry(f *Factory) (*operations.Registry, error) {

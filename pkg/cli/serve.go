@@ -956,29 +956,6 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 	}
 	args := func(v any) error { return decodeArgs(req.Op, req.Args, v) }
 	switch req.Op {
-	case "ops-list":
-		reg, err := loadRegistry(f)
-		if err != nil {
-			return err
-		}
-		return opsList(f, reg.All())
-	case "ops-show":
-		var a nameArg
-		if err := args(&a); err != nil {
-			return err
-		}
-		return opsShowNamed(f, a.Name)
-	case "receipts-list":
-		var a lastArg
-		if len(req.Args) > 0 {
-			if err := args(&a); err != nil {
-				return err
-			}
-		}
-		if a.Last < 0 {
-			return &usageError{msg: "--last must not be negative"}
-		}
-		return receiptsList(f, a.Last)
 	case "receipts-checkpoint":
 		// The client opened --out itself, as the caller, and handed it
 		// over as stdout.
@@ -994,35 +971,8 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		return receiptsExport(o)
 	case "replay":
 		return replayService(f)
-	case "plans-complete":
-		// Shell completion of a client: the fingerprints of the stored
-		// plans with a prefix, as `status` and `receipts list` show them
-		// to any caller (docs/adr/0024-completion-through-the-service.md).
-		var a prefixArg
-		if err := args(&a); err != nil {
-			return err
-		}
-		return plansWithPrefix(f, a.Prefix)
-	case "whoami":
-		// The principal of the key handed over (the MCP server of a
-		// client learns its scope this way).
-		c, _ := f.Config()
-		p, err := f.Policy(c)
-		if err != nil {
-			return err
-		}
-		_, pr, err := f.Actor(p, "")
-		if err != nil {
-			return err
-		}
-		return printJSON(f.IO.Out, pr)
 	}
 	return &usageError{msg: fmt.Sprintf("the service does not serve %q", req.Op)}
-}
-
-// nameArg is the argument of the calls that take one name.
-type nameArg struct {
-	Name string `json:"name"`
 }
 
 // replayService replays the service's own journal by its own policy: a
