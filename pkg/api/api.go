@@ -9,8 +9,8 @@
 //
 // The calls here are ops list and show, whoami, plan, status and its wait,
 // the calls that add a signed record to a plan (file, decide, gera,
-// withdraw, freeze grant, break-glass and its review), run, receipts list
-// and show, and shell completion's; the others still run as commands
+// withdraw, freeze grant, break-glass and its review), run, receipts list,
+// show and export, and shell completion's; the others still run as commands
 // inside the service
 // (docs/adr/0038-one-typed-api.md says which, and the plan for them).
 package api
@@ -85,6 +85,11 @@ type API interface {
 	// a caller with no key of the policy reads break-glass runs without
 	// their reason and incident.
 	ReceiptsList(ctx context.Context, req ReceiptsListRequest) (*ReceiptsListResult, error)
+	// ReceiptsExport writes each run of the journal to req.Out as an
+	// in-toto attestation the runner key signs; every entry must verify,
+	// or nothing more is exported (a data error). It shows what plans
+	// bind: a caller with no key of the policy is refused.
+	ReceiptsExport(ctx context.Context, req ReceiptsExportRequest) (*ReceiptsExportResult, error)
 	// ReceiptsShow returns the journal entries of one run or one
 	// sequence number; a caller with no key of the policy reads them
 	// redacted (ReceiptEntry).

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"io"
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
@@ -102,4 +103,19 @@ type ReceiptsListEntry struct {
 type ReceiptsListProblem struct {
 	Line  int    `json:"line"`
 	Error string `json:"error"`
+}
+
+// ReceiptsExportRequest asks for each run of the journal restated as an
+// in-toto attestation signed by the runner key (docs/FORMAT.md).
+type ReceiptsExportRequest struct {
+	InToto bool `json:"in_toto"`
+	// Out is where the envelopes go, one a line, as they are signed. Not
+	// sent: through the service they come over the call's own socket, and
+	// the client writes them to Out.
+	Out io.Writer `json:"-"`
+}
+
+// ReceiptsExportResult is how many runs were exported.
+type ReceiptsExportResult struct {
+	Runs int `json:"runs"`
 }

@@ -367,6 +367,16 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		// Names and fingerprints for any caller; a break-glass run's
 		// reason and incident only with a key (localAPI.ReceiptsList).
 		result, err = a.ReceiptsList(ctx, r)
+	case "receipts-export":
+		var r api.ReceiptsExportRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// Signed here, with the service's runner key, and sent over the
+		// call's own socket as they are; a caller with no key of the
+		// policy is refused (localAPI.ReceiptsExport).
+		r.Out = f.IO.Out
+		result, err = a.ReceiptsExport(ctx, r)
 	case "receipts-show":
 		var r api.ReceiptsShowRequest
 		if err := decodeArgs(req.Op, req.Args, &r); err != nil {

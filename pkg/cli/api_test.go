@@ -23,6 +23,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
+	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 )
 
@@ -231,6 +232,20 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"receipts list", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{}) }},
 		{"receipts list --last 1", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: 1}) }},
 		{"receipts list with a negative --last refused", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: -1}) }},
+		{"receipts export", func(a api.API) (any, error) {
+			var out bytes.Buffer
+			r, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: true, Out: &out})
+			if err == nil && (r.Runs != 1 || strings.Count(out.String(), "\n") != 1) {
+				t.Errorf("export of one run: %+v and %q", r, out.String())
+			}
+			return struct {
+				Result *api.ReceiptsExportResult
+				Out    string
+			}{r, out.String()}, err
+		}},
+		{"receipts export with no format refused", func(a api.API) (any, error) {
+			return a.ReceiptsExport(ctx, api.ReceiptsExportRequest{Out: io.Discard})
+		}},
 		{"ops show", func(a api.API) (any, error) { return a.OpsShow(ctx, api.OpsShowRequest{Name: "push"}) }},
 		{"ops show refused", func(a api.API) (any, error) { return a.OpsShow(ctx, api.OpsShowRequest{Name: "nope"}) }},
 		{"plans complete", func(a api.API) (any, error) {
@@ -775,6 +790,14 @@ func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := full.Entries[0].RunID
+	// Export restates every run whole: refused, and nothing sent.
+	var exported bytes.Buffer
+	_, err = asNobody(t, func() (*api.ReceiptsExportResult, error) {
+		return serviceAPI{f: w.keyless}.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: true, Out: &exported})
+	})
+	if r, ok := refusal.As(err); !ok || r.Code != refusal.PrincipalUnknown || exported.Len() != 0 {
+		t.Errorf("keyless receipts export: %v, and %d bytes sent; want refused principal_unknown and nothing", err, exported.Len())
+	}
 	for _, id := range []string{"1", "2", "3", run, run[:6]} {
 		r, err := asNobody(t, func() (*api.ReceiptsShowResult, error) {
 			return serviceAPI{f: w.keyless}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: id})

@@ -10,14 +10,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/receipts"
 )
 
 // ExportOptions are `receipts export`'s inputs.
 type ExportOptions struct {
-	F      *Factory `json:"-"`
-	InToto bool     `json:"in_toto"`
-	Out    string   `json:"-"`
+	F      *Factory
+	InToto bool
+	Out    string
 }
 
 // newCmdReceiptsExport builds `receipts export --in-toto`.
@@ -44,11 +46,7 @@ nothing more is exported. Formats and test vectors: docs/FORMAT.md.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			var h []handover
-			if opts.Out != "" {
-				h = append(h, handover{name: "out", path: opts.Out, write: true})
-			}
-			return f.dispatch("receipts-export", opts, h, func() error { return receiptsExport(opts) })
+			return receiptsExport(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.InToto, "in-toto", false, "write in-toto Statements v1 in DSSE envelopes (the one format there is)")
@@ -56,32 +54,70 @@ nothing more is exported. Formats and test vectors: docs/FORMAT.md.`,
 	return cmd
 }
 
-// receiptsExport signs with the runner key where it is: in the service
-// (f.runnerIdentity), which then writes to the descriptor the client
-// handed over as stdout, or in this process.
-func receiptsExport(o *ExportOptions) error {
-	f := o.F
-	sj, err := openSigningJournal(f)
+// receiptsExport is receipts export through the API this caller reaches:
+// to stdout as the envelopes come, or to --out, written here, as the
+// caller, once every run is exported.
+func receiptsExport(ctx context.Context, o *ExportOptions) error {
+	a, err := o.F.api()
 	if err != nil {
 		return err
 	}
-	defer sj.journal.Close()
-	p, k, fl := sj.policy, sj.key, sj.journal
-	var w io.Writer = f.IO.Out
 	var buf bytes.Buffer
+	out := o.F.IO.Out
 	if o.Out != "" {
-		w = &buf
+		out = &buf
 	}
-	n, err := receipts.ExportInToto(context.Background(), fl, p, k, w)
-	var ue *receipts.UnverifiedError
-	if errors.As(err, &ue) {
-		return &dataError{err: fmt.Errorf("export stopped after %d runs: %w", n, err)}
-	}
-	if err != nil {
+	if _, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: o.InToto, Out: out}); err != nil {
 		return err
 	}
 	if o.Out != "" {
 		return os.WriteFile(o.Out, buf.Bytes(), 0o644)
 	}
 	return nil
+}
+
+// ReceiptsExport signs with the runner key where it is: in the service
+// (f.runnerIdentity) for its clients, or in this process.
+func (a localAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequest) (*api.ReceiptsExportResult, error) {
+	if !req.InToto {
+		return nil, &usageError{msg: "export needs a format: --in-toto"}
+	}
+	if !a.f.mayReadPlans() {
+		// Each attestation carries the plan's argv, cwd and evidence
+		// (docs/adr/0036-the-service-never-waits-on-a-caller.md).
+		return nil, refusal.New(refusal.PrincipalUnknown, "receipts export shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
+	}
+	sj, err := openSigningJournal(a.f)
+	if err != nil {
+		return nil, err
+	}
+	defer sj.journal.Close()
+	out := req.Out
+	if out == nil {
+		out = io.Discard
+	}
+	n, err := receipts.ExportInToto(ctx, sj.journal, sj.policy, sj.key, out)
+	var ue *receipts.UnverifiedError
+	if errors.As(err, &ue) {
+		return nil, &dataError{err: fmt.Errorf("export stopped after %d runs: %w", n, err)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &api.ReceiptsExportResult{Runs: n}, nil
+}
+
+// ReceiptsExport through the service: the envelopes come over the call's
+// socket as its output, and are written to req.Out here.
+func (a serviceAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequest) (*api.ReceiptsExportResult, error) {
+	g := *a.f
+	g.IO = &IOStreams{Out: req.Out, Err: a.f.IO.Err, ErrTTY: a.f.IO.ErrTTY}
+	if g.IO.Out == nil {
+		g.IO.Out = io.Discard
+	}
+	var r api.ReceiptsExportResult
+	if err := (serviceAPI{f: &g}).call(ctx, "receipts-export", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }

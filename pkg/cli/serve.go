@@ -854,7 +854,7 @@ func (s *serviceState) principalOf(kf *os.File) *approval.Principal {
 // It still sees operation names and fingerprints (ops list, receipts list,
 // completion), and receipts show answers it redacted (the typed call,
 // serveReceiptsShow).
-var plansReadByKeyOnly = []string{"status", "receipts-export"}
+var plansReadByKeyOnly = []string{"status"}
 
 // mayReadPlans reports whether the caller may read what plans bind: it
 // handed over a key of the policy, or it is root or the service's own
@@ -954,21 +954,11 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 	if slices.Contains(plansReadByKeyOnly, req.Op) && !sc.mayReadPlans() {
 		return refusal.New(refusal.PrincipalUnknown, "%s shows what plans bind, and the caller handed over no key of the trust policy", strings.ReplaceAll(req.Op, "-", " ")).Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
 	}
-	args := func(v any) error { return decodeArgs(req.Op, req.Args, v) }
 	switch req.Op {
 	case "receipts-checkpoint":
 		// The client opened --out itself, as the caller, and handed it
 		// over as stdout.
 		return receiptsCheckpoint(f, "")
-	case "receipts-export":
-		// As checkpoint: signed here, with the service's runner key, and
-		// written to the descriptor the client opened for --out.
-		o := &ExportOptions{}
-		if err := args(o); err != nil {
-			return err
-		}
-		o.F = f
-		return receiptsExport(o)
 	case "replay":
 		return replayService(f)
 	}
