@@ -100,6 +100,15 @@ type tokenServer struct {
 }
 
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.tokens.OriginAllowed(r.Header.Values("Origin")) {
+		// The Streamable HTTP transport's DNS-rebinding defence: a page
+		// from another origin, in a browser that reaches this address,
+		// is answered 403 before its token is read
+		// (docs/adr/0046-mcp-http-origin-token-type-limits.md).
+		h.log.Info("mcp over http: request from an origin not allowed refused", "remote", r.RemoteAddr, "method", r.Method, "origin", r.Header.Get("Origin"))
+		http.Error(w, "forbidden: this Origin is not among the tokens file's origins", http.StatusForbidden)
+		return
+	}
 	if r.URL.Query().Has("access_token") {
 		// RFC 6750 §2.3, which OAuth 2.1 and the MCP authorization
 		// specification forbid: a token in a URL ends up in logs and
