@@ -59,6 +59,11 @@ type OAuth struct {
 	GroupsClaim string
 	// Principals map a token's claims to a principal and a scope.
 	Principals []OAuthPrincipal
+	// UntypedIssuers are the issuers whose access tokens do not carry
+	// RFC 9068's typ at+jwt (docs/adr/0046-mcp-http-origin-token-type-limits.md):
+	// theirs may be typed JWT or not at all, and an ID token is told
+	// apart by its claims instead.
+	UntypedIssuers []string
 }
 
 // OAuthPrincipal is one [[oauth.principal]] entry: the tokens of Issuer
@@ -89,6 +94,7 @@ type oauthTable struct {
 	Resource    string           `toml:"resource"`
 	Issuers     []string         `toml:"issuers"`
 	GroupsClaim string           `toml:"groups_claim"`
+	Untyped     []string         `toml:"untyped_issuers"`
 	Principal   []oauthPrincipal `toml:"principal"`
 }
 
@@ -118,7 +124,12 @@ func parseOAuth(name string, line int, starts []int, t *oauthTable) (*OAuth, err
 			return nil, bad(line, "oauth.issuers: %q: %v", iss, err)
 		}
 	}
-	o := &OAuth{Resource: t.Resource, Issuers: t.Issuers, GroupsClaim: t.GroupsClaim}
+	for _, iss := range t.Untyped {
+		if !slices.Contains(t.Issuers, iss) {
+			return nil, bad(line, "oauth.untyped_issuers: %q is not one of oauth.issuers", iss)
+		}
+	}
+	o := &OAuth{Resource: t.Resource, Issuers: t.Issuers, GroupsClaim: t.GroupsClaim, UntypedIssuers: t.Untyped}
 	if o.GroupsClaim == "" {
 		o.GroupsClaim = "groups"
 	}
@@ -255,6 +266,9 @@ func (v *verifier) verify(ctx context.Context, raw string) (Token, error) {
 	if err := idt.Claims(&all); err != nil {
 		return Token{}, fmt.Errorf("reading the token's claims: %w", err)
 	}
+	if err := accessToken(raw, all, slices.Contains(v.o.UntypedIssuers, iss)); err != nil {
+		return Token{}, fmt.Errorf("the token of issuer %q: %w", iss, err)
+	}
 	groups := stringsClaim(all[v.o.GroupsClaim])
 	var match []OAuthPrincipal
 	for _, p := range v.o.Principals {
@@ -318,6 +332,50 @@ func (v *verifier) issuer(ctx context.Context, iss string) (*oidc.IDTokenVerifie
 	})
 	v.verifiers[iss] = iv
 	return iv, nil
+}
+
+// idTokenClaims are claims only an OpenID Connect ID token carries
+// (OpenID Connect Core §2, §3.1.3.6, §3.3.2.11), never an access token of
+// RFC 9068.
+var idTokenClaims = []string{"nonce", "at_hash", "c_hash", "s_hash"}
+
+// accessToken checks that a verified JWT is an access token, not an ID
+// token or another JWT of the issuer's that names this resource in its
+// audience: its header's typ is at+jwt (RFC 9068 §2.1, §4), or, for an
+// untyped issuer, JWT or absent with none of an ID token's own claims.
+func accessToken(raw string, all map[string]json.RawMessage, untyped bool) error {
+	head, _, _ := strings.Cut(raw, ".")
+	b, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil {
+		return errors.New("its header is not base64url")
+	}
+	var h struct {
+		Typ *string `json:"typ"`
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return errors.New("its header is not a JSON object")
+	}
+	// A media type, compared without regard to case; "application/" may
+	// be left out (RFC 7515 §4.1.9).
+	typ := ""
+	if h.Typ != nil {
+		typ = strings.TrimPrefix(strings.ToLower(*h.Typ), "application/")
+	}
+	if typ == "at+jwt" {
+		return nil
+	}
+	if !untyped {
+		return fmt.Errorf("typ %q is not at+jwt: an access token of this issuer is typed (RFC 9068), an ID token is not", typ)
+	}
+	if h.Typ != nil && typ != "jwt" {
+		return fmt.Errorf("typ %q is neither at+jwt nor JWT", typ)
+	}
+	for _, k := range idTokenClaims {
+		if _, ok := all[k]; ok {
+			return fmt.Errorf("it carries %s, a claim of ID tokens: an ID token is no access token", k)
+		}
+	}
+	return nil
 }
 
 // unverifiedIssuer reads the iss of a JWT before it is verified, only to
