@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -319,7 +320,13 @@ func (v *verifier) issuer(ctx context.Context, iss string) (*oidc.IDTokenVerifie
 	cctx := oidc.ClientContext(context.WithoutCancel(ctx), v.client)
 	p, err := oidc.NewProvider(cctx, iss)
 	if err != nil {
-		return nil, fmt.Errorf("discovering issuer %q: %w", iss, err)
+		// An OAuth authorization server need not speak OpenID Connect:
+		// its RFC 8414 metadata names its keys as well.
+		var err2 error
+		p, err2 = v.rfc8414(cctx, iss)
+		if err2 != nil {
+			return nil, fmt.Errorf("discovering issuer %q: OpenID discovery: %w; RFC 8414: %w", iss, err, err2)
+		}
 	}
 	iv := p.VerifierContext(cctx, &oidc.Config{
 		// The audience is the canonical resource URI, always (RFC 8707):
@@ -376,6 +383,50 @@ func accessToken(raw string, all map[string]json.RawMessage, untyped bool) error
 		}
 	}
 	return nil
+}
+
+// maxMetadata bounds an authorization server's metadata document.
+const maxMetadata = 1 << 20
+
+// rfc8414 builds iss's provider from its OAuth 2.0 authorization server
+// metadata (RFC 8414 §3): at the well-known path inserted between the
+// issuer's host and its path, its issuer exactly iss (§3.3, or a server
+// could stand in for another), its jwks_uri https (http only on a
+// loopback host), as the issuers themselves are.
+func (v *verifier) rfc8414(ctx context.Context, iss string) (*oidc.Provider, error) {
+	u, err := url.Parse(iss) // checked at load
+	if err != nil {
+		return nil, err
+	}
+	u.Path = "/.well-known/oauth-authorization-server" + strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := v.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	var md struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetadata)).Decode(&md); err != nil {
+		return nil, fmt.Errorf("%s: %w", u, err)
+	}
+	if md.Issuer != iss {
+		return nil, fmt.Errorf("%s: its issuer %q is not %q", u, md.Issuer, iss)
+	}
+	if err := checkURL(md.JWKSURI); err != nil {
+		return nil, fmt.Errorf("%s: jwks_uri: %v", u, err)
+	}
+	return (&oidc.ProviderConfig{IssuerURL: iss, JWKSURL: md.JWKSURI}).NewProvider(ctx), nil
 }
 
 // unverifiedIssuer reads the iss of a JWT before it is verified, only to
