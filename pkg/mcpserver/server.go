@@ -123,7 +123,7 @@ type Options struct {
 // loop that floods the service.
 const (
 	DefaultRate  rate.Limit = 10
-	DefaultBurst            = 50
+	DefaultBurst int        = 50
 )
 
 // scope returns the scope the options give a stdio server, and the ceiling
