@@ -38,7 +38,10 @@ func TestTokensFileDocumented(t *testing.T) {
 			t.Errorf("docs/CONFIG.md, MCP tokens file: no row for key %q", "oauth."+key)
 		}
 	}
-	if f := tomlpos.Fields(reflect.TypeFor[tokensFile]()); len(f) != 2 || f[0].Name != "token" || f[1].Name != "oauth" {
-		t.Errorf("a tokens file has keys %v; docs/CONFIG.md documents [[token]] and [oauth] only", f)
+	if f := tomlpos.Fields(reflect.TypeFor[tokensFile]()); len(f) != 3 || f[0].Name != "origins" || f[1].Name != "token" || f[2].Name != "oauth" {
+		t.Errorf("a tokens file has keys %v; docs/CONFIG.md documents origins, [[token]] and [oauth] only", f)
+	}
+	if !strings.Contains(section, "\n| `origins` |") {
+		t.Error("docs/CONFIG.md, MCP tokens file: no row for key \"origins\"")
 	}
 }

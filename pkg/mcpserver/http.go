@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/time/rate"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
@@ -59,7 +60,13 @@ func NewHTTPHandler(tokens *Tokens, backendFor func(Token) (Backend, error), o O
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	h := &HTTPHandler{tokens: tokens, backendFor: backendFor, o: o, log: log, servers: map[[32]byte]*tokenServer{}}
+	h := &HTTPHandler{tokens: tokens, backendFor: backendFor, o: o, log: log, servers: map[[32]byte]*tokenServer{}, limiters: map[string]*rate.Limiter{}}
+	if h.o.Rate == 0 {
+		h.o.Rate = DefaultRate
+	}
+	if h.o.Burst == 0 {
+		h.o.Burst = DefaultBurst
+	}
 	if oa := tokens.OAuth(); oa != nil {
 		h.oauth = oa
 		h.verifier = newVerifier(oa, nil)
@@ -88,6 +95,30 @@ type HTTPHandler struct {
 	// idle, when set, is closed once there is none (Drain waits on it).
 	requests int
 	idle     chan struct{}
+	// limiters are by principal id: one bucket for all of a principal's
+	// tokens. Only a resolved token's principal, one the tokens file
+	// names, gets one, so the map is as large as the file allows.
+	limiters map[string]*rate.Limiter
+}
+
+// allow takes one request from principal's bucket; when it is empty it
+// returns how long until there is one.
+func (h *HTTPHandler) allow(principal string) (time.Duration, bool) {
+	h.mu.Lock()
+	l, ok := h.limiters[principal]
+	if !ok {
+		l = rate.NewLimiter(h.o.Rate, h.o.Burst)
+		h.limiters[principal] = l
+	}
+	h.mu.Unlock()
+	now := time.Now()
+	res := l.ReserveN(now, 1)
+	if d := res.DelayFrom(now); d > 0 || !res.OK() {
+		// Refused requests take nothing from the bucket.
+		res.CancelAt(now)
+		return d, false
+	}
+	return 0, true
 }
 
 // tokenServer is one token's server and its Streamable HTTP handler, built
@@ -100,6 +131,15 @@ type tokenServer struct {
 }
 
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.tokens.OriginAllowed(r.Header.Values("Origin")) {
+		// The Streamable HTTP transport's DNS-rebinding defence: a page
+		// from another origin, in a browser that reaches this address,
+		// is answered 403 before its token is read
+		// (docs/adr/0046-mcp-http-origin-token-type-limits.md).
+		h.log.Info("mcp over http: request from an origin not allowed refused", "remote", r.RemoteAddr, "method", r.Method, "origin", r.Header.Get("Origin"))
+		http.Error(w, "forbidden: this Origin is not among the tokens file's origins", http.StatusForbidden)
+		return
+	}
 	if r.URL.Query().Has("access_token") {
 		// RFC 6750 §2.3, which OAuth 2.1 and the MCP authorization
 		// specification forbid: a token in a URL ends up in logs and
@@ -135,6 +175,14 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.log.Info("mcp over http: request without a known bearer token refused", "remote", r.RemoteAddr, "method", r.Method)
 		h.challenge(w, "")
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	if wait, ok := h.allow(tok.Principal); !ok {
+		// Before any handler, and before the body is read.
+		secs := int64(wait/time.Second) + 1
+		h.log.Info("mcp over http: request over the principal's rate limit refused", "principal", tok.Principal, "token", tok.Source, "remote", r.RemoteAddr, "method", r.Method, "retry_after_s", secs)
+		w.Header().Set("Retry-After", fmt.Sprint(secs))
+		http.Error(w, "too many requests for this principal: retry after the time Retry-After says", http.StatusTooManyRequests)
 		return
 	}
 	if h.o.Calls != nil {
@@ -352,12 +400,49 @@ func (h *HTTPHandler) serverFor(tok Token) (*tokenServer, error) {
 	if pr := sc.principal; pr == nil || pr.ID != tok.Principal {
 		return nil, fmt.Errorf("the backend acts for %s, not for the token's principal %q", describe(pr), tok.Principal)
 	}
+	// Outermost, so that it sees the scope check's refusals too.
+	srv.AddReceivingMiddleware(h.callLog(tok))
 	ts.srv, ts.sc = srv, sc
 	ts.h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Logger:         h.log,
 		SessionTimeout: sessionIdle,
+		// The one bound is ServeHTTP's, MaxRequestBody: the SDK's own
+		// default (4 MiB) is below what inline files need
+		// (docs/adr/0039-inline-files-over-mcp-http.md).
+		MaxRequestBodyBytes: -1,
 	})
 	return ts, nil
+}
+
+// callLog logs one line per MCP request a token's server answers, as the
+// socket logs one per call: the principal, the token's entry, the method
+// and tool, the outcome and how long it took. Never an argument, a result
+// or the bearer.
+func (h *HTTPHandler) callLog(tok Token) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			start := time.Now()
+			res, err := next(ctx, method, req)
+			op := method
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && p != nil {
+				op = method + " " + p.Name
+			}
+			outcome := "ok"
+			var je *jsonrpc.Error
+			switch {
+			case errors.As(err, &je):
+				outcome = fmt.Sprintf("error %d", je.Code)
+			case err != nil:
+				outcome = "error"
+			default:
+				if cr, ok := res.(*mcp.CallToolResult); ok && cr != nil && cr.IsError {
+					outcome = "tool error"
+				}
+			}
+			h.log.Info(fmt.Sprintf("mcp over http: principal %s (%s): %s: %s (%s)", tok.Principal, tok.Source, op, outcome, time.Since(start).Round(time.Microsecond)))
+			return res, err
+		}
+	}
 }
 
 // begin and end count a request in progress.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -59,6 +60,11 @@ type OAuth struct {
 	GroupsClaim string
 	// Principals map a token's claims to a principal and a scope.
 	Principals []OAuthPrincipal
+	// UntypedIssuers are the issuers whose access tokens do not carry
+	// RFC 9068's typ at+jwt (docs/adr/0046-mcp-http-origin-token-type-limits.md):
+	// theirs may be typed JWT or not at all, and an ID token is told
+	// apart by its claims instead.
+	UntypedIssuers []string
 }
 
 // OAuthPrincipal is one [[oauth.principal]] entry: the tokens of Issuer
@@ -89,6 +95,7 @@ type oauthTable struct {
 	Resource    string           `toml:"resource"`
 	Issuers     []string         `toml:"issuers"`
 	GroupsClaim string           `toml:"groups_claim"`
+	Untyped     []string         `toml:"untyped_issuers"`
 	Principal   []oauthPrincipal `toml:"principal"`
 }
 
@@ -118,7 +125,12 @@ func parseOAuth(name string, line int, starts []int, t *oauthTable) (*OAuth, err
 			return nil, bad(line, "oauth.issuers: %q: %v", iss, err)
 		}
 	}
-	o := &OAuth{Resource: t.Resource, Issuers: t.Issuers, GroupsClaim: t.GroupsClaim}
+	for _, iss := range t.Untyped {
+		if !slices.Contains(t.Issuers, iss) {
+			return nil, bad(line, "oauth.untyped_issuers: %q is not one of oauth.issuers", iss)
+		}
+	}
+	o := &OAuth{Resource: t.Resource, Issuers: t.Issuers, GroupsClaim: t.GroupsClaim, UntypedIssuers: t.Untyped}
 	if o.GroupsClaim == "" {
 		o.GroupsClaim = "groups"
 	}
@@ -255,6 +267,9 @@ func (v *verifier) verify(ctx context.Context, raw string) (Token, error) {
 	if err := idt.Claims(&all); err != nil {
 		return Token{}, fmt.Errorf("reading the token's claims: %w", err)
 	}
+	if err := accessToken(raw, all, slices.Contains(v.o.UntypedIssuers, iss)); err != nil {
+		return Token{}, fmt.Errorf("the token of issuer %q: %w", iss, err)
+	}
 	groups := stringsClaim(all[v.o.GroupsClaim])
 	var match []OAuthPrincipal
 	for _, p := range v.o.Principals {
@@ -305,7 +320,13 @@ func (v *verifier) issuer(ctx context.Context, iss string) (*oidc.IDTokenVerifie
 	cctx := oidc.ClientContext(context.WithoutCancel(ctx), v.client)
 	p, err := oidc.NewProvider(cctx, iss)
 	if err != nil {
-		return nil, fmt.Errorf("discovering issuer %q: %w", iss, err)
+		// An OAuth authorization server need not speak OpenID Connect:
+		// its RFC 8414 metadata names its keys as well.
+		var err2 error
+		p, err2 = v.rfc8414(cctx, iss)
+		if err2 != nil {
+			return nil, fmt.Errorf("discovering issuer %q: OpenID discovery: %w; RFC 8414: %w", iss, err, err2)
+		}
 	}
 	iv := p.VerifierContext(cctx, &oidc.Config{
 		// The audience is the canonical resource URI, always (RFC 8707):
@@ -318,6 +339,94 @@ func (v *verifier) issuer(ctx context.Context, iss string) (*oidc.IDTokenVerifie
 	})
 	v.verifiers[iss] = iv
 	return iv, nil
+}
+
+// idTokenClaims are claims only an OpenID Connect ID token carries
+// (OpenID Connect Core §2, §3.1.3.6, §3.3.2.11), never an access token of
+// RFC 9068.
+var idTokenClaims = []string{"nonce", "at_hash", "c_hash", "s_hash"}
+
+// accessToken checks that a verified JWT is an access token, not an ID
+// token or another JWT of the issuer's that names this resource in its
+// audience: its header's typ is at+jwt (RFC 9068 §2.1, §4), or, for an
+// untyped issuer, JWT or absent with none of an ID token's own claims.
+func accessToken(raw string, all map[string]json.RawMessage, untyped bool) error {
+	head, _, _ := strings.Cut(raw, ".")
+	b, err := base64.RawURLEncoding.DecodeString(head)
+	if err != nil {
+		return errors.New("its header is not base64url")
+	}
+	var h struct {
+		Typ *string `json:"typ"`
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return errors.New("its header is not a JSON object")
+	}
+	// A media type, compared without regard to case; "application/" may
+	// be left out (RFC 7515 §4.1.9).
+	typ := ""
+	if h.Typ != nil {
+		typ = strings.TrimPrefix(strings.ToLower(*h.Typ), "application/")
+	}
+	if typ == "at+jwt" {
+		return nil
+	}
+	if !untyped {
+		return fmt.Errorf("typ %q is not at+jwt: an access token of this issuer is typed (RFC 9068), an ID token is not", typ)
+	}
+	if h.Typ != nil && typ != "jwt" {
+		return fmt.Errorf("typ %q is neither at+jwt nor JWT", typ)
+	}
+	for _, k := range idTokenClaims {
+		if _, ok := all[k]; ok {
+			return fmt.Errorf("it carries %s, a claim of ID tokens: an ID token is no access token", k)
+		}
+	}
+	return nil
+}
+
+// maxMetadata bounds an authorization server's metadata document.
+const maxMetadata = 1 << 20
+
+// rfc8414 builds iss's provider from its OAuth 2.0 authorization server
+// metadata (RFC 8414 §3): at the well-known path inserted between the
+// issuer's host and its path, its issuer exactly iss (§3.3, or a server
+// could stand in for another), its jwks_uri https (http only on a
+// loopback host), as the issuers themselves are.
+func (v *verifier) rfc8414(ctx context.Context, iss string) (*oidc.Provider, error) {
+	u, err := url.Parse(iss) // checked at load
+	if err != nil {
+		return nil, err
+	}
+	u.Path = "/.well-known/oauth-authorization-server" + strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := v.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	var md struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMetadata)).Decode(&md); err != nil {
+		return nil, fmt.Errorf("%s: %w", u, err)
+	}
+	if md.Issuer != iss {
+		return nil, fmt.Errorf("%s: its issuer %q is not %q", u, md.Issuer, iss)
+	}
+	if err := checkURL(md.JWKSURI); err != nil {
+		return nil, fmt.Errorf("%s: jwks_uri: %v", u, err)
+	}
+	return (&oidc.ProviderConfig{IssuerURL: iss, JWKSURL: md.JWKSURI}).NewProvider(ctx), nil
 }
 
 // unverifiedIssuer reads the iss of a JWT before it is verified, only to

@@ -53,9 +53,13 @@ func startASResource(t *testing.T) *asResource {
 		testservers.AuthClient{ID: clientAgent, Secret: clientSecret, Audience: []string{resource}, Scopes: scopes},
 		testservers.AuthClient{ID: clientElsewhere, Secret: clientSecret, Audience: []string{"http://" + ln.Addr().String() + "/other"}, Scopes: scopes},
 	)
+	// zitadel's provider types every JWT it signs "JWT" (pkg/op/signer.go),
+	// its access tokens too: RFC 9068's at+jwt is not set, so the issuer
+	// is untyped (docs/adr/0046-mcp-http-origin-token-type-limits.md).
 	tokens := loadTokens(t, fmt.Sprintf(`[oauth]
 resource = %q
-issuers = [%q]
+issuers = [%[2]q]
+untyped_issuers = [%[2]q]
 
 [[oauth.principal]]
 subject = %q

@@ -73,6 +73,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
@@ -110,7 +111,20 @@ type Options struct {
 	// a stop treats it as a call on the socket, and refuses requests once
 	// the service stops: see [NewHTTPHandler].
 	Calls mcpapi.Calls
+	// Rate and Burst bound each principal's requests over HTTP, all its
+	// tokens together (a token bucket, docs/adr/0046-mcp-http-origin-token-type-limits.md):
+	// zero means [DefaultRate] and [DefaultBurst].
+	Rate  rate.Limit
+	Burst int
 }
+
+// DefaultRate and DefaultBurst are a principal's rate limit over HTTP when
+// [Options] sets none: room for an agent's bursts of calls, never for a
+// loop that floods the service.
+const (
+	DefaultRate  rate.Limit = 10
+	DefaultBurst int        = 50
+)
 
 // scope returns the scope the options give a stdio server, and the ceiling
 // they put on every HTTP token.

@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prod-write/prod-write/approval"
@@ -44,8 +46,25 @@ type Token struct {
 
 // Tokens are the bearer tokens of MCP over HTTP, stored hashed.
 type Tokens struct {
-	list  []Token
-	oauth *OAuth
+	list    []Token
+	oauth   *OAuth
+	origins map[string]bool // serialized origins, "https://host[:port]"
+}
+
+// OriginAllowed reports whether a request's Origin header may reach MCP
+// over HTTP (docs/adr/0046-mcp-http-origin-token-type-limits.md): no Origin at all
+// (a client that is no browser), or one of the file's origins exactly. Any
+// other, "null" included, is a page a browser loaded from elsewhere, which
+// is what a DNS-rebinding attack looks like to the server.
+func (t *Tokens) OriginAllowed(origin []string) bool {
+	switch len(origin) {
+	case 0:
+		return true
+	case 1:
+		return t != nil && t.origins[strings.ToLower(origin[0])]
+	default:
+		return false
+	}
 }
 
 // OAuth returns the file's [oauth] table, or nil when it has none: then
@@ -127,8 +146,9 @@ func LoadTokens(path string) (*Tokens, error) {
 }
 
 type tokensFile struct {
-	Token []tokenEntry `toml:"token"`
-	OAuth *oauthTable  `toml:"oauth"`
+	Origins []string     `toml:"origins"`
+	Token   []tokenEntry `toml:"token"`
+	OAuth   *oauthTable  `toml:"oauth"`
 }
 
 type tokenEntry struct {
@@ -151,7 +171,14 @@ func ParseTokens(name string, data []byte) (*Tokens, error) {
 		}
 		return nil, &approval.ConfigError{File: name, Line: te.Line, Msg: te.Msg}
 	}
-	t := &Tokens{list: make([]Token, 0, len(f.Token))}
+	t := &Tokens{list: make([]Token, 0, len(f.Token)), origins: map[string]bool{}}
+	for _, o := range f.Origins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+			return nil, &approval.ConfigError{File: name, Line: firstLine(data, originsRE()), Msg: fmt.Sprintf("origins: %q is not an origin: scheme://host[:port], as a browser sends it in Origin", o)}
+		}
+		t.origins[strings.ToLower(o)] = true
+	}
 	if f.OAuth != nil {
 		o, err := parseOAuth(name, firstLine(data, oauthHeaderRE()), headerLines(data, oauthPrincipalRE()), f.OAuth)
 		if err != nil {
@@ -220,6 +247,9 @@ var (
 	})
 	oauthHeaderRE = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^\s*\[\s*(oauth|"oauth"|'oauth')\s*\]`)
+	})
+	originsRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*(origins|"origins"|'origins')\s*=`)
 	})
 	oauthPrincipalRE = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^\s*\[\[\s*(oauth|"oauth"|'oauth')\s*\.\s*(principal|"principal"|'principal')\s*\]\]`)
