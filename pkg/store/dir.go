@@ -24,6 +24,7 @@ import (
 //	                           BreakGlassKey(P), P's break-glass records and reviews
 //	consumed/ID.SLOT           one file per spent use of record ID, holding the run id
 //	consumed/ID.run-RUN        the slot run RUN holds (so a retry spends nothing more)
+//	signcount/KEY.V            version V of a passkey credential's sign count, "COUNT RUN"
 type Dir struct {
 	Root string
 }
@@ -294,7 +295,8 @@ func (d *Dir) Plans() ([]string, error) {
 
 // AdvanceSignCount implements [Store] by exclusive creation, like
 // consumption: credential cred's counts are a chain of versions
-// signcount/KEY.V (KEY is [CredKey]), each holding "COUNT RUN". An
+// signcount/KEY.V (KEY is [CredKey]), each holding "COUNT RUN" and each
+// created whole by link(2) ([durable.CreateOnce]). An
 // advance reads the newest version, checks count is above it, and creates
 // the next version exclusively; losing that race to another run means
 // reading the winner's count and checking again, so two runs are
@@ -324,14 +326,13 @@ func (d *Dir) AdvanceSignCount(cred string, count uint32, run string) error {
 			next = v + 1
 		}
 		path := filepath.Join(dir, k+"."+strconv.Itoa(next))
-		err = durable.CreateExclusive(path, []byte(strconv.FormatUint(uint64(count), 10)+" "+run), 0o600, false)
+		// CreateOnce, not CreateExclusive: a racing reader must never see
+		// a version empty or half written.
+		err = durable.CreateOnce(path, []byte(strconv.FormatUint(uint64(count), 10)+" "+run), 0o600)
 		if errors.Is(err, os.ErrExist) {
 			continue // another run advanced first: judge against its count
 		}
-		if err != nil {
-			return err
-		}
-		return durable.SyncDir(dir)
+		return err
 	}
 }
 
