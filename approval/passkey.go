@@ -102,6 +102,17 @@ func (p *Policy) Credential(id string) (*PasskeyCredential, bool) {
 	return c, ok
 }
 
+// PasskeyCredentialIDs lists the ids of every credential the policy
+// holds, sorted: the ones whose stored sign counts the gate needs.
+func (p *Policy) PasskeyCredentialIDs() []string {
+	ids := make([]string, 0, len(p.byCredential))
+	for id := range p.byCredential {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // parsePasskeys checks the [passkey] table and every principal's
 // credentials.
 func (p *Policy) parsePasskeys(name string, data []byte) error {
