@@ -102,6 +102,28 @@ func (p *Policy) Credential(id string) (*PasskeyCredential, bool) {
 	return c, ok
 }
 
+// PasskeysSpent lists what d spends of passkeys: for each credential
+// whose approval d relies on, the highest sign count, sorted by
+// credential. Run advances the store's counts to these; replay checks
+// they move forward along the journal.
+func (d *Decision) PasskeysSpent() []PasskeySeen {
+	high := map[string]uint32{}
+	for _, a := range d.Evidence {
+		if a.Passkey == nil || !a.Valid || !slices.Contains(d.Relied, a.Signed) {
+			continue
+		}
+		if c, ok := high[a.Passkey.Credential]; !ok || a.Passkey.SignCount > c {
+			high[a.Passkey.Credential] = a.Passkey.SignCount
+		}
+	}
+	out := make([]PasskeySeen, 0, len(high))
+	for c, n := range high {
+		out = append(out, PasskeySeen{Credential: c, SignCount: n})
+	}
+	slices.SortFunc(out, func(a, b PasskeySeen) int { return strings.Compare(a.Credential, b.Credential) })
+	return out
+}
+
 // PasskeyCredentialIDs lists the ids of every credential the policy
 // holds, sorted: the ones whose stored sign counts the gate needs.
 func (p *Policy) PasskeyCredentialIDs() []string {

@@ -307,3 +307,79 @@ func TestPasskeyConcurrentRunsSerialised(t *testing.T) {
 		t.Fatalf("journal: %d intents, want only run 6's", len(in))
 	}
 }
+
+// replay replays the deployment's journal by its trust policy and
+// returns the problem codes of each intent, in order, and whether it
+// verified.
+func (d *pkDeployment) replay(t *testing.T) (codes [][]string, ok bool) {
+	t.Helper()
+	policy, err := approval.LoadPolicy(filepath.Join(d.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(d.dir, "state", "journal", "receipts.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sum, err := (&receipts.Replayer{Policy: policy}).Replay(f, func(r receipts.Result) {
+		if r.Kind != receipts.KindIntent {
+			return
+		}
+		var cs []string
+		for _, p := range r.Problems {
+			cs = append(cs, p.Code+": "+p.Detail)
+		}
+		codes = append(codes, cs)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return codes, sum.OK
+}
+
+// forgetfulStore keeps no sign counts: a store that lost them, or one
+// that lies (the store is not trusted, SPEC §2).
+type forgetfulStore struct{ store.Store }
+
+func (forgetfulStore) AdvanceSignCount(string, uint32, string) error { return nil }
+func (forgetfulStore) SignCounts([]string) (map[string]uint32, error) {
+	return map[string]uint32{}, nil
+}
+
+// Replay checks, offline and along the journal's order, that each
+// credential's sign count moves forward: a journal of runs approved with
+// counts 5 then 6 verifies; one whose store kept no counts, so that a run
+// with count 5 followed one with 6, fails with sign_count_back.
+func TestReplayPasskeySignCounts(t *testing.T) {
+	d := newPasskeyDeployment(t)
+	fp5, _ := d.plan(t, 5)
+	fp6, _ := d.plan(t, 6)
+	for _, fp := range []string{fp5, fp6} {
+		if _, err := d.runner(io.Discard, io.Discard).Run(fp); err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	}
+	if codes, ok := d.replay(t); !ok || len(codes) != 2 {
+		t.Fatalf("replay of runs with counts 5 then 6: ok %v, problems %v; want both verified", ok, codes)
+	}
+
+	d = newPasskeyDeployment(t)
+	fp5, _ = d.plan(t, 5)
+	fp6, _ = d.plan(t, 6)
+	for _, fp := range []string{fp6, fp5} {
+		r := d.runner(io.Discard, io.Discard)
+		r.Store = func(c *config.Config) (store.Store, error) {
+			s, err := store.OpenDir(c.StoreDir())
+			return forgetfulStore{s}, err
+		}
+		if _, err := r.Run(fp); err != nil {
+			t.Fatalf("run with a store that keeps no counts: %v", err)
+		}
+	}
+	codes, ok := d.replay(t)
+	if ok || len(codes) != 2 || len(codes[0]) != 0 || len(codes[1]) != 1 ||
+		!strings.HasPrefix(codes[1][0], receipts.SignCountBack+": ") || !strings.Contains(codes[1][0], "possible clone") {
+		t.Fatalf("replay of runs with counts 6 then 5: ok %v, problems %v; want the second intent failed with %s (a possible clone)", ok, codes, receipts.SignCountBack)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -31,35 +30,6 @@ func (pc *PlanContext) SignCounts() (map[string]uint32, error) {
 	return counts, nil
 }
 
-// PasskeysSpent lists what dec spends of passkeys: for each credential
-// whose approval it relies on, the highest sign count, sorted by
-// credential.
-func PasskeysSpent(dec *approval.Decision) []approval.PasskeySeen {
-	high := map[string]uint32{}
-	for _, a := range dec.Evidence {
-		if a.Passkey == nil || !a.Valid || !slices.Contains(dec.Relied, a.Signed) {
-			continue
-		}
-		if c, ok := high[a.Passkey.Credential]; !ok || a.Passkey.SignCount > c {
-			high[a.Passkey.Credential] = a.Passkey.SignCount
-		}
-	}
-	out := make([]approval.PasskeySeen, 0, len(high))
-	for c, n := range high {
-		out = append(out, approval.PasskeySeen{Credential: c, SignCount: n})
-	}
-	slices.SortFunc(out, func(a, b approval.PasskeySeen) int {
-		if a.Credential < b.Credential {
-			return -1
-		}
-		if a.Credential > b.Credential {
-			return 1
-		}
-		return 0
-	})
-	return out
-}
-
 // advanceSignCounts advances the stored sign count of each passkey dec
 // spends, by the store's conditional write, under a lock per credential
 // that the caller holds (unlock) until the intent receipt is appended: so
@@ -69,7 +39,7 @@ func PasskeysSpent(dec *approval.Decision) []approval.PasskeySeen {
 // before its intent. A count of 0 is an authenticator without a counter
 // (WebAuthn §6.1.1), which the gate judges and nothing advances.
 func advanceSignCounts(pc *PlanContext, dec *approval.Decision, runID string) (unlock func(), err error) {
-	spent := PasskeysSpent(dec)
+	spent := dec.PasskeysSpent()
 	if len(spent) == 0 {
 		return func() {}, nil
 	}
