@@ -151,9 +151,9 @@ func (d *pkDeployment) plan(t *testing.T, counter uint32) (fp, record string) {
 	record = put(sign(d.smith, approval.TypeSmith, approval.CertaintyRecord{Fingerprint: plan.Fingerprint, Summary: "s", Effect: "e",
 		BlastRadius: "b", Rollback: "r", Certainty: "high", Filer: "smith", Issued: now.Add(-time.Minute), Expires: now.Add(time.Hour)}))
 	st2 := approval.PasskeyStatement{Fingerprint: plan.Fingerprint, Decision: approval.Approve, Expires: now.Add(time.Hour),
-		Nonce: []byte("nonce " + plan.Fingerprint[7:19]), Record: record}
+		Nonce: []byte("nonce " + plan.Fingerprint[7:19]), Record: record, Version: 2, Issued: now.Add(-time.Minute)}
 	put(sign(d.bridge, approval.TypePasskey, approval.PasskeyDecision{Fingerprint: st2.Fingerprint, Record: record, Decision: st2.Decision,
-		Approver: "alice", Nonce: st2.Nonce, Issued: now.Add(-time.Minute), Expires: st2.Expires, Assertion: d.assert(t, st2, counter)}))
+		Approver: "alice", Nonce: st2.Nonce, Issued: st2.Issued, Expires: st2.Expires, Assertion: d.assert(t, st2, counter)}))
 	return plan.Fingerprint, record
 }
 
