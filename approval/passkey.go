@@ -48,9 +48,17 @@ type PasskeyDecision struct {
 	Assertion   PasskeyAssertion `json:"assertion"`
 }
 
-// Statement is the statement d's assertion must sign.
+// Statement is the statement d's assertion signs: version 2, which binds
+// Issued. The gate also accepts version 1 ([PasskeyDecision.StatementV1]),
+// what assertions made before version 2 sign.
 func (d *PasskeyDecision) Statement() PasskeyStatement {
-	return PasskeyStatement{Fingerprint: d.Fingerprint, Decision: d.Decision, Expires: d.Expires, Nonce: d.Nonce, Record: d.Record}
+	return PasskeyStatement{Fingerprint: d.Fingerprint, Decision: d.Decision, Expires: d.Expires, Nonce: d.Nonce, Record: d.Record,
+		Version: 2, Issued: d.Issued}
+}
+
+// StatementV1 is the version 1 statement of d: everything but Issued.
+func (d *PasskeyDecision) StatementV1() PasskeyStatement {
+	return PasskeyStatement{Fingerprint: d.Fingerprint, Decision: d.Decision, Expires: d.Expires, Nonce: d.Nonce, Record: d.Record, Version: 1}
 }
 
 // PasskeySeen is what the gate verified of a passkey decision.
@@ -58,6 +66,9 @@ type PasskeySeen struct {
 	Credential   string `json:"credential"`
 	SignCount    uint32 `json:"sign_count"`
 	UserVerified bool   `json:"user_verified"`
+	// Statement is the version of the statement the assertion signs: 2
+	// binds the record's issued time, 1 does not.
+	Statement int `json:"statement"`
 }
 
 // PasskeyCredential is a credential of a principal in trust.toml:
@@ -100,6 +111,39 @@ func (p *Policy) PasskeyRequired(op, target string) bool {
 func (p *Policy) Credential(id string) (*PasskeyCredential, bool) {
 	c, ok := p.byCredential[id]
 	return c, ok
+}
+
+// PasskeysSpent lists what d spends of passkeys: for each credential
+// whose approval d relies on, the highest sign count, sorted by
+// credential. Run advances the store's counts to these; replay checks
+// they move forward along the journal.
+func (d *Decision) PasskeysSpent() []PasskeySeen {
+	high := map[string]uint32{}
+	for _, a := range d.Evidence {
+		if a.Passkey == nil || !a.Valid || !slices.Contains(d.Relied, a.Signed) {
+			continue
+		}
+		if c, ok := high[a.Passkey.Credential]; !ok || a.Passkey.SignCount > c {
+			high[a.Passkey.Credential] = a.Passkey.SignCount
+		}
+	}
+	out := make([]PasskeySeen, 0, len(high))
+	for c, n := range high {
+		out = append(out, PasskeySeen{Credential: c, SignCount: n})
+	}
+	slices.SortFunc(out, func(a, b PasskeySeen) int { return strings.Compare(a.Credential, b.Credential) })
+	return out
+}
+
+// PasskeyCredentialIDs lists the ids of every credential the policy
+// holds, sorted: the ones whose stored sign counts the gate needs.
+func (p *Policy) PasskeyCredentialIDs() []string {
+	ids := make([]string, 0, len(p.byCredential))
+	for id := range p.byCredential {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // parsePasskeys checks the [passkey] table and every principal's
@@ -192,9 +236,14 @@ func (p *Policy) verifyPasskey(d *PasskeyDecision, last map[string]uint32) (*Pas
 	if cd.Type != protocol.AssertCeremony {
 		return nil, nil, pkFail(refusal.SignatureInvalid, "client data type %q is not webauthn.get", cd.Type)
 	}
-	want := PasskeyChallenge(d.Statement())
-	if cd.Challenge != base64.RawURLEncoding.EncodeToString(want[:]) {
-		return nil, nil, pkFail(refusal.SignatureInvalid, "the assertion's challenge is not this decision's (another plan, decision, expiry, nonce or record)")
+	// Version 2 first; a version 1 assertion (made before version 2)
+	// still verifies, its issued time then the service's word only.
+	version := 2
+	if want := PasskeyChallenge(d.Statement()); cd.Challenge != base64.RawURLEncoding.EncodeToString(want[:]) {
+		version = 1
+		if want := PasskeyChallenge(d.StatementV1()); cd.Challenge != base64.RawURLEncoding.EncodeToString(want[:]) {
+			return nil, nil, pkFail(refusal.SignatureInvalid, "the assertion's challenge is not this decision's (another plan, decision, expiry, issued time, nonce or record)")
+		}
 	}
 	if cd.Origin != p.Passkey.Origin || cd.CrossOrigin || cd.TopOrigin != "" {
 		return nil, nil, pkFail(refusal.SignatureInvalid, "the assertion was made at origin %q, not the approval page %q", cd.Origin, p.Passkey.Origin)
@@ -222,7 +271,7 @@ func (p *Policy) verifyPasskey(d *PasskeyDecision, last map[string]uint32) (*Pas
 	if prev := last[credID]; (ad.Counter != 0 || prev != 0) && ad.Counter <= prev {
 		return nil, nil, pkFail(refusal.SignatureInvalid, "sign count %d of credential %s is not above %d, the last seen: a possible clone of the passkey", ad.Counter, credID, prev)
 	}
-	return cred, &PasskeySeen{Credential: credID, SignCount: ad.Counter, UserVerified: ad.Flags.UserVerified()}, nil
+	return cred, &PasskeySeen{Credential: credID, SignCount: ad.Counter, UserVerified: ad.Flags.UserVerified(), Statement: version}, nil
 }
 
 // passkeyKeyLine returns the line of key in the j-th [[principal.passkey]]

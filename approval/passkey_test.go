@@ -293,3 +293,65 @@ func TestPasskeyEvidence(t *testing.T) {
 		})
 	}
 }
+
+// TestPasskeyStatementVersions: a version 2 assertion binds the record's
+// issued time, so a record post-dated by the storing service is refused;
+// a version 1 assertion (made before version 2) still verifies, and the
+// gate says which version it verified.
+func TestPasskeyStatementVersions(t *testing.T) {
+	alice := newAuthenticator(t, "alice")
+	policy := passkeyPolicy(t, alice, "", true)
+	issued := testNow.Add(-time.Minute)
+	record := func(t *testing.T, st approval.PasskeyStatement, as approval.PasskeyAssertion, issued time.Time) *approval.Envelope {
+		return mustSign(t, "bridge", approval.TypePasskey, approval.PasskeyDecision{
+			Fingerprint: st.Fingerprint, Record: st.Record, Decision: st.Decision, Approver: "alice",
+			Nonce: st.Nonce, Issued: issued, Expires: st.Expires, Assertion: as,
+		})
+	}
+	eval := func(w *passkeyWorld, env *approval.Envelope) (*approval.Decision, error) {
+		return approval.Evaluate(approval.Input{Plan: w.planEnv, Evidence: append(w.evidence, env), Policy: policy, Op: w.op, Now: testNow})
+	}
+	statement := func(w *passkeyWorld) approval.PasskeyStatement {
+		st := w.statement(approval.Approve)
+		st.Version, st.Issued = 2, issued
+		return st
+	}
+	seen := func(d *approval.Decision) *approval.PasskeySeen {
+		for _, a := range d.Evidence {
+			if a.Passkey != nil {
+				return a.Passkey
+			}
+		}
+		return nil
+	}
+	t.Run("v2", func(t *testing.T) {
+		w := newPasskeyWorld(t, "")
+		st := statement(w)
+		d, err := eval(w, record(t, st, alice.assert(t, st, ceremony{}), issued))
+		if err != nil {
+			t.Fatalf("v2 assertion refused: %v", err)
+		}
+		if s := seen(d); s == nil || s.Statement != 2 {
+			t.Fatalf("passkey seen %+v; want statement 2", s)
+		}
+	})
+	t.Run("v2_post_dated", func(t *testing.T) {
+		w := newPasskeyWorld(t, "")
+		st := statement(w)
+		_, err := eval(w, record(t, st, alice.assert(t, st, ceremony{}), issued.Add(30*time.Second)))
+		if err == nil || !strings.Contains(err.Error(), "challenge is not this decision's") {
+			t.Fatalf("v2 assertion in a record whose issued time was moved: %v; want the challenge refused", err)
+		}
+	})
+	t.Run("v1", func(t *testing.T) {
+		w := newPasskeyWorld(t, "")
+		st := w.statement(approval.Approve) // version 0: v1
+		d, err := eval(w, record(t, st, alice.assert(t, st, ceremony{}), issued))
+		if err != nil {
+			t.Fatalf("v1 assertion refused: %v", err)
+		}
+		if s := seen(d); s == nil || s.Statement != 1 {
+			t.Fatalf("passkey seen %+v; want statement 1", s)
+		}
+	})
+}

@@ -57,6 +57,11 @@ const (
 	// (by the gate's rule) of the break-glass run earlier in the journal
 	// that it names (issue 22).
 	ReviewInvalid = "review_invalid"
+	// SignCountBack: an intent spent a passkey approval whose sign count
+	// is not above the one an earlier intent of the journal spent of the
+	// same credential: a possible clone of the passkey, or a run whose
+	// store did not keep the count (issue 30, ADR 0043).
+	SignCountBack = "sign_count_back"
 )
 
 // MaxClockSkew is how far a receipt's time may go back from the latest
@@ -183,6 +188,8 @@ type entry struct {
 	relied    []string
 	slots     int // uses of the anchor, for Gera decisions
 	bg        *bgEntry
+	// passkeys are the passkey sign counts the intent's gate spent.
+	passkeys []approval.PasskeySeen
 }
 
 // bgEntry is a break-glass intent as the in-order stage needs it.
@@ -570,6 +577,7 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 			e.relied = append(e.relied, s.ID)
 		}
 		e.slots = dec.AnchorUses
+		e.passkeys = dec.PasskeysSpent()
 		if dec.Path == operations.PathBreakGlass {
 			rp.breakGlassEntry(e, in, dec)
 		}
@@ -739,6 +747,9 @@ type state struct {
 	entries uint64
 	cpCount uint64 // the checkpoint's count, if any
 	cpHash  string // the hash of that entry, once reached
+	// signCounts is the highest sign count spent so far of each passkey
+	// credential, and the line of the intent that spent it.
+	signCounts map[string]spentCount
 	// bgRuns are the break-glass runs so far, by breaker, in order.
 	bgRuns  map[string][]*bgEntry
 	bgOrder []*bgEntry
@@ -798,6 +809,7 @@ func (st *state) check(e *entry) {
 		if e.bg != nil {
 			st.checkBreakGlass(e)
 		}
+		st.checkSignCounts(e)
 		for i, id := range e.relied {
 			allowed := allowedUses(i, e.slots)
 			k := maphash.String(st.seed, id)
@@ -822,6 +834,34 @@ func (st *state) check(e *entry) {
 			}
 			delete(st.open, r.RunID)
 			delete(st.openHash, r.RunID)
+		}
+	}
+}
+
+// spentCount is a sign count an intent spent.
+type spentCount struct {
+	count uint32
+	line  int
+}
+
+// checkSignCounts checks, in journal order, that each passkey credential's
+// sign count spent by intent e is above the highest an earlier intent
+// spent: run advances the store's count under a lock held until the
+// intent is appended, so the journal's order is the advances' order. An
+// authenticator without a counter says 0 every time (WebAuthn §6.1.1),
+// which the gate accepts while nothing above 0 was seen; so does this.
+func (st *state) checkSignCounts(e *entry) {
+	for _, p := range e.passkeys {
+		prev, seen := st.signCounts[p.Credential]
+		if seen && (p.SignCount != 0 || prev.count != 0) && p.SignCount <= prev.count {
+			e.res.add(SignCountBack, "passkey credential %s: sign count %d is not above %d, spent by the intent on line %d: a possible clone of the passkey", p.Credential, p.SignCount, prev.count, prev.line)
+			continue
+		}
+		if !seen || p.SignCount > prev.count {
+			if st.signCounts == nil {
+				st.signCounts = map[string]spentCount{}
+			}
+			st.signCounts[p.Credential] = spentCount{count: p.SignCount, line: e.line.No}
 		}
 	}
 }

@@ -213,3 +213,12 @@ func archiveAt(ctx context.Context, c *config.Config, url string) (*archive.Arch
 	}
 	return openArchive(ctx, nil, ac)
 }
+
+func (f failClosed) AdvanceSignCount(cred string, count uint32, run string) error {
+	return unavailable("", f.s.AdvanceSignCount(cred, count, run))
+}
+
+func (f failClosed) SignCounts(creds []string) (map[string]uint32, error) {
+	counts, err := f.s.SignCounts(creds)
+	return counts, unavailable("", err)
+}

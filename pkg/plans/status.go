@@ -81,8 +81,12 @@ func judge(rn *runner.Runner, pc *runner.PlanContext, dg operations.Digester, no
 	if err != nil {
 		return nil, problems, err
 	}
+	counts, err := pc.SignCounts()
+	if err != nil {
+		return nil, problems, err
+	}
 	dec, gateErr := approval.Evaluate(approval.Input{
-		Plan: pc.Envelope, Evidence: evidence, Unreadable: append(runner.ProblemStrings(problems), histProblems...), Policy: pc.Policy, Op: pc.Op, Now: now, Used: used, BreakGlass: hist,
+		Plan: pc.Envelope, Evidence: evidence, Unreadable: append(runner.ProblemStrings(problems), histProblems...), Policy: pc.Policy, Op: pc.Op, Now: now, Used: used, BreakGlass: hist, SignCounts: counts,
 		// status does not run the precondition check; run does (issue 22).
 		PreconditionUnchecked: true,
 	})

@@ -81,8 +81,12 @@ func (pc *PlanContext) gateBeforeCheck(r *Runner) error {
 	if err != nil {
 		return err
 	}
+	counts, err := pc.SignCounts()
+	if err != nil {
+		return err
+	}
 	_, err = approval.Evaluate(approval.Input{Plan: pc.Envelope, Evidence: evidence, PreconditionUnchecked: true,
-		Unreadable: append(ProblemStrings(problems), histProblems...), Policy: pc.Policy, Op: pc.Op, Now: r.Now(), Used: map[string]int{}, BreakGlass: hist})
+		Unreadable: append(ProblemStrings(problems), histProblems...), Policy: pc.Policy, Op: pc.Op, Now: r.Now(), Used: map[string]int{}, BreakGlass: hist, SignCounts: counts})
 	return err
 }
 

@@ -175,10 +175,16 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	}
 	unreadable := append(ProblemStrings(problems), histProblems...)
 	used := map[string]int{}
+	// The stored sign count of each passkey credential: an assertion not
+	// above its credential's is refused (ADR 0043).
+	counts, err := pc.SignCounts()
+	if err != nil {
+		return nil, err
+	}
 	var dec *approval.Decision
 	slot, lost, logReady := 0, false, false
 	for {
-		dec, err = approval.Evaluate(approval.Input{Plan: pc.Envelope, Evidence: evidence, Precondition: pre, Unreadable: unreadable, Policy: pc.Policy, Op: pc.Op, Now: r.Now(), Used: used, BreakGlass: hist})
+		dec, err = approval.Evaluate(approval.Input{Plan: pc.Envelope, Evidence: evidence, Precondition: pre, Unreadable: unreadable, Policy: pc.Policy, Op: pc.Op, Now: r.Now(), Used: used, BreakGlass: hist, SignCounts: counts})
 		if rf, ok := refusal.As(err); ok && lost && rf.Code == refusal.EvidenceConsumed {
 			rf.Reason = "the approval this run relies on was consumed by another run: " + rf.Reason
 			return nil, rf
@@ -215,6 +221,15 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 			return nil, err
 		}
 	}
+	// A passkey approval spent also advances its credential's sign count,
+	// by the store's conditional write: of two runs racing on one
+	// credential the loser refuses here, before its intent. The lock per
+	// credential is held until the intent is appended, so the journal's
+	// order is the advances' order (replay checks it).
+	unlockCounts, err := advanceSignCounts(pc, dec, runID)
+	if err != nil {
+		return nil, err
+	}
 	failpoint.Hit("after-consume")
 
 	// 5. The intent receipt, durable before anything executes.
@@ -226,6 +241,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	}
 	intent = dl.Stamp(intent)
 	in, err := j.Append(&receipts.Receipt{Kind: receipts.KindIntent, RunID: runID, Intent: intent})
+	unlockCounts()
 	if err != nil {
 		return nil, fmt.Errorf("writing intent receipt (nothing ran): %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 //	                           BreakGlassKey(P), P's break-glass records and reviews
 //	consumed/ID.SLOT           one file per spent use of record ID, holding the run id
 //	consumed/ID.run-RUN        the slot run RUN holds (so a retry spends nothing more)
+//	signcount/KEY.V            version V of a passkey credential's sign count, "COUNT RUN"
 type Dir struct {
 	Root string
 }
@@ -289,5 +290,95 @@ func (d *Dir) Plans() ([]string, error) {
 		}
 	}
 	sort.Strings(out)
+	return out, nil
+}
+
+// AdvanceSignCount implements [Store] by exclusive creation, like
+// consumption: credential cred's counts are a chain of versions
+// signcount/KEY.V (KEY is [CredKey]), each holding "COUNT RUN" and each
+// created whole by link(2) ([durable.CreateOnce]). An
+// advance reads the newest version, checks count is above it, and creates
+// the next version exclusively; losing that race to another run means
+// reading the winner's count and checking again, so two runs are
+// serialised and the one whose count is not above is refused.
+func (d *Dir) AdvanceSignCount(cred string, count uint32, run string) error {
+	if err := CheckRunID(run); err != nil {
+		return err
+	}
+	dir := filepath.Join(d.Root, "signcount")
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	k := CredKey(cred)
+	for {
+		v, stored, holder, ok, err := d.signCount(k)
+		if err != nil {
+			return err
+		}
+		if ok && stored == count && holder == run {
+			return nil // this run's own advance, retried
+		}
+		if ok && count <= stored {
+			return SignCountBack(cred, count, stored)
+		}
+		next := 0
+		if ok {
+			next = v + 1
+		}
+		path := filepath.Join(dir, k+"."+strconv.Itoa(next))
+		// CreateOnce, not CreateExclusive: a racing reader must never see
+		// a version empty or half written.
+		err = durable.CreateOnce(path, []byte(strconv.FormatUint(uint64(count), 10)+" "+run), 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue // another run advanced first: judge against its count
+		}
+		return err
+	}
+}
+
+// signCount returns the newest version of credential key k's chain, the
+// count and run it holds, and whether there is one.
+func (d *Dir) signCount(k string) (v int, count uint32, run string, ok bool, err error) {
+	dir := filepath.Join(d.Root, "signcount")
+	name := func(i int) string { return filepath.Join(dir, k+"."+strconv.Itoa(i)) }
+	taken := func(i int) bool { _, err := os.Lstat(name(i)); return err == nil }
+	if !taken(0) {
+		return 0, 0, "", false, nil
+	}
+	lo, hi := 0, 1
+	for taken(hi) {
+		lo, hi = hi, 2*hi
+	}
+	for hi-lo > 1 {
+		if mid := lo + (hi-lo)/2; taken(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	data, err := os.ReadFile(name(lo))
+	if err != nil {
+		return 0, 0, "", false, err
+	}
+	c, r, _ := strings.Cut(string(data), " ")
+	n, err := strconv.ParseUint(c, 10, 32)
+	if err != nil {
+		return 0, 0, "", false, fmt.Errorf("%s: not a sign count: %w", name(lo), err)
+	}
+	return lo, uint32(n), r, true, nil
+}
+
+// SignCounts implements [Store].
+func (d *Dir) SignCounts(creds []string) (map[string]uint32, error) {
+	out := map[string]uint32{}
+	for _, c := range creds {
+		_, n, _, ok, err := d.signCount(CredKey(c))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[c] = n
+		}
+	}
 	return out, nil
 }

@@ -5,6 +5,8 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,14 +39,41 @@ type Store interface {
 	Consume(id string, uses int, run string) (slot int, err error)
 	// Used reports how many uses of each record are spent.
 	Used(ids []string) (map[string]int, error)
+	// AdvanceSignCount raises the stored sign count of passkey credential
+	// cred to count for the run named run, by a conditional write: it
+	// succeeds only when count is strictly greater than the stored count
+	// (or none is stored), and otherwise returns an error matching
+	// ErrSignCount (made by [SignCountBack]). Of two runs racing on one
+	// credential the write serialises them. It is idempotent per run: a
+	// retry by the run whose write already holds count succeeds
+	// (docs/adr/0043-passkey-assertions-as-evidence.md).
+	AdvanceSignCount(cred string, count uint32, run string) error
+	// SignCounts returns the stored sign count of each credential that
+	// has one.
+	SignCounts(creds []string) (map[string]uint32, error)
 }
 
 // Errors a Store returns; callers branch on them with errors.Is.
 var (
-	ErrNotFound = errors.New("not found")
-	ErrExists   = errors.New("already exists with other content")
-	ErrConsumed = errors.New("evidence already consumed")
+	ErrNotFound  = errors.New("not found")
+	ErrExists    = errors.New("already exists with other content")
+	ErrConsumed  = errors.New("evidence already consumed")
+	ErrSignCount = errors.New("passkey sign count did not move forward")
 )
+
+// SignCountBack is the error of an AdvanceSignCount refused because count
+// is not above the stored one; every backend returns it.
+func SignCountBack(cred string, count, stored uint32) error {
+	return fmt.Errorf("passkey credential %.16s…: sign count %d is not above the stored %d, a possible clone: %w", cred, count, stored, ErrSignCount)
+}
+
+// CredKey is the name under which a backend keeps credential cred's sign
+// count: the hex SHA-256 of the credential id, so any id makes a safe
+// file name or key.
+func CredKey(cred string) string {
+	h := sha256.Sum256([]byte(cred))
+	return hex.EncodeToString(h[:])
+}
 
 // Consumed is the error of a Consume that found every use of record id
 // spent by other runs; every backend returns it, so the refusal reads the

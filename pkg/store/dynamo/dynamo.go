@@ -495,3 +495,78 @@ func (s *Store) Used(ids []string) (map[string]int, error) {
 	}
 	return out, nil
 }
+
+// signCountPK is the partition key of a credential's sign-count item.
+func signCountPK(cred string) string { return "signcount#" + store.CredKey(cred) }
+
+// AdvanceSignCount implements [store.Store] with one conditional write
+// of the credential's item signcount#KEY / count:
+//
+//	SET n = :c, r = :run
+//	IF attribute_not_exists(n) OR n < :c OR (n = :c AND r = :run)
+//
+// DynamoDB serialises the writes, so of two runs racing on one credential
+// the one whose count is not above the winner's fails the condition and is
+// refused; the last clause makes a retried write of this run succeed.
+func (s *Store) AdvanceSignCount(cred string, count uint32, run string) error {
+	if err := store.CheckRunID(run); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx()
+	defer cancel()
+	k := key(signCountPK(cred), countSK)
+	c := &types.AttributeValueMemberN{Value: strconv.FormatUint(uint64(count), 10)}
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      k,
+		UpdateExpression:         aws.String("SET #n = :c, #r = :run"),
+		ConditionExpression:      aws.String("attribute_not_exists(#n) OR #n < :c OR (#n = :c AND #r = :run)"),
+		ExpressionAttributeNames: map[string]string{"#n": attrN, "#r": "r"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":c": c, ":run": str(run),
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return s.fail("UpdateItem", err)
+	}
+	old := ccf.Item
+	if old == nil { // dynalite does not return the item: read it
+		got, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(s.table), Key: k, ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return s.fail("GetItem", err)
+		}
+		old = got.Item
+	}
+	stored, ok := number(old[attrN])
+	if !ok || stored < int(count) {
+		return fmt.Errorf("%s: the conditional write failed but the stored count (%v) is below %d", s.path(signCountPK(cred), countSK), old[attrN], count)
+	}
+	return store.SignCountBack(cred, count, uint32(stored))
+}
+
+// SignCounts implements [store.Store] with a strongly consistent read of
+// each credential's item.
+func (s *Store) SignCounts(creds []string) (map[string]uint32, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	out := map[string]uint32{}
+	for _, c := range creds {
+		got, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(s.table), Key: key(signCountPK(c), countSK), ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return nil, s.fail("GetItem", err)
+		}
+		if n, ok := number(got.Item[attrN]); ok {
+			out[c] = uint32(n)
+		}
+	}
+	return out, nil
+}

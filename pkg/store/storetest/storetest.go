@@ -158,6 +158,9 @@ func RunConformanceWith(t *testing.T, open func(t *testing.T) store.Store, o Opt
 		{"ConcurrentPutPlan", testConcurrentPutPlan},
 		{"ConcurrentPutEvidence", testConcurrentPutEvidence},
 		{"BreakGlassByPrincipal", testBreakGlassByPrincipal},
+		{"SignCountAdvance", testSignCountAdvance},
+		{"ConcurrentSignCountSame", testConcurrentSignCountSame},
+		{"ConcurrentSignCountMany", testConcurrentSignCountMany},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if why, skip := o.Skip[c.name]; skip {
@@ -618,5 +621,106 @@ func testBreakGlassByPrincipal(t *testing.T, s store.Store) {
 	}
 	if got, _, _ := store.BreakGlass(s, "alic"); len(got) != 0 {
 		t.Fatalf("BreakGlass of a prefix of a principal = %v, want nothing", got)
+	}
+}
+
+// testSignCountAdvance: a credential's count only moves forward; equal or
+// lower is refused as a possible clone; a retry by the run that holds the
+// count succeeds; credentials are independent.
+func testSignCountAdvance(t *testing.T, s store.Store) {
+	cred, other := "cred-advance", "cred-other"
+	if got, err := s.SignCounts([]string{cred}); err != nil || len(got) != 0 {
+		t.Fatalf("SignCounts of nothing = %v, %v; want empty", got, err)
+	}
+	r1, r2, r3 := NewRun(), NewRun(), NewRun()
+	if err := s.AdvanceSignCount(cred, 5, r1); err != nil {
+		t.Fatalf("first advance to 5: %v", err)
+	}
+	if err := s.AdvanceSignCount(cred, 5, r1); err != nil {
+		t.Fatalf("retry of the same run's advance to 5: %v, want success", err)
+	}
+	for _, c := range []uint32{5, 4, 0} {
+		err := s.AdvanceSignCount(cred, c, r2)
+		if !errors.Is(err, store.ErrSignCount) || !strings.Contains(err.Error(), "possible clone") {
+			t.Fatalf("advance from 5 to %d by another run: %v; want ErrSignCount saying possible clone", c, err)
+		}
+	}
+	if err := s.AdvanceSignCount(cred, 9, r3); err != nil {
+		t.Fatalf("advance 5 to 9: %v", err)
+	}
+	if err := s.AdvanceSignCount(cred, 5, r1); !errors.Is(err, store.ErrSignCount) {
+		t.Fatalf("run 1 retrying 5 after 9 is stored: %v; want ErrSignCount", err)
+	}
+	if err := s.AdvanceSignCount(other, 1, r2); err != nil {
+		t.Fatalf("another credential's count: %v", err)
+	}
+	got, err := s.SignCounts([]string{cred, other, "cred-none"})
+	if err != nil || len(got) != 2 || got[cred] != 9 || got[other] != 1 {
+		t.Fatalf("SignCounts = %v, %v; want %s=9 %s=1", got, err, cred, other)
+	}
+}
+
+// signCountRace starts one goroutine per count, releases them together
+// and returns which counts were accepted; every refusal must be
+// ErrSignCount.
+func signCountRace(t *testing.T, s store.Store, cred string, counts []uint32) []uint32 {
+	t.Helper()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		won  []uint32
+		errs []error
+	)
+	start := make(chan struct{})
+	for _, c := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run := NewRun()
+			<-start
+			err := s.AdvanceSignCount(cred, c, run)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won = append(won, c)
+			case !errors.Is(err, store.ErrSignCount):
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("advances failed other than by ErrSignCount: %v", errs)
+	}
+	return won
+}
+
+// testConcurrentSignCountSame: runs racing to spend one count of one
+// credential are serialised: exactly one wins.
+func testConcurrentSignCountSame(t *testing.T, s store.Store) {
+	counts := make([]uint32, Goroutines)
+	for i := range counts {
+		counts[i] = 7
+	}
+	if won := signCountRace(t, s, "cred-same", counts); len(won) != 1 {
+		t.Fatalf("%d runs advancing one credential to 7: %d won; want exactly one", Goroutines, len(won))
+	}
+}
+
+// testConcurrentSignCountMany: runs racing with distinct counts end with
+// the highest stored, and the highest is never refused.
+func testConcurrentSignCountMany(t *testing.T, s store.Store) {
+	var counts []uint32
+	for i := range 16 {
+		counts = append(counts, uint32(10+i))
+	}
+	won := signCountRace(t, s, "cred-many", counts)
+	if !slices.Contains(won, 25) {
+		t.Fatalf("the highest count 25 was refused; won %v", won)
+	}
+	if got, err := s.SignCounts([]string{"cred-many"}); err != nil || got["cred-many"] != 25 {
+		t.Fatalf("SignCounts after the race = %v, %v; want 25", got, err)
 	}
 }
