@@ -10,7 +10,7 @@
 // The calls here are ops list and show, whoami, plan, status and its wait,
 // the calls that add a signed record to a plan (file, decide, gera,
 // withdraw, freeze grant, break-glass and its review), run, receipts list,
-// show and export, and shell completion's; the others still run as commands
+// show, checkpoint and export, and shell completion's; the others still run as commands
 // inside the service
 // (docs/adr/0038-one-typed-api.md says which, and the plan for them).
 package api
@@ -85,6 +85,9 @@ type API interface {
 	// a caller with no key of the policy reads break-glass runs without
 	// their reason and incident.
 	ReceiptsList(ctx context.Context, req ReceiptsListRequest) (*ReceiptsListResult, error)
+	// ReceiptsCheckpoint signs the journal's head (count and hash of the
+	// last complete line) with the runner key.
+	ReceiptsCheckpoint(ctx context.Context, req ReceiptsCheckpointRequest) (*ReceiptsCheckpointResult, error)
 	// ReceiptsExport writes each run of the journal to req.Out as an
 	// in-toto attestation the runner key signs; every entry must verify,
 	// or nothing more is exported (a data error). It shows what plans

@@ -119,3 +119,15 @@ type ReceiptsExportRequest struct {
 type ReceiptsExportResult struct {
 	Runs int `json:"runs"`
 }
+
+// ReceiptsCheckpointRequest asks for the journal's head signed by the
+// runner key.
+type ReceiptsCheckpointRequest struct{}
+
+// ReceiptsCheckpointResult is the signed head, and what it says (the
+// payload, unverified by whoever reads it here: replay verifies the
+// envelope).
+type ReceiptsCheckpointResult struct {
+	Checkpoint receipts.Checkpoint `json:"checkpoint"`
+	Envelope   *approval.Envelope  `json:"envelope"`
+}

@@ -367,6 +367,14 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		// Names and fingerprints for any caller; a break-glass run's
 		// reason and incident only with a key (localAPI.ReceiptsList).
 		result, err = a.ReceiptsList(ctx, r)
+	case "receipts-checkpoint":
+		// Signed here, with the service's runner key; the client writes
+		// it where its caller asked.
+		var r api.ReceiptsCheckpointRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.ReceiptsCheckpoint(ctx, r)
 	case "receipts-export":
 		var r api.ReceiptsExportRequest
 		if err := decodeArgs(req.Op, req.Args, &r); err != nil {

@@ -232,6 +232,9 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"receipts list", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{}) }},
 		{"receipts list --last 1", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: 1}) }},
 		{"receipts list with a negative --last refused", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: -1}) }},
+		{"receipts checkpoint", func(a api.API) (any, error) {
+			return a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{})
+		}},
 		{"receipts export", func(a api.API) (any, error) {
 			var out bytes.Buffer
 			r, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: true, Out: &out})

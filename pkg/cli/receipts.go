@@ -84,11 +84,7 @@ off after it.`,
 		Example: "  prod-write receipts checkpoint --out /backup/head.json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var h []handover
-			if out != "" {
-				h = append(h, handover{name: "out", path: out, write: true})
-			}
-			return f.dispatch("receipts-checkpoint", nil, h, func() error { return receiptsCheckpoint(f, out) })
+			return receiptsCheckpoint(cmd.Context(), f, out)
 		},
 	}
 	cp.Flags().StringVar(&out, "out", "", "write the checkpoint to `FILE` instead of stdout")
@@ -212,10 +208,40 @@ func openSigningJournal(f *Factory) (*signingJournal, error) {
 	return &signingJournal{cfg: c, policy: p, key: k, runner: pr, journal: fl}, nil
 }
 
-func receiptsCheckpoint(f *Factory, out string) error {
-	sj, err := openSigningJournal(f)
+// receiptsCheckpoint is receipts checkpoint through the API this caller
+// reaches, written here: to stdout, or to out as the caller.
+func receiptsCheckpoint(ctx context.Context, f *Factory, out string) error {
+	a, err := f.api()
 	if err != nil {
 		return err
+	}
+	r, err := a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{})
+	if err != nil {
+		return err
+	}
+	var doc any = r.Envelope
+	if f.JSON {
+		// The checkpoint and what it says, as a document (docs/JSON.md);
+		// replay --checkpoint takes this as well as the bare envelope.
+		doc = checkpointDoc{FormatVersion, r.Checkpoint, r.Envelope}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if out == "" {
+		_, err = f.IO.Out.Write(b)
+		return err
+	}
+	return os.WriteFile(out, b, 0o644)
+}
+
+func (a localAPI) ReceiptsCheckpoint(context.Context, api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
+	f := a.f
+	sj, err := openSigningJournal(f)
+	if err != nil {
+		return nil, err
 	}
 	defer sj.journal.Close()
 	c, k, pr, fl := sj.cfg, sj.key, sj.runner, sj.journal
@@ -234,28 +260,24 @@ func receiptsCheckpoint(f *Factory, out string) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	env, err := approval.Sign(k, receipts.CheckpointType, cp)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var doc any = env
-	if f.JSON {
-		// The checkpoint and what it says, as a document (docs/JSON.md);
-		// replay --checkpoint takes this as well as the bare envelope.
-		doc = checkpointDoc{FormatVersion, cp, env}
+	return &api.ReceiptsCheckpointResult{Checkpoint: cp, Envelope: env}, nil
+}
+
+func (a serviceAPI) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
+	var r api.ReceiptsCheckpointResult
+	if err := a.call(ctx, "receipts-checkpoint", req, &r); err != nil {
+		return nil, err
 	}
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return err
+	if r.Envelope == nil {
+		return nil, errors.New("the runner service answered a checkpoint with no envelope")
 	}
-	b = append(b, '\n')
-	if out == "" {
-		_, err = f.IO.Out.Write(b)
-		return err
-	}
-	return os.WriteFile(out, b, 0o644)
+	return &r, nil
 }
 
 // checkpointDoc is `receipts checkpoint --json`: the signed envelope, and

@@ -955,10 +955,6 @@ func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 		return refusal.New(refusal.PrincipalUnknown, "%s shows what plans bind, and the caller handed over no key of the trust policy", strings.ReplaceAll(req.Op, "-", " ")).Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
 	}
 	switch req.Op {
-	case "receipts-checkpoint":
-		// The client opened --out itself, as the caller, and handed it
-		// over as stdout.
-		return receiptsCheckpoint(f, "")
 	case "replay":
 		return replayService(f)
 	}
