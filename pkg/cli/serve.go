@@ -848,14 +848,6 @@ func (s *serviceState) principalOf(kf *os.File) *approval.Principal {
 	return pr
 }
 
-// plansReadByKeyOnly are the calls that show what a plan binds (argv,
-// params, file paths, environment values): a caller without a key of the
-// policy is refused them (docs/adr/0036-the-service-never-waits-on-a-caller.md).
-// It still sees operation names and fingerprints (ops list, receipts list,
-// completion), and receipts show answers it redacted (the typed call,
-// serveReceiptsShow).
-var plansReadByKeyOnly = []string{"status"}
-
 // mayReadPlans reports whether the caller may read what plans bind: it
 // handed over a key of the policy, or it is root or the service's own
 // account, which can read the store's files anyway.
@@ -951,9 +943,6 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 
 func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
 	req := sc.c.Request
-	if slices.Contains(plansReadByKeyOnly, req.Op) && !sc.mayReadPlans() {
-		return refusal.New(refusal.PrincipalUnknown, "%s shows what plans bind, and the caller handed over no key of the trust policy", strings.ReplaceAll(req.Op, "-", " ")).Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
-	}
 	switch req.Op {
 	case "replay":
 		return replayService(f)
