@@ -10,9 +10,8 @@
 // The calls here are ops list and show, whoami, plan, status and its wait,
 // the calls that add a signed record to a plan (file, decide, gera,
 // withdraw, freeze grant, break-glass and its review), run, receipts list,
-// show, checkpoint and export, and shell completion's; the others still run as commands
-// inside the service
-// (docs/adr/0038-one-typed-api.md says which, and the plan for them).
+// show, checkpoint and export, replay, and shell completion's
+// (docs/API.md).
 package api
 
 import (
@@ -93,6 +92,9 @@ type API interface {
 	// or nothing more is exported (a data error). It shows what plans
 	// bind: a caller with no key of the policy is refused.
 	ReceiptsExport(ctx context.Context, req ReceiptsExportRequest) (*ReceiptsExportResult, error)
+	// Replay replays the service's own journal, each entry's verdict to
+	// req.Each; a journal that is not receipts at all is a data error.
+	Replay(ctx context.Context, req ReplayRequest) (*ReplayResult, error)
 	// ReceiptsShow returns the journal entries of one run or one
 	// sequence number; a caller with no key of the policy reads them
 	// redacted (ReceiptEntry).

@@ -385,6 +385,15 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		// policy is refused (localAPI.ReceiptsExport).
 		r.Out = f.IO.Out
 		result, err = a.ReceiptsExport(ctx, r)
+	case "replay":
+		var r api.ReplayRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// The service's own journal, policy, registry and history:
+		// nothing the caller names. The verdicts name operations and
+		// runners, and say why an entry fails, as receipts list does.
+		result, err = serveReplay(ctx, a, f.IO.Out)
 	case "receipts-show":
 		var r api.ReceiptsShowRequest
 		if err := decodeArgs(req.Op, req.Args, &r); err != nil {

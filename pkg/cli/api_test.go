@@ -25,6 +25,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
+	"github.com/prod-write/prod-write/receipts"
 )
 
 // apiWorld is one deployment reached two ways: in-process, and through a
@@ -232,6 +233,17 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"receipts list", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{}) }},
 		{"receipts list --last 1", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: 1}) }},
 		{"receipts list with a negative --last refused", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: -1}) }},
+		{"replay", func(a api.API) (any, error) {
+			var rows []receipts.Result
+			r, err := a.Replay(ctx, api.ReplayRequest{Each: func(r receipts.Result) { rows = append(rows, r) }})
+			if err == nil && (len(rows) != 2 || !r.Summary.OK) {
+				t.Errorf("replay of one run: %+v and %d verdicts", r, len(rows))
+			}
+			return struct {
+				Result *api.ReplayResult
+				Rows   []receipts.Result
+			}{r, rows}, err
+		}},
 		{"receipts checkpoint", func(a api.API) (any, error) {
 			return a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{})
 		}},

@@ -24,44 +24,15 @@ type handover struct {
 	write bool // opened to be written (receipts checkpoint --out)
 }
 
-// dispatch runs a command here (local mode), or, when the configuration
-// names a runner service, as a call to it (SPEC §13). args are the
-// command's options as the service decodes them; extra the files the
-// caller named.
-func (f *Factory) dispatch(op string, args any, extra []handover, local func() error) error {
-	if f.call != nil {
-		return local()
-	}
-	c, err := f.loadConfig()
-	if err != nil {
-		return err
-	}
-	if c.Service.Socket == "" {
-		return local()
-	}
-	return f.callService(c, op, args, extra)
-}
-
 // ServiceUnavailable is the refusal of a client that cannot reach the
 // runner service: nothing ran.
 const ServiceUnavailable refusal.Code = "service_unavailable"
 
-func (f *Factory) callService(c *config.Config, op string, args any, extra []handover) error {
-	return f.callServiceContext(context.Background(), c, op, args, extra)
-}
-
-// callServiceContext is callService ended early when ctx is done: the
-// connection is closed, so the service sees its client go and ends a wait
-// at once (docs/adr/0031-waits-through-the-service.md). Only for calls
-// that wait: a run carries on when its client goes, and its outcome would
-// be lost to the caller.
-func (f *Factory) callServiceContext(ctx context.Context, c *config.Config, op string, args any, extra []handover) error {
-	_, err := f.callServiceAPI(ctx, c, op, 0, args, extra)
-	return err
-}
-
-// callServiceAPI is callServiceContext that, with apiVersion set, asks for
-// the call's typed result (pkg/api) and returns the service's reply.
+// callServiceAPI makes a typed call (pkg/api) to the runner service c
+// names, handing over the caller's files, and returns the service's
+// reply. When ctx is done the connection is closed, so the service sees
+// its client go and ends a wait at once
+// (docs/adr/0031-waits-through-the-service.md); a run carries on.
 func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op string, apiVersion int, args any, extra []handover) ([]byte, error) {
 	req := service.Request{Op: op, JSON: f.JSON, API: apiVersion}
 	if args != nil {

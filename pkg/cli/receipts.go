@@ -389,7 +389,10 @@ no receipts.`,
 				// caller's own rights: replay needs no privilege.
 				return replayRun(opts)
 			}
-			return f.dispatch("replay", nil, nil, func() error { return replayRun(opts) })
+			if c, err := f.loadConfig(); err == nil && c.Service.Socket != "" {
+				return replayThroughService(cmd.Context(), f)
+			}
+			return replayRun(opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")

@@ -917,14 +917,9 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 	}
 	var err error
 	var code int
-	if c.Request.API != 0 {
-		// A typed call: its outcome is the reply, nothing is printed
-		// (err is a call that could not be answered at all).
-		code, err = h.serveAPI(f, sc)
-	} else {
-		err = h.dispatch(f, sc)
-		code = ExitCode(err)
-	}
+	// A typed call: its outcome is the reply, nothing is printed (err
+	// is a call that could not be answered at all).
+	code, err = h.serveAPI(f, sc)
 	if err != nil {
 		printError(f, err)
 	}
@@ -939,19 +934,4 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 	}
 	h.st.log.Printf("uid %d pid %d: %s: exit %d (%s%s)", c.Peer.UID, c.Peer.PID, c.Request.Op, code, time.Since(start).Round(time.Microsecond), gone)
 	return code
-}
-
-func (h *serviceHandler) dispatch(f *Factory, sc *serviceCall) error {
-	req := sc.c.Request
-	switch req.Op {
-	case "replay":
-		return replayService(f)
-	}
-	return &usageError{msg: fmt.Sprintf("the service does not serve %q", req.Op)}
-}
-
-// replayService replays the service's own journal by its own policy: a
-// caller may ask for the verdict, never name what is read.
-func replayService(f *Factory) error {
-	return replayRun(&ReplayOptions{F: f})
 }

@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// Replay is replay of the configured journal by the configured policy,
+// registry and history, with no option: what the service answers. The
+// commands with options (a path, --trust, --checkpoint…) replay in the
+// caller's process (replayRun).
+func (a localAPI) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayResult, error) {
+	j, err := newReplayJudge(&ReplayOptions{F: a.f})
+	if err != nil {
+		return nil, err
+	}
+	in, note, err := openReplayJournal(j.path, true)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	// As replayRun: collected only when memory nears a fixed bound.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
+	each := req.Each
+	if each == nil {
+		each = func(receipts.Result) {}
+	}
+	sum, err := j.rp.Replay(in, each)
+	var notReceipts *receipts.NotReceiptsError
+	if errors.As(err, &notReceipts) {
+		return nil, &dataError{err: fmt.Errorf("%s: %w", j.path, err)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &api.ReplayResult{Summary: sum, Note: note}, nil
+}
+
+// maxReplayLine bounds one verdict the service sends.
+const maxReplayLine = 16 << 20
+
+func (a serviceAPI) Replay(ctx context.Context, req api.ReplayRequest) (*api.ReplayResult, error) {
+	lw := &resultLines{each: req.Each}
+	g := *a.f
+	g.IO = &IOStreams{Out: lw, Err: a.f.IO.Err, ErrTTY: a.f.IO.ErrTTY}
+	var r api.ReplayResult
+	err := (serviceAPI{f: &g}).call(ctx, "replay", req, &r)
+	if lw.err != nil {
+		return nil, lw.err
+	}
+	if err == nil && len(lw.buf) > 0 {
+		err = errors.New("the runner service's replay ended a verdict mid-line")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// resultLines reads the verdicts a service's replay sends, one JSON line
+// each, and hands each on as it ends.
+type resultLines struct {
+	each func(receipts.Result)
+	buf  []byte
+	err  error
+}
+
+func (w *resultLines) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.buf = append(w.buf, p...)
+			if len(w.buf) > maxReplayLine {
+				w.err = fmt.Errorf("the runner service's replay sent a verdict over %d bytes", maxReplayLine)
+				return 0, w.err
+			}
+			return n, nil
+		}
+		line := append(w.buf, p[:i]...)
+		p, w.buf = p[i+1:], w.buf[:0]
+		var r receipts.Result
+		if err := json.Unmarshal(line, &r); err != nil {
+			w.err = fmt.Errorf("the runner service's replay: %w", err)
+			return 0, w.err
+		}
+		if w.each != nil {
+			w.each(r)
+		}
+	}
+	return n, nil
+}
+
+// replayThroughService is replay with no option through the service: its
+// verdicts rendered here as they come, as replayRun renders its own.
+func replayThroughService(ctx context.Context, f *Factory) error {
+	out := newReplayOutput(f, false)
+	r, err := serviceAPI{f: f}.Replay(ctx, api.ReplayRequest{Each: func(r receipts.Result) { out.emit(replayResult{Result: r}) }})
+	if err != nil {
+		if !out.first || out.rows > 0 || ExitCode(err) == ExitDataErr {
+			// What was replayed before it stopped, as replayRun shows.
+			if f.JSON {
+				io.WriteString(out.w, "]}\n")
+			}
+			out.w.Flush()
+		}
+		return err
+	}
+	out.note = r.Note
+	return out.end(r.Summary, nil, nil)
+}
+
+// serveReplay is replay in the service: each verdict a line on the call's
+// own socket, as it is reached.
+func serveReplay(ctx context.Context, a localAPI, out io.Writer) (*api.ReplayResult, error) {
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	var werr error
+	r, err := a.Replay(ctx, api.ReplayRequest{Each: func(r receipts.Result) {
+		if werr == nil {
+			werr = enc.Encode(r)
+		}
+	}})
+	if err == nil && werr != nil {
+		return nil, werr
+	}
+	return r, err
+}
