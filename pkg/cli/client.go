@@ -19,9 +19,8 @@ import (
 // handover is a file the caller named, which the client opens with the
 // caller's own rights and hands to the service as a descriptor.
 type handover struct {
-	name  string // the descriptor's name in the request ("file:config", "stdout"…)
-	path  string
-	write bool // opened to be written (receipts checkpoint --out)
+	name string // the descriptor's name in the request ("file:config", "stdout"…)
+	path string
 }
 
 // ServiceUnavailable is the refusal of a client that cannot reach the
@@ -57,20 +56,6 @@ func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op strin
 	defer streams.wait()
 
 	stdout := f.IO.Out
-	for _, h := range extra {
-		if !h.write {
-			continue
-		}
-		// Written as the caller, by the caller's own open, with what the
-		// service sends for stdout: the service writes no file at all.
-		fl, err := os.OpenFile(h.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, fl)
-		defer fl.Sync()
-		stdout = fl
-	}
 	in, err := streams.reader(f.IO.In)
 	if err != nil {
 		return nil, err
@@ -101,9 +86,6 @@ func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op strin
 	}
 	sort.Slice(extra, func(i, j int) bool { return extra[i].name < extra[j].name })
 	for _, h := range extra {
-		if h.write {
-			continue
-		}
 		fl, err := service.OpenRead(h.path)
 		if err != nil {
 			return nil, &dataError{err: fmt.Errorf("%s: %w", h.name, err)}
