@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/doctor"
 )
 
@@ -34,7 +38,10 @@ configuration, trust policy, registry, MCP token file, prod-write's
 binaries and systemd units, the programs the operations run, the state and
 journal, the credentials directory, the socket's directory, a run_as
 account's home), and whether it can become a run_as account (root, or the
-same uid). It also checks the registry: each mutating operation names a
+same uid). It asks the service, as any caller does (the API's ops list,
+with no key handed over), and reports a service that does not answer, or
+one that serves operations other than the registry on disk holds (not
+reloaded since it changed). It also checks the registry: each mutating operation names a
 run_as account that is neither the service's own (the owner of the state
 directory) nor root without [service] allow_root.
 
@@ -78,6 +85,9 @@ func doctorRun(o *DoctorOptions) error {
 		check = doctor.CheckAs
 	}
 	findings := check(c, who)
+	if c.Service.Socket != "" {
+		findings = append(findings, serviceFindings(context.Background(), o.F, c)...)
+	}
 	weak := 0
 	for _, fd := range findings {
 		if fd.Severity != doctor.Info {
@@ -108,4 +118,44 @@ func doctorRun(o *DoctorOptions) error {
 		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("doctor: %d %s found (checked as %s)", weak, noun, who.Name)}
 	}
 	return nil
+}
+
+// serviceFindings asks the runner service c names what its callers would
+// ask (docs/adr/0045-bridges-and-doctor-as-api-clients.md): through the
+// API's socket client, handing over no key and no environment, as a
+// completion does. A service that does not answer is a finding; so is one
+// that serves another registry than the one on disk (it was not reloaded
+// since the registry changed, or it reads another directory).
+func serviceFindings(ctx context.Context, f *Factory, c *config.Config) []doctor.Finding {
+	served, err := serviceAPI{f: f.completionFactory()}.Ops(ctx)
+	if err != nil {
+		return []doctor.Finding{{Severity: doctor.Warning, Check: "service-unreachable", Path: c.Service.Socket,
+			Message: fmt.Sprintf("the runner service does not answer ops list: %v", err),
+			Fix:     "start it (systemctl start prod-write.socket, or prod-write serve as its account; docs/DEPLOYMENT.md), and check its log"}}
+	}
+	reg, err := f.Registry(c)
+	if err != nil {
+		return nil // the registry's own finding says why (registry-invalid)
+	}
+	digests := map[string]string{}
+	for _, op := range served.Operations {
+		digests[op.Name] = op.Digest
+	}
+	var differ []string
+	for _, op := range reg.All() {
+		if d, ok := digests[op.Name]; !ok || d != op.Digest {
+			differ = append(differ, op.Name)
+		}
+		delete(digests, op.Name)
+	}
+	for name := range digests {
+		differ = append(differ, name)
+	}
+	if len(differ) == 0 {
+		return nil
+	}
+	sort.Strings(differ)
+	return []doctor.Finding{{Severity: doctor.Warning, Check: "service-registry-differs", Path: c.Registry,
+		Message: fmt.Sprintf("the runner service serves operations that differ from %s: %s", c.Registry, strings.Join(differ, ", ")),
+		Fix:     "reload the service so that it reads the registry again (systemctl reload prod-write, or SIGHUP to prod-write serve), or point both at one registry"}}
 }
