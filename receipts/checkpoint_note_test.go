@@ -12,7 +12,10 @@ import (
 
 func TestNoteCheckpointReadByOtherTools(t *testing.T) {
 	k := keys.FromSeed(bytes.Repeat([]byte{7}, 32))
-	tr, _ := TreeOf(bytes.NewReader(journalOf(5)))
+	tr, err := TreeOf(bytes.NewReader(journalOf(5)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	origin := NoteOrigin("db1")
 	b, err := SignNoteCheckpoint(k, origin, tr, 5)
 	if err != nil {
@@ -59,7 +62,10 @@ func FuzzOpenNoteCheckpoint(f *testing.F) {
 	k := keys.FromSeed(bytes.Repeat([]byte{7}, 32))
 	origin := NoteOrigin("db1")
 	for _, n := range []int{0, 1, 5} {
-		tr, _ := TreeOf(bytes.NewReader(journalOf(n)))
+		tr, err := TreeOf(bytes.NewReader(journalOf(n)))
+		if err != nil {
+			f.Fatal(err)
+		}
 		b, err := SignNoteCheckpoint(k, origin, tr, uint64(n))
 		if err != nil {
 			f.Fatal(err)

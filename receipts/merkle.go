@@ -16,6 +16,10 @@ import (
 // (docs/adr/0044-journal-merkle-log.md). Torn tails are not leaves.
 type Tree struct {
 	leaves [][]byte // RFC 6962 leaf hashes
+	// levels[k] are the roots of the complete subtrees of 2^k leaves,
+	// levels[0] being leaves: built once for proofs, so that each proof
+	// costs O(log n) lookups, and dropped by an append.
+	levels [][][]byte
 }
 
 var rf = &compact.RangeFactory{Hash: rfc6962.DefaultHasher.HashChildren}
@@ -43,6 +47,7 @@ func (t *Tree) AppendLineHash(hexHash string) error {
 		return fmt.Errorf("line hash %q is not 32 bytes of hex", hexHash)
 	}
 	t.leaves = append(t.leaves, rfc6962.DefaultHasher.HashLeaf(b))
+	t.levels = nil
 	return nil
 }
 
@@ -54,10 +59,18 @@ func (t *Tree) LeafHash(i uint64) []byte { return t.leaves[i] }
 
 // Root is the root hash of the first size leaves.
 func (t *Tree) Root(size uint64) ([]byte, error) {
-	if size > t.Size() {
-		return nil, fmt.Errorf("tree size %d is beyond the journal's %d entries", size, t.Size())
+	if err := t.within(size); err != nil {
+		return nil, err
 	}
 	return t.rootOf(size)
+}
+
+// within refuses a tree size beyond the journal's.
+func (t *Tree) within(size uint64) error {
+	if size > t.Size() {
+		return fmt.Errorf("tree size %d is beyond the journal's %d entries", size, t.Size())
+	}
+	return nil
 }
 
 func (t *Tree) rootOf(end uint64) ([]byte, error) {
@@ -75,10 +88,18 @@ func (t *Tree) rootOf(end uint64) ([]byte, error) {
 
 // node is the hash of the perfect subtree at level, index.
 func (t *Tree) node(level uint, index uint64) []byte {
-	if level == 0 {
-		return t.leaves[index]
+	if t.levels == nil {
+		t.levels = [][][]byte{t.leaves}
+		for below := t.leaves; len(below) > 1; {
+			up := make([][]byte, len(below)/2)
+			for i := range up {
+				up[i] = rfc6962.DefaultHasher.HashChildren(below[2*i], below[2*i+1])
+			}
+			t.levels = append(t.levels, up)
+			below = up
+		}
 	}
-	return rfc6962.DefaultHasher.HashChildren(t.node(level-1, 2*index), t.node(level-1, 2*index+1))
+	return t.levels[level][index]
 }
 
 func (t *Tree) fetch(n proof.Nodes) ([][]byte, error) {
@@ -94,8 +115,8 @@ func (t *Tree) fetch(n proof.Nodes) ([][]byte, error) {
 
 // InclusionProof proves leaf index is in the tree of the given size.
 func (t *Tree) InclusionProof(index, size uint64) ([][]byte, error) {
-	if size > t.Size() {
-		return nil, fmt.Errorf("tree size %d is beyond the journal's %d entries", size, t.Size())
+	if err := t.within(size); err != nil {
+		return nil, err
 	}
 	n, err := proof.Inclusion(index, size)
 	if err != nil {
@@ -106,8 +127,8 @@ func (t *Tree) InclusionProof(index, size uint64) ([][]byte, error) {
 
 // ConsistencyProof proves the tree of size1 is a prefix of that of size2.
 func (t *Tree) ConsistencyProof(size1, size2 uint64) ([][]byte, error) {
-	if size2 > t.Size() {
-		return nil, fmt.Errorf("tree size %d is beyond the journal's %d entries", size2, t.Size())
+	if err := t.within(size2); err != nil {
+		return nil, err
 	}
 	n, err := proof.Consistency(size1, size2)
 	if err != nil {

@@ -28,7 +28,10 @@ func TestTreeProofsVerify(t *testing.T) {
 		size := uint64(rapid.IntRange(1, n).Draw(rt, "size"))
 		idx := uint64(rapid.IntRange(0, int(size)-1).Draw(rt, "idx"))
 		old := uint64(rapid.IntRange(0, int(size)).Draw(rt, "old"))
-		root, _ := tr.Root(size)
+		root, err := tr.Root(size)
+		if err != nil {
+			rt.Fatal(err)
+		}
 		p, err := tr.InclusionProof(idx, size)
 		if err != nil {
 			rt.Fatal(err)
@@ -36,7 +39,15 @@ func TestTreeProofsVerify(t *testing.T) {
 		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, idx, size, tr.LeafHash(idx), p, root); err != nil {
 			rt.Fatalf("inclusion %d in %d: %v", idx, size, err)
 		}
-		oldRoot, _ := tr.Root(old)
+		// A receipt that is not in the tree: its proof fails.
+		other := rfc6962.DefaultHasher.HashLeaf([]byte(LineHash([]byte(`{"line":-1}`))))
+		if err := proof.VerifyInclusion(rfc6962.DefaultHasher, idx, size, other, p, root); err == nil {
+			rt.Fatalf("a line not in the journal proved included at %d of %d", idx, size)
+		}
+		oldRoot, err := tr.Root(old)
+		if err != nil {
+			rt.Fatal(err)
+		}
 		c, err := tr.ConsistencyProof(old, size)
 		if err != nil {
 			rt.Fatal(err)
@@ -49,12 +60,30 @@ func TestTreeProofsVerify(t *testing.T) {
 
 func TestTreeTamperedJournalFailsConsistency(t *testing.T) {
 	j := journalOf(8)
-	tr, _ := TreeOf(bytes.NewReader(j))
-	oldRoot, _ := tr.Root(5)
+	tr, err := TreeOf(bytes.NewReader(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRoot, err := tr.Root(5)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tampered := bytes.Replace(j, []byte(`{"line":2}`), []byte(`{"line":9}`), 1)
-	tr2, _ := TreeOf(bytes.NewReader(tampered))
-	newRoot, _ := tr2.Root(8)
-	c, _ := tr2.ConsistencyProof(5, 8)
+	if bytes.Equal(tampered, j) {
+		t.Fatal("the journal holds no line 2 to rewrite")
+	}
+	tr2, err := TreeOf(bytes.NewReader(tampered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newRoot, err := tr2.Root(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tr2.ConsistencyProof(5, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := proof.VerifyConsistency(rfc6962.DefaultHasher, 5, 8, c, oldRoot, newRoot); err == nil {
 		t.Fatal("a rewritten receipt still proved consistent with the old root")
 	}
