@@ -95,6 +95,9 @@ type API interface {
 	// Replay replays the service's own journal, each entry's verdict to
 	// req.Each; a journal that is not receipts at all is a data error.
 	Replay(ctx context.Context, req ReplayRequest) (*ReplayResult, error)
+	// ReceiptsProve proves one receipt included in the journal's Merkle
+	// tree, with a signed checkpoint of that tree.
+	ReceiptsProve(ctx context.Context, req ReceiptsProveRequest) (*ReceiptsProveResult, error)
 	// ReceiptsShow returns the journal entries of one run or one
 	// sequence number; a caller with no key of the policy reads them
 	// redacted (ReceiptEntry).

@@ -394,6 +394,13 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		// nothing the caller names. The verdicts name operations and
 		// runners, and say why an entry fails, as receipts list does.
 		result, err = serveReplay(ctx, a, f.IO.Out)
+	case "receipts-prove":
+		// Hashes and a signed tree head: nothing a plan binds.
+		var r api.ReceiptsProveRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.ReceiptsProve(ctx, r)
 	case "receipts-show":
 		var r api.ReceiptsShowRequest
 		if err := decodeArgs(req.Op, req.Args, &r); err != nil {

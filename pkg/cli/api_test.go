@@ -244,6 +244,11 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 				Rows   []receipts.Result
 			}{r, rows}, err
 		}},
+		{"receipts prove", func(a api.API) (any, error) { return a.ReceiptsProve(ctx, api.ReceiptsProveRequest{Seq: 1}) }},
+		{"receipts prove of no entry", func(a api.API) (any, error) { return a.ReceiptsProve(ctx, api.ReceiptsProveRequest{Seq: 99}) }},
+		{"receipts prove beyond the journal refused", func(a api.API) (any, error) {
+			return a.ReceiptsProve(ctx, api.ReceiptsProveRequest{Seq: 1, Size: 99})
+		}},
 		{"receipts checkpoint", func(a api.API) (any, error) {
 			return a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{})
 		}},

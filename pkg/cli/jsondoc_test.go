@@ -271,6 +271,8 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 		code, _ = run("receipts show", "stdout", "receipts", "show", id)
 		mustExit(0, code, "receipts show RUN")
 	}
+	code, _ = run("receipts prove", "stdout", "receipts", "prove", "1")
+	mustExit(0, code, "receipts prove")
 	code, _ = run("receipts checkpoint", "stdout", "receipts", "checkpoint")
 	mustExit(0, code, "receipts checkpoint")
 	code, _ = run("replay", "stdout", "replay")

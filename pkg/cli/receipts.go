@@ -89,6 +89,7 @@ off after it.`,
 	}
 	cp.Flags().StringVar(&out, "out", "", "write the checkpoint to `FILE` instead of stdout")
 	cmd.AddCommand(cp)
+	cmd.AddCommand(newCmdReceiptsProve(f))
 	cmd.AddCommand(newCmdReceiptsSync(f, nil))
 	cmd.AddCommand(newCmdReceiptsExport(f, nil))
 	return cmd
