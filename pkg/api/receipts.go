@@ -121,8 +121,11 @@ type ReceiptsExportResult struct {
 }
 
 // ReceiptsCheckpointRequest asks for the journal's head signed by the
-// runner key.
-type ReceiptsCheckpointRequest struct{}
+// runner key; with Note, also as a C2SP checkpoint note of the journal's
+// Merkle tree (docs/adr/0044-journal-merkle-log.md).
+type ReceiptsCheckpointRequest struct {
+	Note bool `json:"note,omitempty"`
+}
 
 // ReceiptsCheckpointResult is the signed head, and what it says (the
 // payload, unverified by whoever reads it here: replay verifies the
@@ -130,4 +133,6 @@ type ReceiptsCheckpointRequest struct{}
 type ReceiptsCheckpointResult struct {
 	Checkpoint receipts.Checkpoint `json:"checkpoint"`
 	Envelope   *approval.Envelope  `json:"envelope"`
+	// Note is the signed note, when asked for: origin, size, root.
+	Note string `json:"note,omitempty"`
 }

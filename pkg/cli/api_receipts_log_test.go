@@ -52,6 +52,23 @@ func TestReceiptsProveVerifiesAlone(t *testing.T) {
 		name string
 		api  api.API
 	}{{"in-process", localAPI{f: w.local}}, {"socket", serviceAPI{f: w.client}}} {
+		// receipts checkpoint --note signs the head's tree: the root a
+		// proof in the whole journal is against.
+		head, err := im.api.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
+		if err != nil {
+			t.Fatalf("%s: checkpoint --note: %v", im.name, err)
+		}
+		cp, err := receipts.OpenNoteCheckpoint([]byte(head.Note), receipts.NoteOrigin(host), k.Public())
+		if err != nil {
+			t.Fatalf("%s: checkpoint --note: %v", im.name, err)
+		}
+		whole, err := im.api.ReceiptsProve(ctx, api.ReceiptsProveRequest{Seq: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.Size != 6 || !bytes.Equal(cp.Hash, whole.RootHash) || head.Checkpoint.Count != 6 {
+			t.Errorf("%s: checkpoint --note says size %d root %x, the proof's tree %x, the DSSE head %d entries", im.name, cp.Size, cp.Hash, whole.RootHash, head.Checkpoint.Count)
+		}
 		for seq := uint64(1); seq <= 6; seq++ {
 			for _, size := range []uint64{0, 6, seq} {
 				r, err := im.api.ReceiptsProve(ctx, api.ReceiptsProveRequest{Seq: seq, Size: size})

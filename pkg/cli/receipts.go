@@ -74,6 +74,7 @@ whole id reads back to the start (several runs may share it).`,
 		},
 	})
 	var out string
+	var asNote bool
 	cp := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Sign the journal's head (count and hash) so that cutting receipts off is detectable",
@@ -84,10 +85,11 @@ off after it.`,
 		Example: "  prod-write receipts checkpoint --out /backup/head.json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return receiptsCheckpoint(cmd.Context(), f, out)
+			return receiptsCheckpoint(cmd.Context(), f, out, asNote)
 		},
 	}
 	cp.Flags().StringVar(&out, "out", "", "write the checkpoint to `FILE` instead of stdout")
+	cp.Flags().BoolVar(&asNote, "note", false, "write a C2SP checkpoint note of the journal's Merkle tree (origin, size, root) instead, signed by the runner key")
 	cmd.AddCommand(cp)
 	cmd.AddCommand(newCmdReceiptsProve(f))
 	cmd.AddCommand(newCmdReceiptsSync(f, nil))
@@ -211,14 +213,22 @@ func openSigningJournal(f *Factory) (*signingJournal, error) {
 
 // receiptsCheckpoint is receipts checkpoint through the API this caller
 // reaches, written here: to stdout, or to out as the caller.
-func receiptsCheckpoint(ctx context.Context, f *Factory, out string) error {
+func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote bool) error {
 	a, err := f.api()
 	if err != nil {
 		return err
 	}
-	r, err := a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{})
+	r, err := a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: asNote})
 	if err != nil {
 		return err
+	}
+	if asNote {
+		// The note as signed: its own format, with or without --json.
+		if out == "" {
+			_, err = io.WriteString(f.IO.Out, r.Note)
+			return err
+		}
+		return os.WriteFile(out, []byte(r.Note), 0o644)
 	}
 	var doc any = r.Envelope
 	if f.JSON {
@@ -238,7 +248,7 @@ func receiptsCheckpoint(ctx context.Context, f *Factory, out string) error {
 	return os.WriteFile(out, b, 0o644)
 }
 
-func (a localAPI) ReceiptsCheckpoint(context.Context, api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
+func (a localAPI) ReceiptsCheckpoint(_ context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
 	f := a.f
 	sj, err := openSigningJournal(f)
 	if err != nil {
@@ -247,6 +257,7 @@ func (a localAPI) ReceiptsCheckpoint(context.Context, api.ReceiptsCheckpointRequ
 	defer sj.journal.Close()
 	c, k, pr, fl := sj.cfg, sj.key, sj.runner, sj.journal
 	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID, Host: runner.JournalHost(c.Host)}
+	tree := &receipts.Tree{}
 	err = receipts.Scan(fl, func(l receipts.Line) error {
 		if l.Torn {
 			// Cut off by the next append: a head naming it could never
@@ -258,6 +269,9 @@ func (a localAPI) ReceiptsCheckpoint(context.Context, api.ReceiptsCheckpointRequ
 		if l.Long > 0 {
 			cp.Head = l.Hash
 		}
+		if req.Note {
+			return tree.AppendLineHash(cp.Head)
+		}
 		return nil
 	})
 	if err != nil {
@@ -267,7 +281,15 @@ func (a localAPI) ReceiptsCheckpoint(context.Context, api.ReceiptsCheckpointRequ
 	if err != nil {
 		return nil, err
 	}
-	return &api.ReceiptsCheckpointResult{Checkpoint: cp, Envelope: env}, nil
+	r := &api.ReceiptsCheckpointResult{Checkpoint: cp, Envelope: env}
+	if req.Note {
+		note, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin(cp.Host), tree, tree.Size())
+		if err != nil {
+			return nil, err
+		}
+		r.Note = string(note)
+	}
+	return r, nil
 }
 
 func (a serviceAPI) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
@@ -275,8 +297,8 @@ func (a serviceAPI) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsChec
 	if err := a.call(ctx, "receipts-checkpoint", req, &r); err != nil {
 		return nil, err
 	}
-	if r.Envelope == nil {
-		return nil, errors.New("the runner service answered a checkpoint with no envelope")
+	if r.Envelope == nil || (req.Note && r.Note == "") {
+		return nil, errors.New("the runner service answered a checkpoint with no envelope or no note")
 	}
 	return &r, nil
 }
