@@ -135,6 +135,11 @@ type Replayer struct {
 	Policy *approval.Policy
 	// Checkpoint, when set, is a signed head the journal must still reach.
 	Checkpoint *approval.Envelope
+	// CheckpointNote, when set, is a C2SP checkpoint note of the
+	// journal's Merkle tree (ADR 44) signed by a runner of the policy:
+	// the journal must still hold that many entries, whose tree has that
+	// root. Beside Checkpoint or instead of it.
+	CheckpointNote []byte
 	// Workers verifying signatures in parallel; 0 means GOMAXPROCS.
 	Workers int
 	// Host, when set, is the host whose journal this is: every receipt
@@ -247,6 +252,15 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 			st.cpCount = cp.Count
 		}
 	}
+	var note *noteCheck
+	if rp.CheckpointNote != nil {
+		var res Result
+		if note = rp.openNoteCheckpoint(&res); note == nil {
+			cpProblem = &res
+		} else {
+			st.note = note
+		}
+	}
 	var sum Summary
 	// Three stages overlap: reading the next batch, verifying this one on
 	// every core, and checking the previous one in order.
@@ -337,6 +351,13 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 		if cp.Host != "" && st.hostSet && cp.Host != st.host {
 			res.add(WrongHost, "the checkpoint is host %q's; this journal is host %q's", cp.Host, st.host)
 		}
+		if len(res.Problems) > 0 {
+			cpProblem = &res
+		}
+	}
+	if cpProblem == nil && note != nil {
+		res := Result{Kind: "checkpoint", Problems: []Problem{}}
+		note.end(&res, st)
 		if len(res.Problems) > 0 {
 			cpProblem = &res
 		}
@@ -747,6 +768,7 @@ type state struct {
 	entries uint64
 	cpCount uint64 // the checkpoint's count, if any
 	cpHash  string // the hash of that entry, once reached
+	note    *noteCheck
 	// signCounts is the highest sign count spent so far of each passkey
 	// credential, and the line of the intent that spent it.
 	signCounts map[string]spentCount
@@ -765,6 +787,9 @@ func (st *state) check(e *entry) {
 	st.entries++
 	if st.entries == st.cpCount {
 		st.cpHash = e.hash
+	}
+	if st.note != nil {
+		st.note.add(st.entries, e.hash)
 	}
 	r := e.receipt
 	if r == nil {

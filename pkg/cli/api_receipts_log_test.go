@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/transparency-dev/merkle/proof"
@@ -99,4 +100,91 @@ func mustHex(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// replay --checkpoint with a checkpoint note: the journal whose tree it
+// signs replays; one cut after it finds the tail cut off; one whose first
+// entries are another tree (rewritten, and its note re-signed with the
+// runner key for the other tree) is refused against the note kept from
+// before, though its own chain and signatures verify.
+func TestReplayCheckpointNote(t *testing.T) {
+	w := newAPIWorld(t)
+	for _, name := range []string{"one", "two"} {
+		fp := w.h.plan("noop", "--param", "name="+name)
+		if code, _, stderr := w.h.run("gera", "go", fp, "--key", w.h.key("gera")); code != 0 {
+			t.Fatal(stderr)
+		}
+		if code, _, stderr := w.h.run("run", fp); code != 0 {
+			t.Fatal(stderr)
+		}
+	}
+	ctx := context.Background()
+	head, err := localAPI{f: w.local}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	note := filepath.Join(dir, "head.note")
+	if err := os.WriteFile(note, []byte(head.Note), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replay := func(checkpoint string) (int, string) {
+		code, stdout, stderr := w.h.run("replay", "--checkpoint", checkpoint)
+		return code, stdout + stderr
+	}
+	if code, out := replay(note); code != 0 {
+		t.Fatalf("replay against its own note: exit %d\n%s", code, out)
+	}
+	journal := filepath.Join(w.h.dir, "state", "journal", "receipts.jsonl")
+	whole, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(whole, []byte("\n"))
+	// Cut after the note: two runs' four entries become one run's two.
+	if err := os.WriteFile(journal, bytes.Join(lines[:2], nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := replay(note); code != 1 || !strings.Contains(out, "FAIL truncated") {
+		t.Errorf("replay of a journal cut after its note: exit %d\n%s", code, out)
+	}
+	// The same size, another tree: the note kept from before refuses it.
+	// (A note the runner key signs for that tree verifies: the runner key
+	// alone cannot tell a rewrite, which is what a kept note is for.)
+	if err := os.WriteFile(journal, whole, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := w.local.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.Load(c.RunnerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := receipts.TreeOf(bytes.NewReader([]byte("{}\n{}\n{}\n{}\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin(runner.JournalHost(c.Host)), other, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(note, forged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := replay(note); code != 1 || !strings.Contains(out, "FAIL chain_broken") || !strings.Contains(out, "not the tree the checkpoint note signs") {
+		t.Errorf("replay against a note of another tree: exit %d\n%s", code, out)
+	}
+	// A note of another host's journal.
+	elsewhere, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin("elsewhere"), other, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(note, elsewhere, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := replay(note); code != 1 || !strings.Contains(out, "wrong_host") && !strings.Contains(out, "host \"elsewhere\"") {
+		t.Errorf("replay against another host's note: exit %d\n%s", code, out)
+	}
 }

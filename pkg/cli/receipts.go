@@ -503,11 +503,17 @@ func replayRun(o *ReplayOptions) error {
 		if err != nil {
 			return err
 		}
-		env, err := decodeCheckpoint(bytes.TrimSuffix(b, []byte{'\n'}))
-		if err != nil {
-			return &dataError{err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
+		if receipts.IsCheckpointNote(b) {
+			// A checkpoint note (receipts checkpoint --note): the
+			// journal's Merkle tree, judged by the replayer.
+			rp.CheckpointNote = b
+		} else {
+			env, err := decodeCheckpoint(bytes.TrimSuffix(b, []byte{'\n'}))
+			if err != nil {
+				return &dataError{err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
+			}
+			rp.Checkpoint = env
 		}
-		rp.Checkpoint = env
 	}
 	// Replay allocates as it streams; collecting only when memory nears a
 	// fixed bound keeps it well under 100 MB and spends less time in the
