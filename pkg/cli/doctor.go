@@ -39,9 +39,9 @@ binaries and systemd units, the programs the operations run, the state and
 journal, the credentials directory, the socket's directory, a run_as
 account's home), and whether it can become a run_as account (root, or the
 same uid). It asks the service, as any caller does (the API's ops list,
-with no key handed over), and reports a service that does not answer, or
-one that serves operations other than the registry on disk holds (not
-reloaded since it changed). It also checks the registry: each mutating operation names a
+with no key handed over): one that does not answer is a note, one that
+serves operations other than the registry on disk holds (not reloaded
+since it changed) a warning. It also checks the registry: each mutating operation names a
 run_as account that is neither the service's own (the owner of the state
 directory) nor root without [service] allow_root.
 
@@ -123,13 +123,16 @@ func doctorRun(o *DoctorOptions) error {
 // serviceFindings asks the runner service c names what its callers would
 // ask (docs/adr/0045-bridges-and-doctor-as-api-clients.md): through the
 // API's socket client, handing over no key and no environment, as a
-// completion does. A service that does not answer is a finding; so is one
-// that serves another registry than the one on disk (it was not reloaded
-// since the registry changed, or it reads another directory).
+// completion does. A service that does not answer is a note; one that
+// serves another registry than the one on disk (it was not reloaded since
+// the registry changed, or it reads another directory) is a warning: what
+// is enforced is not what was reviewed.
 func serviceFindings(ctx context.Context, f *Factory, c *config.Config) []doctor.Finding {
 	served, err := serviceAPI{f: f.completionFactory()}.Ops(ctx)
 	if err != nil {
-		return []doctor.Finding{{Severity: doctor.Warning, Check: "service-unreachable", Path: c.Service.Socket,
+		// Not a weakness: nothing runs while it is down (doctor is also
+		// run before the service is first started).
+		return []doctor.Finding{{Severity: doctor.Info, Check: "service-unreachable", Path: c.Service.Socket,
 			Message: fmt.Sprintf("the runner service does not answer ops list: %v", err),
 			Fix:     "start it (systemctl start prod-write.socket, or prod-write serve as its account; docs/DEPLOYMENT.md), and check its log"}}
 	}
