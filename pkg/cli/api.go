@@ -144,7 +144,7 @@ func (a serviceAPI) callWith(ctx context.Context, op string, args any, files []h
 	if err != nil {
 		return err
 	}
-	b, err := a.f.callServiceAPI(ctx, c, op, api.Version, args, files)
+	b, err := a.f.callServiceAPI(ctx, c, op, args, files)
 	if err != nil {
 		return err
 	}

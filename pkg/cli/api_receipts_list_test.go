@@ -19,13 +19,7 @@ import (
 // receipt would be read as another).
 func TestAPIReceiptsListPages(t *testing.T) {
 	w := newAPIWorld(t)
-	fp := w.h.plan("noop", "--param", "name=ran")
-	if code, _, stderr := w.h.run("gera", "go", fp, "--key", w.h.key("gera")); code != 0 {
-		t.Fatal(stderr)
-	}
-	if code, _, stderr := w.h.run("run", fp); code != 0 {
-		t.Fatal(stderr)
-	}
+	runNoops(t, w, "ran")
 	path := filepath.Join(w.h.dir, "state", "journal", "receipts.jsonl")
 	run, err := os.ReadFile(path)
 	if err != nil {

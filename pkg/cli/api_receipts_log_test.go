@@ -25,15 +25,7 @@ import (
 // journal does not hold, or against a rewritten journal's root, fails.
 func TestReceiptsProveVerifiesAlone(t *testing.T) {
 	w := newAPIWorld(t)
-	for _, name := range []string{"one", "two", "three"} {
-		fp := w.h.plan("noop", "--param", "name="+name)
-		if code, _, stderr := w.h.run("gera", "go", fp, "--key", w.h.key("gera")); code != 0 {
-			t.Fatal(stderr)
-		}
-		if code, _, stderr := w.h.run("run", fp); code != 0 {
-			t.Fatal(stderr)
-		}
-	}
+	runNoops(t, w, "one", "two", "three")
 	c, err := w.local.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -109,15 +101,7 @@ func mustHex(t *testing.T, s string) []byte {
 // before, though its own chain and signatures verify.
 func TestReplayCheckpointNote(t *testing.T) {
 	w := newAPIWorld(t)
-	for _, name := range []string{"one", "two"} {
-		fp := w.h.plan("noop", "--param", "name="+name)
-		if code, _, stderr := w.h.run("gera", "go", fp, "--key", w.h.key("gera")); code != 0 {
-			t.Fatal(stderr)
-		}
-		if code, _, stderr := w.h.run("run", fp); code != 0 {
-			t.Fatal(stderr)
-		}
-	}
+	runNoops(t, w, "one", "two")
 	ctx := context.Background()
 	head, err := localAPI{f: w.local}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
 	if err != nil {
@@ -186,5 +170,20 @@ func TestReplayCheckpointNote(t *testing.T) {
 	}
 	if code, out := replay(note); code != 1 || !strings.Contains(out, "wrong_host") && !strings.Contains(out, "host \"elsewhere\"") {
 		t.Errorf("replay against another host's note: exit %d\n%s", code, out)
+	}
+}
+
+// runNoops runs noop once for each name, on a standing go: two journal
+// entries each.
+func runNoops(t *testing.T, w *apiWorld, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		fp := w.h.plan("noop", "--param", "name="+name)
+		if code, _, stderr := w.h.run("gera", "go", fp, "--key", w.h.key("gera")); code != 0 {
+			t.Fatal(stderr)
+		}
+		if code, _, stderr := w.h.run("run", fp); code != 0 {
+			t.Fatal(stderr)
+		}
 	}
 }

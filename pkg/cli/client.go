@@ -11,6 +11,7 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
@@ -32,8 +33,8 @@ const ServiceUnavailable refusal.Code = "service_unavailable"
 // reply. When ctx is done the connection is closed, so the service sees
 // its client go and ends a wait at once
 // (docs/adr/0031-waits-through-the-service.md); a run carries on.
-func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op string, apiVersion int, args any, extra []handover) ([]byte, error) {
-	req := service.Request{Op: op, JSON: f.JSON, API: apiVersion}
+func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op string, args any, extra []handover) ([]byte, error) {
+	req := service.Request{Op: op, JSON: f.JSON, API: api.Version}
 	if args != nil {
 		b, err := json.Marshal(args)
 		if err != nil {
@@ -118,19 +119,16 @@ func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op strin
 	if res.Failure != nil {
 		return nil, res.Failure
 	}
-	if apiVersion != 0 && res.Body != nil {
-		// A typed call's outcome, refusals and errors included, is its
+	if res.Body != nil {
+		// The call's outcome, refusals and errors included, is its
 		// reply.
 		return res.Body, nil
 	}
 	if res.Code != 0 {
-		// The service printed what happened to our stderr already.
+		// A call the service could not answer: it said why on stderr.
 		return nil, &ExitError{Code: res.Code}
 	}
-	if apiVersion != 0 {
-		return nil, errors.New("the runner service answered no typed result (is it older than this client?)")
-	}
-	return nil, nil
+	return nil, errors.New("the runner service answered no typed result (is it older than this client?)")
 }
 
 // clientStreams hands the caller's stdin over as a descriptor, for a
