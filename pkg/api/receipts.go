@@ -115,9 +115,12 @@ type ReceiptsExportRequest struct {
 	Out io.Writer `json:"-"`
 }
 
-// ReceiptsExportResult is how many runs were exported.
+// ReceiptsExportResult is how many runs were exported, and the public
+// half of the runner key that signed them, as trust.toml spells it: what
+// `receipts verify-export --pub` takes.
 type ReceiptsExportResult struct {
-	Runs int `json:"runs"`
+	Runs   int    `json:"runs"`
+	Signer string `json:"signer"`
 }
 
 // ReceiptsCheckpointRequest asks for the journal's head signed by the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -67,13 +68,29 @@ func receiptsExport(ctx context.Context, o *ExportOptions) error {
 	if o.Out != "" {
 		out = &buf
 	}
-	if _, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: o.InToto, Out: out}); err != nil {
+	r, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: o.InToto, Out: out})
+	if err != nil {
 		return err
 	}
+	file := "FILE"
 	if o.Out != "" {
-		return os.WriteFile(o.Out, buf.Bytes(), 0o644)
+		if err := os.WriteFile(o.Out, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		file = o.Out
+	}
+	// Nobody should have to guess how (issue 29): the command, with the
+	// key that signed, on stderr, away from the envelopes.
+	if r.Runs > 0 && r.Signer != "" {
+		fmt.Fprintf(o.F.IO.Err, "prod-write: %d runs exported; verify them with: %s\n", r.Runs, verifyExportCommand(file, r.Signer))
 	}
 	return nil
+}
+
+// verifyExportCommand is the command that verifies an export at file
+// under the runner's public key signer.
+func verifyExportCommand(file, signer string) string {
+	return strings.Join([]string{"prod-write", "receipts", "verify-export", shellQuote(file), "--pub", shellQuote(signer)}, " ")
 }
 
 // ReceiptsExport signs with the runner key where it is: in the service
@@ -104,7 +121,7 @@ func (a localAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequ
 	if err != nil {
 		return nil, err
 	}
-	return &api.ReceiptsExportResult{Runs: n}, nil
+	return &api.ReceiptsExportResult{Runs: n, Signer: sj.key.Public().String()}, nil
 }
 
 // ReceiptsExport through the service: the envelopes come over the call's
@@ -120,4 +137,74 @@ func (a serviceAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRe
 		return nil, err
 	}
 	return &r, nil
+}
+
+// VerifyExportOptions are `receipts verify-export`'s inputs.
+type VerifyExportOptions struct {
+	F      *Factory
+	Export string
+	Pub    string
+}
+
+// newCmdReceiptsVerifyExport builds `receipts verify-export`.
+func newCmdReceiptsVerifyExport(f *Factory, runF func(*VerifyExportOptions) error) *cobra.Command {
+	opts := &VerifyExportOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "verify-export FILE --pub KEY",
+		Short: "Verify the in-toto attestations receipts export wrote, under the runner's public key",
+		Long: `verify-export checks each line of what receipts export --in-toto wrote,
+exactly: a DSSE envelope of payload type ` + receipts.InTotoPayloadType + ` with
+one signature, by KEY, over its PAE; an in-toto Statement v1 of predicate type
+` + receipts.RunPredicateV1 + ` that decodes
+strictly; at least one subject, each with only a sha256 digest; and no run
+attested twice. It reads nothing but FILE and KEY: it runs where the
+journal, the store and the trust policy are not. receipts export prints the
+command that verifies what it wrote.
+
+KEY is the runner's public key as trust.toml spells it (ed25519:BASE64), or a
+file holding that line or a PKIX PEM public key (key public --pem).
+
+Exit 0 when every line verifies, 77 when one does not (the line and the
+reason are printed), 65 when FILE or KEY is malformed, 74 when a file cannot
+be read.`,
+		Example: "  prod-write receipts verify-export runs.intoto.jsonl --pub ed25519:BASE64",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Export = args[0]
+			if opts.Pub == "" {
+				return &usageError{msg: "verify-export needs --pub: the runner's public key (receipts export prints it)"}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return verifyExportRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Pub, "pub", "", "the runner's public `KEY`: ed25519:BASE64, or a file holding it or a PEM public key")
+	return cmd
+}
+
+func verifyExportRun(o *VerifyExportOptions) error {
+	pub, err := readPublic(o.Pub)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(o.Export)
+	if err != nil {
+		return fmt.Errorf("reading the export: %w", err)
+	}
+	defer in.Close()
+	n, err := receipts.VerifyExport(in, pub)
+	var bad *receipts.MalformedExportError
+	if errors.As(err, &bad) {
+		return &dataError{err: fmt.Errorf("%s: %w", o.Export, err)}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Export, err)
+	}
+	if o.F.JSON {
+		return printDoc(o.F.IO.Out, map[string]any{"export": o.Export, "verified": true, "runs": n, "key_id": pub.ID()})
+	}
+	fmt.Fprintf(o.F.IO.Out, "%s: verified: %d runs attested, each signed by key %.12s…\n", o.Export, n, pub.ID())
+	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/pkg/keys"
 )
 
 // docRow is one row of docs/JSON.md's documents table.
@@ -289,6 +291,17 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 		code, _ = run("replay verify-vsa", "stdout", words[1:]...)
 		mustExit(0, code, "replay verify-vsa")
 	}
+	export := filepath.Join(dir, "runs.intoto.jsonl")
+	if c := Run([]string{"receipts", "export", "--in-toto", "--out", export}, &Factory{IO: &IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard},
+		Now: time.Now, LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return dir, nil }}); c != 0 {
+		t.Fatalf("receipts export: exit %d", c)
+	}
+	runnerKey, err := keys.Load(key("runner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _ = run("receipts verify-export", "stdout", "receipts", "verify-export", export, "--pub", runnerKey.Public().String())
+	mustExit(0, code, "receipts verify-export")
 	code, _ = run("history record", "stdout", "history", "record")
 	mustExit(0, code, "history record")
 	code, _ = run("store init", "stdout", "store", "init")

@@ -94,6 +94,7 @@ off after it.`,
 	cmd.AddCommand(newCmdReceiptsProve(f))
 	cmd.AddCommand(newCmdReceiptsSync(f, nil))
 	cmd.AddCommand(newCmdReceiptsExport(f, nil))
+	cmd.AddCommand(newCmdReceiptsVerifyExport(f, nil))
 	return cmd
 }
 
