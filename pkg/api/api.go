@@ -66,6 +66,10 @@ type API interface {
 	// BreakGlassReview stores a review of a break-glass run and writes it
 	// to the journal (role approver; not the breaker).
 	BreakGlassReview(ctx context.Context, req BreakGlassReviewRequest) (*BreakGlassReviewResult, error)
+	// AnswerAttested stores an answer a bridge signed for a click or
+	// comment it authenticated, once the service's own checks make that
+	// very answer (signed by a principal with role bridge).
+	AnswerAttested(ctx context.Context, req AnswerAttestedRequest) (*AnswerAttestedResult, error)
 	// Plan validates, resolves and fingerprints an invocation and, with
 	// the caller's agent key, stores the signed plan.
 	Plan(ctx context.Context, req PlanRequest) (*PlanResult, error)

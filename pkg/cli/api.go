@@ -328,6 +328,15 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			return ExitUsage, err
 		}
 		result, err = a.BreakGlassReview(ctx, r)
+	case "answer-attested":
+		// An answer a bridge signed: stored only when a principal with
+		// role bridge signed it and the service's own checks make that
+		// very answer (bridge.Source.Admit), whoever the caller is.
+		var r api.AnswerAttestedRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.AnswerAttested(ctx, r)
 	case "plan":
 		var pr api.PlanRequest
 		if err := decodeArgs(req.Op, req.Args, &pr); err != nil {

@@ -19,9 +19,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/execute"
+	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
@@ -87,6 +89,12 @@ func newAPIWorld(t *testing.T) *apiWorld {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(tf, "\n[[principal]]\nid = \"cab\"\nroles = [\"freeze\", \"break-glass\"]\nkey = %q\n\n[[freeze]]\nname = \"past\"\nstart = \"2001-01-01\"\nend = \"2001-01-02\"\ntime_zone = \"UTC\"\n", kg.PublicKey)
+	// A bridge, whose answers AnswerAttested admits.
+	code, stdout, stderr = h.run("keygen", "--out", h.key("slackbridge"), "--json")
+	if code != 0 || json.Unmarshal([]byte(stdout), &kg) != nil || kg.PublicKey == "" {
+		t.Fatalf("keygen: %d %s %s", code, stdout, stderr)
+	}
+	fmt.Fprintf(tf, "\n[[principal]]\nid = \"slackbridge\"\nroles = [\"bridge\"]\nkey = %q\n", kg.PublicKey)
 	if err := tf.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -354,6 +362,37 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		}
 		return run
 	}
+	// fileRecord files a certainty record on fp and returns its id.
+	fileRecord := func(t *testing.T, fp string) string {
+		file(t, fp)
+		st, err := (localAPI{f: w.local}).Status(ctx, api.StatusRequest{Fingerprint: fp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range st.Evidence {
+			if e.Kind == approval.KindRecord {
+				return e.ID
+			}
+		}
+		t.Fatalf("no record of %s", fp)
+		return ""
+	}
+	// attested is a Slack click by user on record, as the bridge whose
+	// key signer holds signs it: for approver, a second before now.
+	attested := func(t *testing.T, signer, fp, record, approver, user string) api.AnswerAttestedRequest {
+		k, err := keys.Load(h.key(signer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued := w.clock.Load().(time.Time).UTC().Add(-time.Second)
+		ch := approval.Channel{Kind: "slack", SlackUser: user, SlackTeam: "T1", SlackActionTS: "1700000000.000001"}
+		env, err := approval.Sign(k, approval.TypeTrinity, approval.Answer{Fingerprint: fp, Record: record, Answer: "approve",
+			Approver: approver, Channel: &ch, Issued: issued, Expires: issued.Add(approval.DefaultAnswerTTL)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return api.AnswerAttestedRequest{Fingerprint: fp, Record: record, Verdict: "approve", Channel: ch, Issued: issued, Envelope: env}
+	}
 	geraLocal, _ := w.as("gera")
 	// A go for one run; it returns the start of the decision's id, as a
 	// refusal names it.
@@ -450,6 +489,17 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		}},
 		{"break-glass review", "", "alice", breakAndRun, func(a api.API, _, run string) (any, error) {
 			return a.BreakGlassReview(ctx, api.BreakGlassReviewRequest{Run: run, Notes: "fine"})
+		}},
+		// A bridge's answer: admitted only as the service's own checks
+		// make it (bridge.Source.Admit), whoever calls.
+		{"answer attested", "", "agent", fileRecord, func(a api.API, fp, record string) (any, error) {
+			return a.AnswerAttested(ctx, attested(t, "slackbridge", fp, record, "alice", "UALICE"))
+		}},
+		{"answer attested by an approver's key", "", "agent", fileRecord, func(a api.API, fp, record string) (any, error) {
+			return a.AnswerAttested(ctx, attested(t, "alice", fp, record, "alice", "UALICE"))
+		}},
+		{"answer attested for another approver by the bridge", "", "agent", fileRecord, func(a api.API, fp, record string) (any, error) {
+			return a.AnswerAttested(ctx, attested(t, "slackbridge", fp, record, "bob", "UALICE"))
 		}},
 	}
 	for i, c := range writes {
