@@ -70,6 +70,10 @@ type API interface {
 	// comment it authenticated, once the service's own checks make that
 	// very answer (signed by a principal with role bridge).
 	AnswerAttested(ctx context.Context, req AnswerAttestedRequest) (*AnswerAttestedResult, error)
+	// DecisionData returns what a judgement of one stored plan reads of
+	// the store, for a bridge to judge by its own policy (a caller with a
+	// key of the policy).
+	DecisionData(ctx context.Context, req DecisionDataRequest) (*DecisionDataResult, error)
 	// Plan validates, resolves and fingerprints an invocation and, with
 	// the caller's agent key, stores the signed plan.
 	Plan(ctx context.Context, req PlanRequest) (*PlanResult, error)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/bridge"
 )
 
 // AnswerAttestedRequest is an answer a bridge authenticated on its channel
@@ -32,4 +33,18 @@ type AnswerAttestedResult struct {
 	Approver  string `json:"approver"`
 	Verdict   string `json:"verdict"`
 	Duplicate bool   `json:"duplicate"`
+}
+
+// DecisionDataRequest asks for what a judgement of one stored plan reads
+// of the store (bridge.Input): a bridge that is a client of the service
+// judges it itself, by its policy, as its views and follow-ups need.
+type DecisionDataRequest struct {
+	Fingerprint string `json:"fingerprint"`
+}
+
+// DecisionDataResult is the plan's envelope, its evidence and what of it
+// could not be read, the uses spent, and the break-glass history of whoever
+// broke glass on it: signed records, verified by whoever judges them.
+type DecisionDataResult struct {
+	Input *bridge.Input `json:"input"`
 }

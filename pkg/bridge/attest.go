@@ -369,11 +369,11 @@ func (s Source) repeated(v *View, req Request, approver string) *AnswerView {
 // holding the bridge role: only such a record may stand for a click, or an
 // approver could pre-empt a click by storing a look-alike it signed itself.
 func (s Source) signedByBridge(v *View, id string) bool {
-	evidence, _, err := s.Store.Evidence(v.Plan.Fingerprint)
+	in, err := s.read(v.Plan.Fingerprint)
 	if err != nil {
 		return false
 	}
-	for _, env := range evidence {
+	for _, env := range in.Evidence {
 		sg, err := s.Policy.Open(env)
 		if err == nil && sg.ID == id {
 			return sg.Signer.Has(approval.RoleBridge)

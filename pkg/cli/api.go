@@ -337,6 +337,19 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			return ExitUsage, err
 		}
 		result, err = a.AnswerAttested(ctx, r)
+	case "decision-data":
+		// The plan's envelope and its evidence: what plans bind, so only
+		// for a caller with a key of the policy (a bridge hands over
+		// its bridge key).
+		var r api.DecisionDataRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		if !sc.mayReadPlans() {
+			err = refusal.New(refusal.PrincipalUnknown, "decision data shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
+			break
+		}
+		result, err = a.DecisionData(ctx, r)
 	case "plan":
 		var pr api.PlanRequest
 		if err := decodeArgs(req.Op, req.Args, &pr); err != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
@@ -44,6 +45,54 @@ func (a serviceAPI) AnswerAttested(ctx context.Context, req api.AnswerAttestedRe
 		return nil, err
 	}
 	return &r, nil
+}
+
+// DecisionData reads what bridge.Judge judges of the plan stored under
+// req.Fingerprint (bridge.Gather): through the service, only for a caller
+// with a key of the policy (serveAPI), since the plan and its evidence are
+// what plans bind.
+func (a localAPI) DecisionData(_ context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
+	c, err := a.f.Config()
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.f.Policy(c)
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.f.Store(c)
+	if err != nil {
+		return nil, err
+	}
+	in, err := bridge.Gather(bridge.Source{Policy: p, Store: st}, req.Fingerprint)
+	if err != nil {
+		return nil, err
+	}
+	return &api.DecisionDataResult{Input: in}, nil
+}
+
+func (a serviceAPI) DecisionData(ctx context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
+	var r api.DecisionDataResult
+	if err := a.call(ctx, "decision-data", &req, &r); err != nil {
+		return nil, err
+	}
+	if r.Input == nil {
+		return nil, fmt.Errorf("the runner service answered decision-data with no data")
+	}
+	return &r, nil
+}
+
+// readThrough is a bridge source's Read through a.
+func readThrough(a api.API) func(string) (*bridge.Input, error) {
+	return func(fp string) (*bridge.Input, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+		defer cancel()
+		r, err := a.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: fp})
+		if err != nil {
+			return nil, err
+		}
+		return r.Input, nil
+	}
 }
 
 // bridgeRequest is req as a bridge's checks take it.

@@ -274,6 +274,10 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"receipts export with no format refused", func(a api.API) (any, error) {
 			return a.ReceiptsExport(ctx, api.ReceiptsExportRequest{Out: io.Discard})
 		}},
+		{"decision data", func(a api.API) (any, error) { return a.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: fp}) }},
+		{"decision data of no plan", func(a api.API) (any, error) {
+			return a.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: "sha256:" + fp[len(fp)-64:len(fp)-1] + "0"})
+		}},
 		{"ops show", func(a api.API) (any, error) { return a.OpsShow(ctx, api.OpsShowRequest{Name: "push"}) }},
 		{"ops show refused", func(a api.API) (any, error) { return a.OpsShow(ctx, api.OpsShowRequest{Name: "nope"}) }},
 		{"plans complete", func(a api.API) (any, error) {
@@ -867,6 +871,20 @@ func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 	})
 	if r, ok := refusal.As(err); !ok || r.Code != refusal.PrincipalUnknown || exported.Len() != 0 {
 		t.Errorf("keyless receipts export: %v, and %d bytes sent; want refused principal_unknown and nothing", err, exported.Len())
+	}
+	// A plan's envelope and evidence (a bridge's DecisionData): refused,
+	// and nothing of the plan in the refusal.
+	dd, err := asNobody(t, func() (*api.DecisionDataResult, error) {
+		return serviceAPI{f: w.keyless}.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: push})
+	})
+	if r, ok := refusal.As(err); !ok || r.Code != refusal.PrincipalUnknown || dd != nil {
+		t.Errorf("keyless decision data: %+v, %v; want refused principal_unknown", dd, err)
+	} else {
+		for _, s := range secretish {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("keyless decision data's refusal shows %q: %v", s, err)
+			}
+		}
 	}
 	// A prefix of at least 6 characters, not digits only (which would
 	// name a sequence number).
