@@ -16,7 +16,7 @@ import (
 
 // maxEnrollInput bounds what passkey enroll reads of a code or a
 // registration response, on the caller's side (the service bounds it too).
-const maxEnrollInput = 64 << 10
+const maxEnrollInput = 16 << 10
 
 // NewCmdPasskey builds `passkey`: enrolling a principal's passkey (issue
 // 30, docs/adr/0043-passkey-assertions-as-evidence.md).

@@ -70,8 +70,9 @@ const (
 	// codeBytes is a code's entropy: 160 bits, 32 base32 letters.
 	codeBytes = 20
 	codeLen   = 32
-	// maxResponse bounds a registration response handed in.
-	maxResponse = 64 << 10
+	// maxResponse bounds a registration response handed in (a real one
+	// is a few KiB; the request carrying it is at most 64 KiB).
+	maxResponse = 16 << 10
 )
 
 // How an enrolment was authorised.
