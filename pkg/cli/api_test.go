@@ -97,7 +97,7 @@ func newAPIWorld(t *testing.T) *apiWorld {
 	}
 	fmt.Fprintf(tf, "\n[[principal]]\nid = \"slackbridge\"\nroles = [\"bridge\"]\nkey = %q\n", kg.PublicKey)
 	// The approval page's origin, for passkey enrolment.
-	fmt.Fprintf(tf, "\n[passkey]\norigin = \"https://approve.example.test\"\n")
+	fmt.Fprint(tf, "\n[passkey]\norigin = \"https://approve.example.test\"\n")
 	if err := tf.Close(); err != nil {
 		t.Fatal(err)
 	}
