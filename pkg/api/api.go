@@ -10,8 +10,8 @@
 // The calls here are ops list and show, whoami, plan, status and its wait,
 // the calls that add a signed record to a plan (file, decide, gera,
 // withdraw, freeze grant, break-glass and its review), run, receipts list,
-// show, checkpoint and export, replay, and shell completion's
-// (docs/API.md).
+// show, checkpoint and export, replay, passkey enrolment (a one-time code,
+// begin and finish) and shell completion's (docs/API.md).
 package api
 
 import (
@@ -106,6 +106,16 @@ type API interface {
 	// ReceiptsProve proves one receipt included in the journal's Merkle
 	// tree, with a signed checkpoint of that tree.
 	ReceiptsProve(ctx context.Context, req ReceiptsProveRequest) (*ReceiptsProveResult, error)
+	// PasskeyCode issues a one-time code authorising one passkey
+	// enrolment of a principal (the service's operator only).
+	PasskeyCode(ctx context.Context, req PasskeyCodeRequest) (*PasskeyCodeResult, error)
+	// PasskeyEnrollBegin begins a passkey enrolment, authorised by the
+	// caller's key or a one-time code: the WebAuthn creation options.
+	PasskeyEnrollBegin(ctx context.Context, req PasskeyEnrollBeginRequest) (*PasskeyEnrollBeginResult, error)
+	// PasskeyEnrollFinish verifies a registration response against the
+	// enrolment whose challenge it answers (spending it) and returns the
+	// credential as a trust.toml snippet.
+	PasskeyEnrollFinish(ctx context.Context, req PasskeyEnrollFinishRequest) (*PasskeyEnrollFinishResult, error)
 	// ReceiptsShow returns the journal entries of one run or one
 	// sequence number; a caller with no key of the policy reads them
 	// redacted (ReceiptEntry).

@@ -431,6 +431,27 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		// A caller with no key of the policy reads each entry redacted:
 		// what names and hashes the run, nothing the plan binds.
 		result, err = serveReceiptsShow(ctx, a, r, sc.mayReadPlans())
+	// Passkey enrolment: a code only for the service's operator
+	// (localAPI.PasskeyCode); a begin by the caller's key or a code; a
+	// finish judged against a challenge this service issued, once.
+	case "passkey-code":
+		var r api.PasskeyCodeRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyCode(ctx, r)
+	case "passkey-enroll-begin":
+		var r api.PasskeyEnrollBeginRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyEnrollBegin(ctx, r)
+	case "passkey-enroll-finish":
+		var r api.PasskeyEnrollFinishRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyEnrollFinish(ctx, r)
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
+	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 	"github.com/prod-write/prod-write/receipts"
@@ -95,6 +96,8 @@ func newAPIWorld(t *testing.T) *apiWorld {
 		t.Fatalf("keygen: %d %s %s", code, stdout, stderr)
 	}
 	fmt.Fprintf(tf, "\n[[principal]]\nid = \"slackbridge\"\nroles = [\"bridge\"]\nkey = %q\n", kg.PublicKey)
+	// The approval page's origin, for passkey enrolment.
+	fmt.Fprint(tf, "\n[passkey]\norigin = \"https://approve.example.test\"\n")
 	if err := tf.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +200,10 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	ctx := context.Background()
+	enroller, err := passkeytest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	implementations := []struct {
 		name string
 		api  api.API
@@ -284,6 +291,48 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 			return a.PlansComplete(ctx, api.PlansCompleteRequest{Prefix: fp[len("sha256:") : len("sha256:")+3]})
 		}},
 		{"plans complete refused", func(a api.API) (any, error) { return a.PlansComplete(ctx, api.PlansCompleteRequest{Prefix: "../"}) }},
+		// Passkey enrolment: the code itself is random, so its length
+		// is compared; one software authenticator answers both
+		// implementations' enrolments (the policy lists neither).
+		{"passkey code", func(a api.API) (any, error) {
+			r, err := a.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice", TTL: time.Hour})
+			if err != nil {
+				return nil, err
+			}
+			return []any{r.FormatVersion, r.Principal, r.Expires, len(r.Code)}, nil
+		}},
+		{"passkey code for no principal refused", func(a api.API) (any, error) {
+			return a.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "mallory"})
+		}},
+		{"passkey enroll", func(a api.API) (any, error) {
+			b, err := a.PasskeyEnrollBegin(ctx, api.PasskeyEnrollBeginRequest{})
+			if err != nil {
+				return nil, err
+			}
+			resp, err := enroller.Register(b.Options, passkeytest.Registration{Origin: "https://approve.example.test"})
+			if err != nil {
+				return nil, err
+			}
+			r, err := a.PasskeyEnrollFinish(ctx, api.PasskeyEnrollFinishRequest{Response: resp})
+			return []any{b.Principal, b.Authorised, b.Expires, r}, err
+		}},
+		{"passkey enroll with a spent code refused", func(a api.API) (any, error) {
+			c, err := localAPI{f: w.local}.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice"})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := a.PasskeyEnrollBegin(ctx, api.PasskeyEnrollBeginRequest{Code: c.Code}); err != nil {
+				return nil, err
+			}
+			return a.PasskeyEnrollBegin(ctx, api.PasskeyEnrollBeginRequest{Code: c.Code})
+		}},
+		{"passkey enroll finish of a challenge not issued refused", func(a api.API) (any, error) {
+			resp, err := enroller.Register([]byte(`{"publicKey":{"challenge":"bm90IGlzc3VlZCBieSB0aGUgc2VydmljZSwgMzI","rp":{"id":"approve.example.test"}}}`), passkeytest.Registration{Origin: "https://approve.example.test"})
+			if err != nil {
+				return nil, err
+			}
+			return a.PasskeyEnrollFinish(ctx, api.PasskeyEnrollFinishRequest{Response: resp})
+		}},
 	}
 	if err := os.WriteFile(filepath.Join(w.h.dir, "config.toml"), []byte("a = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
