@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,64 +58,101 @@ type runStatement struct {
 // checks each line exactly: a strict DSSE envelope of [InTotoPayloadType]
 // with one signature, by pub, over its PAE; an in-toto Statement v1 of
 // [RunPredicateV1] that decodes strictly; at least one subject, each a
-// sha256 in lowercase hex; and no run id twice. It returns the number of
-// runs verified; a [*MalformedExportError] or [*ExportRefusedError] names
+// sha256 in lowercase hex; and no run id twice. It returns what it
+// verified; a [*MalformedExportError] or [*ExportRefusedError] names
 // the first line that fails. An empty export verifies no runs and is not
 // an error.
-func VerifyExport(r io.Reader, pub keys.Public) (int, error) {
+//
+// A line that is a [RunBundle] (`export --proofs`) is checked the same way
+// for its envelope, and its proofs too: the checkpoint is a note signed by
+// pub for the run's host, and the run's intent (and outcome) receipts,
+// as the attestation names them, are leaves of the tree it signs.
+func VerifyExport(r io.Reader, pub keys.Public) (*ExportVerified, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	seen := map[string]int{}
+	v := &ExportVerified{}
 	n := 0
 	for no := 1; ; no++ {
+		v.Runs = n
 		line, err := readExportLine(br)
 		if err == io.EOF {
-			return n, nil
+			return v, nil
 		}
 		if err != nil {
-			return n, &MalformedExportError{Line: no, Err: err}
+			return v, &MalformedExportError{Line: no, Err: err}
 		}
+		var kind struct {
+			MediaType *string `json:"mediaType"`
+		}
+		var bundle *RunBundle
 		var env dsse.Envelope
-		if err := strictjson.Unmarshal(line, &env); err != nil {
-			return n, &MalformedExportError{Line: no, Err: fmt.Errorf("not a DSSE envelope: %w", err)}
+		if json.Unmarshal(line, &kind) == nil && kind.MediaType != nil {
+			bundle = &RunBundle{}
+			if err := strictjson.Unmarshal(line, bundle); err != nil {
+				return v, &MalformedExportError{Line: no, Err: fmt.Errorf("not a run bundle: %w", err)}
+			}
+			if bundle.MediaType != RunBundleV1 || bundle.DSSEEnvelope == nil {
+				return v, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("mediaType %q with no envelope, want %q", bundle.MediaType, RunBundleV1)}
+			}
+			env = *bundle.DSSEEnvelope
+		} else if err := strictjson.Unmarshal(line, &env); err != nil {
+			return v, &MalformedExportError{Line: no, Err: fmt.Errorf("not a DSSE envelope: %w", err)}
 		}
 		body, err := base64.StdEncoding.Strict().DecodeString(env.Payload)
 		if err != nil {
-			return n, &MalformedExportError{Line: no, Err: fmt.Errorf("payload is not base64: %w", err)}
+			return v, &MalformedExportError{Line: no, Err: fmt.Errorf("payload is not base64: %w", err)}
 		}
 		if env.PayloadType != InTotoPayloadType {
-			return n, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("payloadType %q, want %q", env.PayloadType, InTotoPayloadType)}
+			return v, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("payloadType %q, want %q", env.PayloadType, InTotoPayloadType)}
 		}
 		if err := approval.VerifyWith(pub, &env); err != nil {
-			return n, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("the signature does not verify under key %.12s… (%s): %v", pub.ID(), pub, err)}
+			return v, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("the signature does not verify under key %.12s… (%s): %v", pub.ID(), pub, err)}
 		}
 		var st runStatement
 		if err := strictjson.Unmarshal(body, &st); err != nil {
-			return n, &MalformedExportError{Line: no, Err: fmt.Errorf("payload is not a run statement: %w", err)}
+			return v, &MalformedExportError{Line: no, Err: fmt.Errorf("payload is not a run statement: %w", err)}
 		}
 		if st.Type != StatementV1 {
-			return n, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("statement _type %q, want %q", st.Type, StatementV1)}
+			return v, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("statement _type %q, want %q", st.Type, StatementV1)}
 		}
 		if st.PredicateType != RunPredicateV1 {
-			return n, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("predicateType %q, want %q", st.PredicateType, RunPredicateV1)}
+			return v, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("predicateType %q, want %q", st.PredicateType, RunPredicateV1)}
 		}
 		if len(st.Subject) == 0 {
-			return n, &ExportRefusedError{Line: no, Reason: "no subject: a run attests at least its program"}
+			return v, &ExportRefusedError{Line: no, Reason: "no subject: a run attests at least its program"}
 		}
 		for _, s := range st.Subject {
 			if h := s.Digest["sha256"]; len(h) != 64 || !isLowerHex(h) || len(s.Digest) != 1 {
-				return n, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("subject %q: want exactly a sha256 digest in lowercase hex", s.Name)}
+				return v, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("subject %q: want exactly a sha256 digest in lowercase hex", s.Name)}
 			}
 		}
 		id := st.Predicate.RunID
 		if id == "" {
-			return n, &ExportRefusedError{Line: no, Reason: "the predicate names no run_id"}
+			return v, &ExportRefusedError{Line: no, Reason: "the predicate names no run_id"}
 		}
 		if first, ok := seen[id]; ok {
-			return n, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("run %s is attested twice (first on line %d)", id, first)}
+			return v, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("run %s is attested twice (first on line %d)", id, first)}
 		}
 		seen[id] = no
+		if bundle != nil {
+			size, why := verifyBundleProofs(bundle, &st, pub)
+			if why != "" {
+				return v, &ExportRefusedError{Line: no, Reason: why}
+			}
+			v.Proved++
+			v.TreeSize = max(v.TreeSize, size)
+		}
 		n++
 	}
+}
+
+// ExportVerified is what [VerifyExport] verified: how many runs, how many
+// of them with inclusion proofs ([RunBundle]), and the largest tree those
+// proofs are against.
+type ExportVerified struct {
+	Runs     int
+	Proved   int
+	TreeSize uint64
 }
 
 // readExportLine returns the next line without its newline, io.EOF at the

@@ -70,12 +70,12 @@ func TestVerifyExport(t *testing.T) {
 	export, k := vectorExport(t)
 	lines := bytes.SplitAfter(export, []byte("\n"))
 	lines = lines[:len(lines)-1]
-	n, err := receipts.VerifyExport(bytes.NewReader(export), k.Public())
-	if err != nil || n != len(lines) {
-		t.Fatalf("the vectors' export: %d runs, %v; want %d, nil", n, err, len(lines))
+	v, err := receipts.VerifyExport(bytes.NewReader(export), k.Public())
+	if err != nil || v.Runs != len(lines) || v.Proved != 0 {
+		t.Fatalf("the vectors' export: %+v, %v; want %d runs, none proved", v, err, len(lines))
 	}
-	if n, err := receipts.VerifyExport(strings.NewReader(""), k.Public()); n != 0 || err != nil {
-		t.Errorf("an empty export: %d, %v; want 0, nil", n, err)
+	if v, err := receipts.VerifyExport(strings.NewReader(""), k.Public()); v.Runs != 0 || err != nil {
+		t.Errorf("an empty export: %+v, %v; want 0, nil", v, err)
 	}
 	other, err := keys.Generate()
 	if err != nil {
@@ -143,13 +143,15 @@ func FuzzVerifyExport(f *testing.F) {
 	export, k := vectorExport(f)
 	f.Add(export)
 	f.Add([]byte("{}\n"))
+	f.Add([]byte(`{"mediaType":"` + receipts.RunBundleV1 + `","dsseEnvelope":` + string(bytes.SplitAfter(export, []byte("\n"))[0][:len(bytes.SplitAfter(export, []byte("\n"))[0])-1]) + `,"inclusion":[],"checkpoint":""}` + "\n"))
 	f.Add([]byte(""))
 	pub := k.Public()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		n, err := receipts.VerifyExport(bytes.NewReader(b), pub)
-		if err != nil || n == 0 {
+		v, err := receipts.VerifyExport(bytes.NewReader(b), pub)
+		if err != nil || v.Runs == 0 {
 			return
 		}
+		n := v.Runs
 		// What verified is, whatever its spacing, a payload the runner
 		// signed.
 		var env dsse.Envelope

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -20,6 +21,7 @@ import (
 type ExportOptions struct {
 	F      *Factory
 	InToto bool
+	Proofs bool
 	Out    string
 }
 
@@ -37,8 +39,14 @@ argv, cwd, the decision (path, evidence, approvers and their channels, the use
 spent) and the outcome (exit status, signal, duration, output digests). It is
 signed by this host's runner key, in the runner service when there is one.
 Every journal entry must verify as signed by a runner of the trust policy, or
-nothing more is exported. Formats and test vectors: docs/FORMAT.md.`,
-		Example: "  prod-write receipts export --in-toto --out runs.intoto.jsonl",
+nothing more is exported. Formats and test vectors: docs/FORMAT.md.
+
+With --proofs each line is a run bundle instead (` + receipts.RunBundleV1 + `):
+the envelope, inclusion proofs of the run's intent and outcome receipts in
+the journal's Merkle tree, and the tree's checkpoint, a C2SP note signed by
+the runner key, so that one run verifies alone from the runner's public key
+(receipts verify-export).`,
+		Example: "  prod-write receipts export --in-toto --out runs.intoto.jsonl\n  prod-write receipts export --in-toto --proofs --out runs.bundles.jsonl",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !opts.InToto {
@@ -51,6 +59,7 @@ nothing more is exported. Formats and test vectors: docs/FORMAT.md.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.InToto, "in-toto", false, "write in-toto Statements v1 in DSSE envelopes (the one format there is)")
+	cmd.Flags().BoolVar(&opts.Proofs, "proofs", false, "write run bundles: each attestation with inclusion proofs of its receipts and the signed checkpoint of the tree")
 	cmd.Flags().StringVar(&opts.Out, "out", "", "write to `FILE` instead of stdout")
 	return cmd
 }
@@ -68,7 +77,7 @@ func receiptsExport(ctx context.Context, o *ExportOptions) error {
 	if o.Out != "" {
 		out = &buf
 	}
-	r, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: o.InToto, Out: out})
+	r, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: o.InToto, Proofs: o.Proofs, Out: out})
 	if err != nil {
 		return err
 	}
@@ -113,7 +122,13 @@ func (a localAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequ
 	if out == nil {
 		out = io.Discard
 	}
-	n, err := receipts.ExportInToto(ctx, sj.journal, sj.policy, sj.key, out)
+	var n int
+	if req.Proofs {
+		origin := receipts.NoteOrigin(runner.JournalHost(sj.cfg.Host))
+		n, err = receipts.ExportInTotoBundles(ctx, sj.journal, sj.policy, sj.key, origin, out)
+	} else {
+		n, err = receipts.ExportInToto(ctx, sj.journal, sj.policy, sj.key, out)
+	}
 	var ue *receipts.UnverifiedError
 	if errors.As(err, &ue) {
 		return nil, &dataError{err: fmt.Errorf("export stopped after %d runs: %w", n, err)}
@@ -194,7 +209,7 @@ func verifyExportRun(o *VerifyExportOptions) error {
 		return fmt.Errorf("reading the export: %w", err)
 	}
 	defer in.Close()
-	n, err := receipts.VerifyExport(in, pub)
+	v, err := receipts.VerifyExport(in, pub)
 	var bad *receipts.MalformedExportError
 	if errors.As(err, &bad) {
 		return &dataError{err: fmt.Errorf("%s: %w", o.Export, err)}
@@ -203,8 +218,11 @@ func verifyExportRun(o *VerifyExportOptions) error {
 		return fmt.Errorf("%s: %w", o.Export, err)
 	}
 	if o.F.JSON {
-		return printDoc(o.F.IO.Out, map[string]any{"export": o.Export, "verified": true, "runs": n, "key_id": pub.ID()})
+		return printDoc(o.F.IO.Out, map[string]any{"export": o.Export, "verified": true, "runs": v.Runs, "proved": v.Proved, "tree_size": v.TreeSize, "key_id": pub.ID()})
 	}
-	fmt.Fprintf(o.F.IO.Out, "%s: verified: %d runs attested, each signed by key %.12s…\n", o.Export, n, pub.ID())
+	fmt.Fprintf(o.F.IO.Out, "%s: verified: %d runs attested, each signed by key %.12s…\n", o.Export, v.Runs, pub.ID())
+	if v.Proved > 0 {
+		fmt.Fprintf(o.F.IO.Out, "%s: %d of them with their receipts proved in the journal's tree of %d entries, its checkpoint signed by the same key\n", o.Export, v.Proved, v.TreeSize)
+	}
 	return nil
 }
