@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/slack-go/slack"
+	"golang.org/x/time/rate"
 
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
@@ -226,8 +227,8 @@ func addrOf(ln net.Listener) string {
 }
 
 // ServeMCPHTTP implements [cli.Net].
-func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allowRun bool, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error {
-	tokens, err := mcpserver.LoadTokens(tokensPath)
+func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error {
+	tokens, err := mcpserver.LoadTokens(s.MCPTokens)
 	if err != nil {
 		return err
 	}
@@ -246,8 +247,9 @@ func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allo
 		}
 	}
 	h := mcpserver.NewHTTPHandler(tokens, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
-		mcpserver.Options{AllowRun: allowRun, Version: cli.Version, Logger: log, Calls: calls})
-	ln, err := net.Listen("tcp", listen)
+		mcpserver.Options{AllowRun: s.MCPAllowRun, Version: cli.Version, Logger: log, Calls: calls,
+			Rate: rate.Limit(s.MCPRate), Burst: s.MCPBurst})
+	ln, err := net.Listen("tcp", s.MCPListen)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,44 @@
+package config_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prod-write/prod-write/pkg/config"
+)
+
+// MCP over HTTP's rate limit is read from [service]: a
+// value set is kept as written (0 is the default of MCP over HTTP), one
+// that would turn the limit off fails at load.
+func TestServiceMCPRate(t *testing.T) {
+	c, err := config.Parse("/etc/pw/prod-write.toml", []byte("[service]\nmcp_rate = 0.5\nmcp_burst = 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Service.MCPRate != 0.5 || c.Service.MCPBurst != 3 {
+		t.Errorf("mcp_rate %v, mcp_burst %d: want 0.5 and 3", c.Service.MCPRate, c.Service.MCPBurst)
+	}
+	c, err = config.Parse("/etc/pw/prod-write.toml", []byte("[service]\nmcp_rate = 12\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Service.MCPRate != 12 || c.Service.MCPBurst != 0 {
+		t.Errorf("an integer rate: mcp_rate %v, mcp_burst %d, want 12 and 0", c.Service.MCPRate, c.Service.MCPBurst)
+	}
+
+	for _, tc := range []struct{ src, want string }{
+		{"[service]\nmcp_rate = -1\n", "service.mcp_rate -1: want a finite number"},
+		{"[service]\nmcp_rate = nan\n", "service.mcp_rate NaN: want a finite number"},
+		{"[service]\nmcp_rate = inf\n", "service.mcp_rate +Inf: want a finite number"},
+		{"[service]\nmcp_burst = -1\n", "service.mcp_burst -1: want 1 to"},
+		{"[service]\nmcp_burst = 1048577\n", "service.mcp_burst 1048577: want 1 to"},
+		{"[service]\nmcp_rate = \"10/s\"\n", "service.mcp_rate must be a number, not a string"},
+	} {
+		_, err := config.Parse("/etc/pw/prod-write.toml", []byte(tc.src))
+		var ce *config.Error
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one saying %q", tc.src, err, tc.want)
+		}
+	}
+}
