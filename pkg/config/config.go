@@ -199,6 +199,11 @@ type Service struct {
 	// Zero is the default of MCP over HTTP (10 a second, bursts of 50).
 	MCPRate  float64 `toml:"mcp_rate"`
 	MCPBurst int     `toml:"mcp_burst"`
+	// MCPTLSCert and MCPTLSKey, set together, serve MCP over HTTPS: the
+	// PEM certificate chain and its private key, a file only the
+	// service's account may read (docs/adr/0047-mcp-http-limits-tls-origin-body.md).
+	MCPTLSCert string `toml:"mcp_tls_cert"`
+	MCPTLSKey  string `toml:"mcp_tls_key"`
 }
 
 // MaxMCPBurst bounds service.mcp_burst: a burst is a number of requests
@@ -212,6 +217,9 @@ func (s *Service) check(path string) error {
 	}
 	if s.MCPBurst < 0 || s.MCPBurst > MaxMCPBurst {
 		return &Error{Path: path, Msg: fmt.Sprintf("service.mcp_burst %d: want 1 to %d requests (0 or unset: the default, 50)", s.MCPBurst, MaxMCPBurst)}
+	}
+	if (s.MCPTLSCert == "") != (s.MCPTLSKey == "") {
+		return &Error{Path: path, Msg: "service.mcp_tls_cert and service.mcp_tls_key go together: set both to serve MCP over HTTPS, or neither"}
 	}
 	return nil
 }
@@ -335,7 +343,7 @@ func Parse(path string, data []byte) (*Config, error) {
 	if err := c.Service.check(path); err != nil {
 		return nil, err
 	}
-	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens, &c.Service.MCPKeys, &c.Service.MCPCwd} {
+	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens, &c.Service.MCPKeys, &c.Service.MCPCwd, &c.Service.MCPTLSCert, &c.Service.MCPTLSKey} {
 		*p = c.Abs(*p)
 	}
 	return c, nil

@@ -6,6 +6,7 @@ package netbackend
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -249,6 +250,14 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 	h := mcpserver.NewHTTPHandler(tokens, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
 		mcpserver.Options{AllowRun: s.MCPAllowRun, Version: cli.Version, Logger: log, Calls: calls,
 			Rate: rate.Limit(s.MCPRate), Burst: s.MCPBurst})
+	// The key file is checked before anything listens: a key others can
+	// read stops the service at start.
+	var tlsConf *tls.Config
+	if s.MCPTLSCert != "" || s.MCPTLSKey != "" {
+		if tlsConf, err = mcpTLSConfig(s.MCPTLSCert, s.MCPTLSKey); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", s.MCPListen)
 	if err != nil {
 		return err
@@ -257,7 +266,7 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 	// The MCP endpoint and, with an [oauth] table in the tokens file, its
 	// RFC 9728 metadata at the well-known URIs.
 	h.Mount(mux, "/mcp")
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: tlsConf}
 	var stopped atomic.Bool
 	calls.OnStop(func() {
 		// The service stops: no new connection, before any call learns
@@ -265,9 +274,15 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 		stopped.Store(true)
 		ln.Close()
 	})
-	log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "path", "/mcp", "tokens", tokens.Len(), "oauth", tokens.OAuth() != nil)
+	log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "path", "/mcp", "tls", tlsConf != nil, "tokens", tokens.Len(), "oauth", tokens.OAuth() != nil)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsConf != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
