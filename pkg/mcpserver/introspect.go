@@ -166,6 +166,7 @@ const nbfLeeway = 5 * time.Minute
 // iss (when present) is in's issuer, whose aud names the resource, whose
 // exp is still to come, whose nbf (when present) has come, and whose
 // token_type and token_use (when present) say a bearer access token. Its
+// sub is required by [verifier.resolve]. Its
 // errors never hold raw or the secret.
 func (v *verifier) introspect(ctx context.Context, in *Introspection, raw string) (Token, error) {
 	if in.secret == "" {
@@ -261,9 +262,6 @@ func (v *verifier) introspect(ctx context.Context, in *Introspection, raw string
 	sub, _, err := str("sub")
 	if err != nil {
 		return Token{}, err
-	}
-	if sub == "" {
-		return Token{}, fmt.Errorf("issuer %q: the introspected token has no sub", in.Issuer)
 	}
 	scope, _, err := str("scope")
 	if err != nil {

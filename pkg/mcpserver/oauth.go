@@ -312,6 +312,11 @@ func (v *verifier) verify(ctx context.Context, raw string) (Token, error) {
 // [[oauth.principal]] entry that maps its subject or groups, narrowed by
 // its scopes.
 func (v *verifier) resolve(iss, sub string, groups, scopes []string) (Token, error) {
+	if sub == "" {
+		// The sessions are by subject: tokens without one, mapped by a
+		// group, would share theirs.
+		return Token{}, fmt.Errorf("a token of issuer %q has no sub", iss)
+	}
 	var match []OAuthPrincipal
 	for _, p := range v.o.Principals {
 		if p.Issuer == iss && ((p.Subject != "" && p.Subject == sub) || (p.Group != "" && slices.Contains(groups, p.Group))) {

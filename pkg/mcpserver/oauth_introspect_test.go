@@ -403,3 +403,31 @@ func TestOAuthIntrospectionLoad(t *testing.T) {
 		}
 	}
 }
+
+// An introspected token's groups map it as a JWT's do; one without a sub
+// is refused even when its group is mapped: its sessions would be shared
+// with every other token of the group.
+func TestOAuthIntrospectionGroups(t *testing.T) {
+	in := newIntrospector(t)
+	tokens, err := introTokens(t, in, 0o600, "\n[[oauth.principal]]\ngroup = \"deployers\"\nprincipal = \"agent\"\nscope = \"agent\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := in.good("svc-deploy", mcpserver.OAuthScopeAgent)
+	member["groups"] = []string{"deployers"}
+	in.answer("opaque-member", member)
+	anonymous := in.good("", mcpserver.OAuthScopeAgent)
+	delete(anonymous, "sub")
+	anonymous["groups"] = []string{"deployers"}
+	in.answer("opaque-anonymous", anonymous)
+	srv := httptest.NewServer(mcpserver.NewHTTPHandler(tokens, func(mcpserver.Token) (mcpserver.Backend, error) {
+		return newFake(t, "agent", approval.RoleAgent), nil
+	}, mcpserver.Options{}))
+	defer srv.Close()
+	if resp, body := post(t, srv.URL, initialize, "", "Bearer opaque-member"); resp.StatusCode != http.StatusOK {
+		t.Errorf("a member of a mapped group: status %d (%s), want 200", resp.StatusCode, body)
+	}
+	if resp, _ := post(t, srv.URL, initialize, "", "Bearer opaque-anonymous"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a member of a mapped group without a sub: status %d, want 401", resp.StatusCode)
+	}
+}
