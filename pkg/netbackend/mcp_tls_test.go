@@ -176,3 +176,26 @@ func TestServeMCPHTTPRefusesAnExposedTLSKey(t *testing.T) {
 		t.Errorf("a key owned by uid 65534: err %v, want it refused", err)
 	}
 }
+
+// Over HTTPS only, a tokens file whose oauth.resource is http:// names a
+// URI no client reaches: MCP is not served; https:// is.
+func TestServeMCPHTTPSRefusesAnHTTPResource(t *testing.T) {
+	p := newTestPKI(t)
+	for _, c := range []struct {
+		resource string
+		ok       bool
+	}{{"http://127.0.0.1:1/mcp", false}, {"https://127.0.0.1/mcp", true}} {
+		tokens := filepath.Join(t.TempDir(), "tokens.toml")
+		data := "[oauth]\nresource = \"" + c.resource + "\"\nissuers = [\"https://idp.example.test\"]\n\n[[oauth.principal]]\nsubject = \"a\"\nprincipal = \"agent\"\nscope = \"agent\"\n"
+		if err := os.WriteFile(tokens, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := startMCPHTTP(t, config.Service{MCPTokens: tokens, MCPTLSCert: p.cert, MCPTLSKey: p.key})
+		if c.ok && err != nil {
+			t.Errorf("resource %s over HTTPS: %v", c.resource, err)
+		}
+		if !c.ok && (err == nil || !strings.Contains(err.Error(), "oauth.resource")) {
+			t.Errorf("resource %s over HTTPS: err %v, want it refused", c.resource, err)
+		}
+	}
+}

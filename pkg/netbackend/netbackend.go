@@ -257,6 +257,12 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 		if tlsConf, err = mcpTLSConfig(s.MCPTLSCert, s.MCPTLSKey); err != nil {
 			return err
 		}
+		// Served over HTTPS only, an http:// resource is a URI no client
+		// reaches, and whose tokens' audience no client would ask for.
+		// (Without TLS here, an https:// resource is a proxy's: allowed.)
+		if o := tokens.OAuth(); o != nil && strings.HasPrefix(o.Resource, "http://") {
+			return fmt.Errorf("%s: oauth.resource %q is http://, but service.mcp_tls_cert serves MCP over HTTPS only: name the https:// URI clients reach", s.MCPTokens, o.Resource)
+		}
 	}
 	ln, err := net.Listen("tcp", s.MCPListen)
 	if err != nil {
