@@ -213,7 +213,7 @@ const MaxMCPBurst = 1 << 20
 func (s *Service) check(path string) error {
 	// NaN fails every comparison: it is refused with the negative rates.
 	if !(s.MCPRate >= 0) || math.IsInf(s.MCPRate, 0) {
-		return &Error{Path: path, Msg: fmt.Sprintf("service.mcp_rate %v: want a finite number of requests a second above 0 (0 or unset: the default, 10)", s.MCPRate)}
+		return &Error{Path: path, Msg: fmt.Sprintf("service.mcp_rate %v: want a finite number of requests a second, 0 or more (0 or unset: the default, 10)", s.MCPRate)}
 	}
 	if s.MCPBurst < 0 || s.MCPBurst > MaxMCPBurst {
 		return &Error{Path: path, Msg: fmt.Sprintf("service.mcp_burst %d: want 1 to %d requests (0 or unset: the default, 50)", s.MCPBurst, MaxMCPBurst)}
