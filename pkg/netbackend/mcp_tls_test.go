@@ -28,6 +28,9 @@ import (
 type testPKI struct {
 	pool      *x509.CertPool
 	cert, key string
+
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 }
 
 func newTestPKI(t *testing.T) testPKI {
@@ -50,17 +53,30 @@ func newTestPKI(t *testing.T) testPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir := t.TempDir()
+	p := testPKI{pool: x509.NewCertPool(), cert: filepath.Join(dir, "cert.pem"), key: filepath.Join(dir, "key.pem"), ca: ca, caKey: caKey}
+	p.pool.AddCert(ca)
+	p.issue(t, 2, p.cert, p.key)
+	return p
+}
+
+// issue writes a new server certificate of serial for 127.0.0.1, with a
+// key of its own, to cert and key (mode 0600), each by a rename, as a
+// renewal would.
+func (p testPKI) issue(t *testing.T, serial int64, cert, key string) {
+	t.Helper()
 	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now()
 	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &leafKey.PublicKey, caKey)
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, p.ca, &leafKey.PublicKey, p.caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,17 +84,20 @@ func newTestPKI(t *testing.T) testPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	p := testPKI{pool: x509.NewCertPool(), cert: filepath.Join(dir, "cert.pem"), key: filepath.Join(dir, "key.pem")}
-	p.pool.AddCert(ca)
-	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})...)
-	if err := os.WriteFile(p.cert, chain, 0o644); err != nil {
-		t.Fatal(err)
+	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.ca.Raw})...)
+	for _, f := range []struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}{{key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600}, {cert, chain, 0o644}} {
+		tmp := f.path + ".new"
+		if err := os.WriteFile(tmp, f.data, f.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, f.path); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(p.key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // With [service] mcp_tls_cert and mcp_tls_key, MCP is served over HTTPS
@@ -197,5 +216,46 @@ func TestServeMCPHTTPSRefusesAnHTTPResource(t *testing.T) {
 		if !c.ok && (err == nil || !strings.Contains(err.Error(), "oauth.resource")) {
 			t.Errorf("resource %s over HTTPS: err %v, want it refused", c.resource, err)
 		}
+	}
+}
+
+// A renewal is served without a restart: at the first handshake after the
+// files changed, the new pair is read, with the same checks; a renewed key
+// others can read is not served, and the pair loaded before still is.
+func TestServeMCPHTTPSServesARenewedCertificate(t *testing.T) {
+	p := newTestPKI(t)
+	addr, err := startMCPHTTP(t, config.Service{MCPTLSCert: p.cert, MCPTLSKey: p.key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func() int64 {
+		t.Helper()
+		// A new connection each time: a handshake is what reads again.
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.pool}, DisableKeepAlives: true}}
+		resp := postInitialize(t, c, "https://"+addr+"/mcp")
+		if resp.StatusCode != http.StatusOK || resp.TLS == nil {
+			t.Fatalf("over TLS: status %d", resp.StatusCode)
+		}
+		return resp.TLS.PeerCertificates[0].SerialNumber.Int64()
+	}
+	if got := serial(); got != 2 {
+		t.Fatalf("serial %d served at start, want 2", got)
+	}
+	p.issue(t, 3, p.cert, p.key)
+	if got := serial(); got != 3 {
+		t.Errorf("serial %d served after the renewal, want 3", got)
+	}
+	p.issue(t, 4, p.cert, p.key)
+	if err := os.Chmod(p.key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := serial(); got != 3 {
+		t.Errorf("serial %d served after a renewal whose key others can read, want 3 (the pair loaded before)", got)
+	}
+	if err := os.Chmod(p.key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := serial(); got != 4 {
+		t.Errorf("serial %d served once the renewed key is the service's alone, want 4", got)
 	}
 }

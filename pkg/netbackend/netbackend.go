@@ -254,7 +254,7 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 	// read stops the service at start.
 	var tlsConf *tls.Config
 	if s.MCPTLSCert != "" || s.MCPTLSKey != "" {
-		if tlsConf, err = mcpTLSConfig(s.MCPTLSCert, s.MCPTLSKey); err != nil {
+		if tlsConf, err = mcpTLSConfig(s.MCPTLSCert, s.MCPTLSKey, log); err != nil {
 			return err
 		}
 		// Served over HTTPS only, an http:// resource is a URI no client
