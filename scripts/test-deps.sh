@@ -17,12 +17,19 @@
 # own OAuth support included, installed beside them:
 #   @modelcontextprotocol/sdk  (npm)  .cache/node_modules/@modelcontextprotocol/sdk
 # Keep its version in step with pkg/mcpserver's oauth_ts_test.go (tsSDKVersion).
+#
+# And against the MCP Inspector's CLI, as issue 31 tried it:
+#   @modelcontextprotocol/inspector  (npm)  .cache/node_modules/@modelcontextprotocol/inspector
+# Keep its version in step with pkg/mcpserver's inspector_test.go
+# (inspectorVersion). Its package asks for node 22.19 or later; its CLI's
+# tools/list over HTTP runs on node 20 as well (npm warns EBADENGINE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DYNALITE_VERSION=4.0.0
 AJV_VERSION=8.20.0
 MCP_TS_SDK_VERSION=1.32.2
+MCP_INSPECTOR_VERSION=2.12.0
 VERSITYGW_VERSION=v1.8.0
 
 go mod download
@@ -52,6 +59,15 @@ if [ "$have" != "$MCP_TS_SDK_VERSION" ]; then
 	echo "test-deps: installing @modelcontextprotocol/sdk $MCP_TS_SDK_VERSION into .cache/" >&2
 	npm install --prefix .cache --save-exact --ignore-scripts --no-audit --no-fund \
 		"@modelcontextprotocol/sdk@$MCP_TS_SDK_VERSION" >&2
+fi
+
+# The MCP Inspector: exact version, no install scripts (its CLI needs
+# none; its web UI, which would, is not run).
+have=$(node -p 'require("./.cache/node_modules/@modelcontextprotocol/inspector/package.json").version' 2>/dev/null || true)
+if [ "$have" != "$MCP_INSPECTOR_VERSION" ]; then
+	echo "test-deps: installing @modelcontextprotocol/inspector $MCP_INSPECTOR_VERSION into .cache/" >&2
+	npm install --prefix .cache --save-exact --ignore-scripts --no-audit --no-fund \
+		"@modelcontextprotocol/inspector@$MCP_INSPECTOR_VERSION" >&2
 fi
 
 # versitygw: go install of the pinned module version (posix backend, with

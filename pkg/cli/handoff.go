@@ -85,13 +85,15 @@ type Net interface {
 	ServeBridge(ctx context.Context, s *BridgeService) error
 	// ServeMCP serves b's tools over MCP on in and out until in ends.
 	ServeMCP(ctx context.Context, b mcpapi.Backend, allowRun bool, in io.Reader, out io.Writer) error
-	// ServeMCPHTTP serves MCP over Streamable HTTP on listen: the bearer
-	// tokens of the file tokens map to principals, and backendFor gives
-	// the backend acting for one (the runner service's). Each MCP call
-	// joins calls, the service's, whose stop closes the listener (ADR
-	// 0031); ctx is done once the service has no call left, and
-	// ServeMCPHTTP then writes the last answers, shuts down and returns.
-	ServeMCPHTTP(ctx context.Context, listen, tokens string, allowRun bool, backendFor func(principal string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error
+	// ServeMCPHTTP serves MCP over Streamable HTTP as s, the service's
+	// configuration, says: on s.MCPListen, the bearer tokens of the file
+	// s.MCPTokens mapping to principals, each principal limited to
+	// s.MCPRate and s.MCPBurst; backendFor gives the backend acting for
+	// one (the runner service's). Each MCP call joins calls, the
+	// service's, whose stop closes the listener (ADR 0031); ctx is done
+	// once the service has no call left, and ServeMCPHTTP then writes the
+	// last answers, shuts down and returns.
+	ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(principal string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error
 }
 
 // NetBinary is the name of the binary that links [AWS] and [Net].

@@ -308,7 +308,7 @@ func serveRun(o *ServeOptions) error {
 		// principal of the policy stops the service here.
 		mcpErr := make(chan error, 1)
 		go func() {
-			mcpErr <- f.Net.ServeMCPHTTP(mcpCtx, c.Service.MCPListen, c.Service.MCPTokens, c.Service.MCPAllowRun, backendFor, srv, slog)
+			mcpErr <- f.Net.ServeMCPHTTP(mcpCtx, c.Service, backendFor, srv, slog)
 		}()
 		select {
 		case err := <-mcpErr:

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -192,6 +193,35 @@ type Service struct {
 	MCPCwd string `toml:"mcp_cwd"`
 	// MCPAllowRun offers run to the tokens that allow it.
 	MCPAllowRun bool `toml:"mcp_allow_run"`
+	// MCPRate and MCPBurst bound each principal's requests over HTTP, all
+	// its tokens together: MCPRate a second, in bursts of up to MCPBurst
+	// (a token bucket, docs/adr/0046-mcp-http-origin-token-type-limits.md).
+	// Zero is the default of MCP over HTTP (10 a second, bursts of 50).
+	MCPRate  float64 `toml:"mcp_rate"`
+	MCPBurst int     `toml:"mcp_burst"`
+	// MCPTLSCert and MCPTLSKey, set together, serve MCP over HTTPS: the
+	// PEM certificate chain and its private key, a file only the
+	// service's account may read (docs/adr/0047-mcp-http-limits-tls-origin-body.md).
+	MCPTLSCert string `toml:"mcp_tls_cert"`
+	MCPTLSKey  string `toml:"mcp_tls_key"`
+}
+
+// MaxMCPBurst bounds service.mcp_burst: a burst is a number of requests
+// served at once, not a way to turn the limit off.
+const MaxMCPBurst = 1 << 20
+
+func (s *Service) check(path string) error {
+	// NaN fails every comparison: it is refused with the negative rates.
+	if !(s.MCPRate >= 0) || math.IsInf(s.MCPRate, 0) {
+		return &Error{Path: path, Msg: fmt.Sprintf("service.mcp_rate %v: want a finite number of requests a second, 0 or more (0 or unset: the default, 10)", s.MCPRate)}
+	}
+	if s.MCPBurst < 0 || s.MCPBurst > MaxMCPBurst {
+		return &Error{Path: path, Msg: fmt.Sprintf("service.mcp_burst %d: want 1 to %d requests (0 or unset: the default, 50)", s.MCPBurst, MaxMCPBurst)}
+	}
+	if (s.MCPTLSCert == "") != (s.MCPTLSKey == "") {
+		return &Error{Path: path, Msg: "service.mcp_tls_cert and service.mcp_tls_key go together: set both to serve MCP over HTTPS, or neither"}
+	}
+	return nil
 }
 
 // Error is a missing or broken configuration (exit 78).
@@ -310,7 +340,10 @@ func Parse(path string, data []byte) (*Config, error) {
 	if err := c.Log.check(path); err != nil {
 		return nil, err
 	}
-	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens, &c.Service.MCPKeys, &c.Service.MCPCwd} {
+	if err := c.Service.check(path); err != nil {
+		return nil, err
+	}
+	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens, &c.Service.MCPKeys, &c.Service.MCPCwd, &c.Service.MCPTLSCert, &c.Service.MCPTLSKey} {
 		*p = c.Abs(*p)
 	}
 	return c, nil

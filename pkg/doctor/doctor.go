@@ -730,6 +730,11 @@ func (d *doctor) keyFiles() {
 	for _, s := range d.bridgeSecrets() {
 		optional(s.slack && slack || !s.slack && github, "bridge-secret", s.path, s.what, "write the secret into "+s.path+" (mode 0600, owned by the service account)")
 	}
+	// MCP over HTTPS (docs/adr/0047-mcp-http-limits-tls-origin-body.md):
+	// serve refuses to start with a key others can read, or none.
+	if k := c.Service.MCPTLSKey; k != "" {
+		optional(c.Service.MCPListen != "", "mcp-tls-key", k, "MCP TLS key", "write the key of service.mcp_tls_cert into "+k+" (mode 0600, owned by the service account)")
+	}
 }
 
 type namedFile struct {

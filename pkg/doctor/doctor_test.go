@@ -370,6 +370,13 @@ func TestEachWeaknessIsFound(t *testing.T) {
 			must(t, os.WriteFile(filepath.Join(d.dir, "keys", "github-token"), []byte("t"), 0o640))
 			d.config(t, "", "[bridge]\ngithub_token_file = \"keys/github-token\"\n")
 		}, "key-mode", Warning, "GitHub token"},
+		{"MCP TLS key mode", func(t *testing.T, d *dep) {
+			must(t, os.WriteFile(filepath.Join(d.dir, "keys", "mcp-tls.key"), []byte("k"), 0o640))
+			d.config(t, "mcp_listen = \"127.0.0.1:8443\"\nmcp_tokens = \"tokens.toml\"\nmcp_tls_cert = \"cert.pem\"\nmcp_tls_key = \"keys/mcp-tls.key\"\n", "")
+		}, "key-mode", Warning, "MCP TLS key"},
+		{"MCP TLS key missing", func(t *testing.T, d *dep) {
+			d.config(t, "mcp_listen = \"127.0.0.1:8443\"\nmcp_tokens = \"tokens.toml\"\nmcp_tls_cert = \"cert.pem\"\nmcp_tls_key = \"keys/mcp-tls.key\"\n", "")
+		}, "mcp-tls-key-missing", Critical, "MCP TLS key"},
 		{"trust policy missing", func(t *testing.T, d *dep) { must(t, os.Remove(filepath.Join(d.dir, "trust.toml"))) }, "policy-unreadable", Critical, ""},
 		{"trust policy does not load", func(t *testing.T, d *dep) {
 			write(t, filepath.Join(d.dir, "trust.toml"), "[[principal]]\nid = \"x\"\nroles = [\"king\"]\nkey = \"ed25519:AAAA\"\n")

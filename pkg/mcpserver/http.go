@@ -121,6 +121,28 @@ func (h *HTTPHandler) allow(principal string) (time.Duration, bool) {
 	return 0, true
 }
 
+// CodeTransportRefused is the JSON-RPC error code of a request the HTTP
+// transport refuses before it reads a message: one of the range JSON-RPC
+// 2.0 leaves to implementations for server errors, as the TypeScript SDK
+// answers its own transport refusals.
+const CodeTransportRefused = -32000
+
+// transportError answers a request refused before its body is read with
+// status and, as the body, a JSON-RPC error response with no id (none was
+// read): the MCP transport specification's form for an Origin refused
+// (docs/adr/0047-mcp-http-limits-tls-origin-body.md), which a client that
+// reads only JSON-RPC can report.
+func transportError(w http.ResponseWriter, status int, msg string) {
+	out, _ := marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", &jsonrpc.Error{Code: CodeTransportRefused, Message: msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(out)
+}
+
 // tokenServer is one token's server and its Streamable HTTP handler, built
 // on first use.
 type tokenServer struct {
@@ -137,7 +159,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// is answered 403 before its token is read
 		// (docs/adr/0046-mcp-http-origin-token-type-limits.md).
 		h.log.Info("mcp over http: request from an origin not allowed refused", "remote", r.RemoteAddr, "method", r.Method, "origin", r.Header.Get("Origin"))
-		http.Error(w, "forbidden: this Origin is not among the tokens file's origins", http.StatusForbidden)
+		transportError(w, http.StatusForbidden, "forbidden: this Origin is not among the tokens file's origins")
 		return
 	}
 	if r.URL.Query().Has("access_token") {

@@ -65,6 +65,10 @@ type OAuth struct {
 	// theirs may be typed JWT or not at all, and an ID token is told
 	// apart by its claims instead.
 	UntypedIssuers []string
+	// Introspection are the issuers whose opaque access tokens are
+	// checked at their RFC 7662 introspection endpoint, at most one an
+	// issuer.
+	Introspection []*Introspection
 }
 
 // OAuthPrincipal is one [[oauth.principal]] entry: the tokens of Issuer
@@ -97,6 +101,15 @@ type oauthTable struct {
 	GroupsClaim string           `toml:"groups_claim"`
 	Untyped     []string         `toml:"untyped_issuers"`
 	Principal   []oauthPrincipal `toml:"principal"`
+	Introspect  []introspection  `toml:"introspection"`
+}
+
+type introspection struct {
+	Issuer           string `toml:"issuer"`
+	Endpoint         string `toml:"endpoint"`
+	ClientID         string `toml:"client_id"`
+	ClientSecretFile string `toml:"client_secret_file"`
+	TokenPrefix      string `toml:"token_prefix"`
 }
 
 type oauthPrincipal struct {
@@ -109,8 +122,9 @@ type oauthPrincipal struct {
 }
 
 // parseOAuth checks an [oauth] table; starts are the lines of its
-// [[oauth.principal]] tables and line that of [oauth].
-func parseOAuth(name string, line int, starts []int, t *oauthTable) (*OAuth, error) {
+// [[oauth.principal]] tables, istarts those of its [[oauth.introspection]]
+// tables and line that of [oauth].
+func parseOAuth(name string, line int, starts, istarts []int, t *oauthTable) (*OAuth, error) {
 	bad := func(l int, format string, args ...any) error {
 		return &approval.ConfigError{File: name, Line: l, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -183,6 +197,11 @@ func parseOAuth(name string, line int, starts []int, t *oauthTable) (*OAuth, err
 		}
 		o.Principals = append(o.Principals, p)
 	}
+	in, err := parseIntrospection(name, istarts, o, t.Introspect)
+	if err != nil {
+		return nil, err
+	}
+	o.Introspection = in
 	return o, nil
 }
 
@@ -218,6 +237,10 @@ type verifier struct {
 	o      *OAuth
 	client *http.Client
 
+	// introspectClient is client following no redirect: a token is sent
+	// to the introspection endpoint configured and nowhere else.
+	introspectClient *http.Client
+
 	mu        sync.Mutex
 	verifiers map[string]*oidc.IDTokenVerifier
 }
@@ -229,7 +252,9 @@ func newVerifier(o *OAuth, client *http.Client) *verifier {
 		t.Proxy = nil
 		client = &http.Client{Timeout: 10 * time.Second, Transport: t}
 	}
-	return &verifier{o: o, client: client, verifiers: map[string]*oidc.IDTokenVerifier{}}
+	ic := *client
+	ic.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &verifier{o: o, client: client, introspectClient: &ic, verifiers: map[string]*oidc.IDTokenVerifier{}}
 }
 
 // claims are what is read of a verified token.
@@ -243,6 +268,13 @@ type claims struct {
 // they say which check failed, for the service's log.
 func (v *verifier) verify(ctx context.Context, raw string) (Token, error) {
 	iss, err := unverifiedIssuer(raw)
+	if errors.Is(err, errNotJWT) {
+		// An opaque token: only an issuer's introspection endpoint can
+		// say what it is, and only the one whose prefix begins it.
+		if in := v.o.introspectionFor(raw); in != nil {
+			return v.introspect(ctx, in, raw)
+		}
+	}
 	if err != nil {
 		return Token{}, err
 	}
@@ -270,27 +302,39 @@ func (v *verifier) verify(ctx context.Context, raw string) (Token, error) {
 	if err := accessToken(raw, all, slices.Contains(v.o.UntypedIssuers, iss)); err != nil {
 		return Token{}, fmt.Errorf("the token of issuer %q: %w", iss, err)
 	}
-	groups := stringsClaim(all[v.o.GroupsClaim])
+	scopes := strings.Fields(c.Scope)
+	scopes = append(scopes, stringsClaim(c.SCP)...)
+	return v.resolve(idt.Issuer, idt.Subject, stringsClaim(all[v.o.GroupsClaim]), scopes)
+}
+
+// resolve maps a verified access token of iss — a JWT's claims, or what
+// its introspection endpoint answered — to its Token: the one
+// [[oauth.principal]] entry that maps its subject or groups, narrowed by
+// its scopes.
+func (v *verifier) resolve(iss, sub string, groups, scopes []string) (Token, error) {
+	if sub == "" {
+		// The sessions are by subject: tokens without one, mapped by a
+		// group, would share theirs.
+		return Token{}, fmt.Errorf("a token of issuer %q has no sub", iss)
+	}
 	var match []OAuthPrincipal
 	for _, p := range v.o.Principals {
-		if p.Issuer == idt.Issuer && ((p.Subject != "" && p.Subject == idt.Subject) || (p.Group != "" && slices.Contains(groups, p.Group))) {
+		if p.Issuer == iss && ((p.Subject != "" && p.Subject == sub) || (p.Group != "" && slices.Contains(groups, p.Group))) {
 			match = append(match, p)
 		}
 	}
 	switch len(match) {
 	case 0:
-		return Token{}, fmt.Errorf("no [[oauth.principal]] maps subject %q of issuer %q", idt.Subject, iss)
+		return Token{}, fmt.Errorf("no [[oauth.principal]] maps subject %q of issuer %q", sub, iss)
 	case 1:
 	default:
 		srcs := make([]string, len(match))
 		for i, p := range match {
 			srcs[i] = p.Source
 		}
-		return Token{}, fmt.Errorf("subject %q of issuer %q is mapped by more than one entry (%s): which one would be a guess", idt.Subject, iss, strings.Join(srcs, ", "))
+		return Token{}, fmt.Errorf("subject %q of issuer %q is mapped by more than one entry (%s): which one would be a guess", sub, iss, strings.Join(srcs, ", "))
 	}
 	p := match[0]
-	scopes := strings.Fields(c.Scope)
-	scopes = append(scopes, stringsClaim(c.SCP)...)
 	var s Scope
 	switch {
 	case slices.Contains(scopes, OAuthScopeAgent) && !p.Scope.ReadOnly:
@@ -304,7 +348,7 @@ func (v *verifier) verify(ctx context.Context, raw string) (Token, error) {
 	// One server, and so one set of sessions, per subject, entry and
 	// scope: a refreshed token goes on with its session, and no other
 	// subject reaches it.
-	tok.sum = sha256.Sum256(fmt.Appendf(nil, "oauth\x00%s\x00%s\x00%s\x00%t\x00%t", idt.Issuer, idt.Subject, p.Source, s.ReadOnly, s.AllowRun))
+	tok.sum = sha256.Sum256(fmt.Appendf(nil, "oauth\x00%s\x00%s\x00%s\x00%t\x00%t", iss, sub, p.Source, s.ReadOnly, s.AllowRun))
 	return tok, nil
 }
 
@@ -434,7 +478,7 @@ func (v *verifier) rfc8414(ctx context.Context, iss string) (*oidc.Provider, err
 func unverifiedIssuer(raw string) (string, error) {
 	parts := strings.Split(raw, ".")
 	if len(parts) != 3 {
-		return "", errors.New("not a JWT")
+		return "", errNotJWT
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {

@@ -387,3 +387,28 @@ func TestParseOAuthRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A JWT's groups map it by a group entry; one without a sub is refused
+// even so: the sessions are by subject, and its would be every token's of
+// the group.
+func TestOAuthGroupsNeedASubject(t *testing.T) {
+	is := newIssuer(t)
+	tokens := loadTokens(t, fmt.Sprintf("[oauth]\nresource = %q\nissuers = [%q]\n\n[[oauth.principal]]\ngroup = \"deployers\"\nprincipal = \"agent\"\nscope = \"agent\"\n", resource, is.srv.URL))
+	member := is.good("svc-deploy", mcpserver.OAuthScopeAgent)
+	member.Groups = []string{"deployers"}
+	anonymous := member
+	anonymous.Subject = ""
+	stranger := is.good("svc-other", mcpserver.OAuthScopeAgent)
+	stranger.Groups = []string{"others"}
+	for _, c := range []struct {
+		name string
+		c    tokenClaims
+		want int
+	}{{"a member", member, http.StatusOK}, {"a member without a sub", anonymous, http.StatusUnauthorized}, {"not a member", stranger, http.StatusUnauthorized}} {
+		built := 0
+		srv := oauthServer(t, tokens, newFake(t, "agent", approval.RoleAgent), &built)
+		if resp, body := post(t, srv.URL+"/mcp", initialize, "", "Bearer "+mint(t, is.key, "k1", c.c)); resp.StatusCode != c.want {
+			t.Errorf("%s: status %d (%s), want %d", c.name, resp.StatusCode, body, c.want)
+		}
+	}
+}

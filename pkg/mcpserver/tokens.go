@@ -142,7 +142,21 @@ func LoadTokens(path string) (*Tokens, error) {
 	if _, err := buf.ReadFrom(f); err != nil {
 		return nil, fmt.Errorf("reading tokens: %w", err)
 	}
-	return ParseTokens(path, buf.Bytes())
+	t, err := ParseTokens(path, buf.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	// The introspection clients' secrets are read at load, so that one
+	// the service cannot use, or that another account may read, stops
+	// the service before it serves.
+	if t.oauth != nil {
+		for _, in := range t.oauth.Introspection {
+			if err := in.loadSecret(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return t, nil
 }
 
 type tokensFile struct {
@@ -180,7 +194,7 @@ func ParseTokens(name string, data []byte) (*Tokens, error) {
 		t.origins[strings.ToLower(o)] = true
 	}
 	if f.OAuth != nil {
-		o, err := parseOAuth(name, firstLine(data, oauthHeaderRE()), headerLines(data, oauthPrincipalRE()), f.OAuth)
+		o, err := parseOAuth(name, firstLine(data, oauthHeaderRE()), headerLines(data, oauthPrincipalRE()), headerLines(data, oauthIntrospectionRE()), f.OAuth)
 		if err != nil {
 			return nil, err
 		}
@@ -253,6 +267,9 @@ var (
 	})
 	oauthPrincipalRE = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^\s*\[\[\s*(oauth|"oauth"|'oauth')\s*\.\s*(principal|"principal"|'principal')\s*\]\]`)
+	})
+	oauthIntrospectionRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^\s*\[\[\s*(oauth|"oauth"|'oauth')\s*\.\s*(introspection|"introspection"|'introspection')\s*\]\]`)
 	})
 )
 

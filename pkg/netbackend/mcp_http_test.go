@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
 )
@@ -87,7 +88,7 @@ func TestServeMCPHTTPStopsWithAStreamOpen(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- Backend{}.ServeMCPHTTP(ctx, addr, tokens, false, func(string) (mcpapi.Backend, error) { return b, nil }, calls,
+		done <- Backend{}.ServeMCPHTTP(ctx, config.Service{MCPListen: addr, MCPTokens: tokens}, func(string) (mcpapi.Backend, error) { return b, nil }, calls,
 			slog.New(slog.DiscardHandler))
 	}()
 	url := "http://" + addr + "/mcp"

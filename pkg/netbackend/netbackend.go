@@ -6,6 +6,7 @@ package netbackend
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/slack-go/slack"
+	"golang.org/x/time/rate"
 
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
@@ -226,8 +228,8 @@ func addrOf(ln net.Listener) string {
 }
 
 // ServeMCPHTTP implements [cli.Net].
-func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allowRun bool, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error {
-	tokens, err := mcpserver.LoadTokens(tokensPath)
+func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error {
+	tokens, err := mcpserver.LoadTokens(s.MCPTokens)
 	if err != nil {
 		return err
 	}
@@ -246,8 +248,23 @@ func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allo
 		}
 	}
 	h := mcpserver.NewHTTPHandler(tokens, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
-		mcpserver.Options{AllowRun: allowRun, Version: cli.Version, Logger: log, Calls: calls})
-	ln, err := net.Listen("tcp", listen)
+		mcpserver.Options{AllowRun: s.MCPAllowRun, Version: cli.Version, Logger: log, Calls: calls,
+			Rate: rate.Limit(s.MCPRate), Burst: s.MCPBurst})
+	// The key file is checked before anything listens: a key others can
+	// read stops the service at start.
+	var tlsConf *tls.Config
+	if s.MCPTLSCert != "" || s.MCPTLSKey != "" {
+		if tlsConf, err = mcpTLSConfig(s.MCPTLSCert, s.MCPTLSKey, log); err != nil {
+			return err
+		}
+		// Served over HTTPS only, an http:// resource is a URI no client
+		// reaches, and whose tokens' audience no client would ask for.
+		// (Without TLS here, an https:// resource is a proxy's: allowed.)
+		if o := tokens.OAuth(); o != nil && strings.HasPrefix(o.Resource, "http://") {
+			return fmt.Errorf("%s: oauth.resource %q is http://, but service.mcp_tls_cert serves MCP over HTTPS only: name the https:// URI clients reach", s.MCPTokens, o.Resource)
+		}
+	}
+	ln, err := net.Listen("tcp", s.MCPListen)
 	if err != nil {
 		return err
 	}
@@ -255,7 +272,7 @@ func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allo
 	// The MCP endpoint and, with an [oauth] table in the tokens file, its
 	// RFC 9728 metadata at the well-known URIs.
 	h.Mount(mux, "/mcp")
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: tlsConf}
 	var stopped atomic.Bool
 	calls.OnStop(func() {
 		// The service stops: no new connection, before any call learns
@@ -263,9 +280,15 @@ func (Backend) ServeMCPHTTP(ctx context.Context, listen, tokensPath string, allo
 		stopped.Store(true)
 		ln.Close()
 	})
-	log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "path", "/mcp", "tokens", tokens.Len(), "oauth", tokens.OAuth() != nil)
+	log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "path", "/mcp", "tls", tlsConf != nil, "tokens", tokens.Len(), "oauth", tokens.OAuth() != nil)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsConf != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
