@@ -10,7 +10,7 @@
 // The calls here are ops list and show, whoami, plan, status and its wait,
 // the calls that add a signed record to a plan (file, decide, gera,
 // withdraw, freeze grant, break-glass and its review), run, receipts list,
-// show, checkpoint and export, replay, and shell completion's
+// show, checkpoint, export, prove and consistency, replay, and shell completion's
 // (docs/API.md).
 package api
 
@@ -98,6 +98,10 @@ type API interface {
 	// ReceiptsProve proves one receipt included in the journal's Merkle
 	// tree, with a signed checkpoint of that tree.
 	ReceiptsProve(ctx context.Context, req ReceiptsProveRequest) (*ReceiptsProveResult, error)
+	// ReceiptsConsistency proves the tree of one checkpoint note a prefix
+	// of another's, once both verify under a runner key of the policy and
+	// the journal holds both trees.
+	ReceiptsConsistency(ctx context.Context, req ReceiptsConsistencyRequest) (*ReceiptsConsistencyResult, error)
 	// ReceiptsShow returns the journal entries of one run or one
 	// sequence number; a caller with no key of the policy reads them
 	// redacted (ReceiptEntry).

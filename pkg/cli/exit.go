@@ -89,6 +89,7 @@ func ExitCode(err error) int {
 		badIn     *badInputRefusal
 		vsaRef    *receipts.VSARefusedError
 		vsaBad    *receipts.MalformedVSAError
+		incons    *receipts.ConsistencyRefusedError
 	)
 	switch {
 	case err == nil:
@@ -104,7 +105,7 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.As(err, &badIn):
 		return ExitDataErr
-	case errors.As(err, &refused), errors.As(err, &vsaRef):
+	case errors.As(err, &refused), errors.As(err, &vsaRef), errors.As(err, &incons):
 		return ExitRefused
 	case errors.As(err, &vsaBad):
 		return ExitDataErr
@@ -127,6 +128,9 @@ func errorCode(err error) string {
 	var vsaRef *receipts.VSARefusedError
 	if errors.As(err, &vsaRef) {
 		return "vsa_refused"
+	}
+	if incons := (*receipts.ConsistencyRefusedError)(nil); errors.As(err, &incons) {
+		return "consistency_refused"
 	}
 	if apiErr := (*api.Error)(nil); errors.As(err, &apiErr) {
 		return apiErr.Code

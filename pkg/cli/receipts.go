@@ -92,6 +92,7 @@ off after it.`,
 	cp.Flags().BoolVar(&asNote, "note", false, "write a C2SP checkpoint note of the journal's Merkle tree (origin, size, root) instead, signed by the runner key")
 	cmd.AddCommand(cp)
 	cmd.AddCommand(newCmdReceiptsProve(f))
+	cmd.AddCommand(newCmdReceiptsConsistency(f))
 	cmd.AddCommand(newCmdReceiptsSync(f, nil))
 	cmd.AddCommand(newCmdReceiptsExport(f, nil))
 	return cmd
