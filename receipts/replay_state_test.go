@@ -1,0 +1,228 @@
+package receipts_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// tb is what these helpers need of a test, a rapid one included.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// stateKey is the key CI seals replay states with, in these tests.
+var stateKey = keys.FromSeed(bytes.Repeat([]byte{42}, 32))
+
+// replayAll replays journal in full, returning each verdict as JSON.
+func replayAll(t tb, rp *receipts.Replayer, journal []byte, s *receipts.ReplayState) ([]string, receipts.Summary, *receipts.ReplayState) {
+	t.Helper()
+	var out []string
+	sum, st, err := rp.ReplayFrom(bytes.NewReader(journal), s, func(r receipts.Result) {
+		b, _ := json.Marshal(r)
+		out = append(out, string(b))
+	})
+	var nr *receipts.NotReceiptsError
+	if err != nil && !errors.As(err, &nr) {
+		t.Fatal(err)
+	}
+	if err != nil && st != nil {
+		t.Fatal("input that is not receipts wrote a state")
+	}
+	return out, sum, st
+}
+
+// sealed is s through its file: sealed, then opened as the next replay
+// opens it.
+func sealed(t tb, s *receipts.ReplayState) *receipts.ReplayState {
+	t.Helper()
+	b, err := receipts.SealReplayState(context.Background(), stateKey, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := receipts.OpenReplayState(b, stateKey.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s2
+}
+
+// Incremental replay gives a full replay's verdicts: over a journal made
+// by real runs, tampered or not, cut at a random line, the replay of the
+// cut journal writes a state (when no entry failed), and the replay of
+// the whole journal from that state emits exactly the verdicts the full
+// replay emits after the cut, with the same summary. A cut journal whose
+// replay failed writes no state, and the next replay is a full one.
+func TestIncrementalReplayAsFull(t *testing.T) {
+	w := newWorld(t)
+	policy, err := approval.LoadPolicy(filepath.Join(w.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		lines := append([]string(nil), w.journal...)
+		n := len(lines)
+		torn := false
+		switch rapid.IntRange(0, 6).Draw(rt, "tamper") {
+		case 1: // a line dropped
+			i := rapid.IntRange(0, n-1).Draw(rt, "i")
+			lines = append(lines[:i:i], lines[i+1:]...)
+		case 2: // two lines swapped
+			i, j := rapid.IntRange(0, n-1).Draw(rt, "i"), rapid.IntRange(0, n-1).Draw(rt, "j")
+			lines[i], lines[j] = lines[j], lines[i]
+		case 3: // a line repeated
+			i := rapid.IntRange(0, n-1).Draw(rt, "i")
+			lines = append(lines[:i+1:i+1], lines[i:]...)
+		case 4: // a receipt edited and the rest re-chained and re-signed
+			i := rapid.IntRange(0, n-1).Draw(rt, "i")
+			lines = w.edit(lines, i, w.runner, true, func(r *receipts.Receipt) { r.Time = r.Time.Add(-time.Hour) })
+		case 5: // the last line torn
+			torn = true
+		case 6: // a line that is no receipt
+			i := rapid.IntRange(0, n-1).Draw(rt, "i")
+			lines[i] = `{"not":"a receipt"}`
+		}
+		journal := []byte(strings.Join(lines, "\n") + "\n")
+		if torn {
+			journal = journal[:len(journal)-1]
+		}
+		rp := &receipts.Replayer{Policy: policy}
+		full, fullSum, _ := replayAll(rt, rp, journal, nil)
+
+		cut := rapid.IntRange(1, len(lines)).Draw(rt, "cut")
+		// The journal's own first cut lines, as they were when CI last
+		// replayed it.
+		prefix := bytes.Join(bytes.SplitAfter(journal, []byte("\n"))[:cut], nil)
+		_, cutSum, s := replayAll(rt, rp, prefix, nil)
+		if s != nil && cutSum.Failed > 0 {
+			rt.Fatalf("a cut journal with %d failed entries wrote state %v", cutSum.Failed, s != nil)
+		}
+		skip := 0
+		if s != nil {
+			s = sealed(rt, s)
+			skip = cut
+		}
+		incr, incrSum, _ := replayAll(rt, rp, journal, s)
+		if incrSum != fullSum {
+			rt.Fatalf("cut at %d: incremental summary %+v, full %+v", cut, incrSum, fullSum)
+		}
+		if strings.Join(incr, "\n") != strings.Join(full[skip:], "\n") {
+			rt.Fatalf("cut at %d: incremental verdicts\n%s\nfull verdicts after the cut\n%s", cut, strings.Join(incr, "\n"), strings.Join(full[skip:], "\n"))
+		}
+	})
+}
+
+// A state file is believed only as sealed: one with any byte of its state
+// changed, re-encoded, sealed by another key, or not a state at all is
+// refused. A state judged by another replayer (another policy or option)
+// is not reused.
+func TestReplayStateEditedRefused(t *testing.T) {
+	w := newWorld(t)
+	policy, err := approval.LoadPolicy(filepath.Join(w.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &receipts.Replayer{Policy: policy}
+	journal := []byte(strings.Join(w.journal, "\n") + "\n")
+	_, _, s := replayAll(t, rp, journal, nil)
+	if s == nil {
+		t.Fatal("a journal that verifies wrote no state")
+	}
+	b, err := receipts.SealReplayState(context.Background(), stateKey, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := receipts.OpenReplayState(b, stateKey.Public()); err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		PayloadType string `json:"payloadType"`
+		Payload     []byte `json:"payload"`
+		Signatures  []struct {
+			KeyID string `json:"keyid"`
+			Sig   string `json:"sig"`
+		} `json:"signatures"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		t.Fatal(err)
+	}
+	reseal := func(payload []byte) []byte {
+		e := env
+		e.Payload = payload
+		out, _ := json.Marshal(e)
+		return out
+	}
+	// Spent uses forgotten: the edit a reuse hides behind.
+	var doc map[string]any
+	if err := json.Unmarshal(env.Payload, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["used"] = ""
+	forgot, _ := json.Marshal(doc)
+	other := keys.FromSeed(bytes.Repeat([]byte{43}, 32))
+	byOther, err := receipts.SealReplayState(context.Background(), other, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flipped := append([]byte(nil), env.Payload...)
+	flipped[len(flipped)/2] ^= 1
+	for name, file := range map[string][]byte{
+		"uses forgotten":        reseal(forgot),
+		"a byte flipped":        reseal(flipped),
+		"sealed by another key": byOther,
+		"not a state":           []byte("{}\n"),
+		"empty":                 nil,
+	} {
+		var ref *receipts.StateRefusedError
+		if _, err := receipts.OpenReplayState(file, stateKey.Public()); !errors.As(err, &ref) {
+			t.Errorf("%s: %v, want it refused", name, err)
+		}
+	}
+	strict := &receipts.Replayer{Policy: policy, StrictRevocation: true}
+	var ref *receipts.StateRefusedError
+	if _, _, err := strict.ReplayFrom(bytes.NewReader(journal), s, func(receipts.Result) {}); !errors.As(err, &ref) {
+		t.Errorf("a state judged without --strict-revocation, resumed with it: %v", err)
+	}
+}
+
+// The journal a state stands on rewritten or cut after it was written
+// fails the resumed replay, as against a kept checkpoint: the first
+// entries are hashed again, not verified again.
+func TestReplayStatePrefixChanged(t *testing.T) {
+	w := newWorld(t)
+	policy, err := approval.LoadPolicy(filepath.Join(w.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &receipts.Replayer{Policy: policy}
+	_, _, s := replayAll(t, rp, []byte(strings.Join(w.journal[:6], "\n")+"\n"), nil)
+	if s == nil {
+		t.Fatal("no state")
+	}
+	rewritten := w.edit(w.journal, 1, w.runner, true, func(r *receipts.Receipt) { r.Time = r.Time.Add(time.Second) })
+	for name, c := range map[string]struct {
+		journal string
+		want    string
+	}{
+		"rewritten": {strings.Join(rewritten, "\n") + "\n", receipts.ChainBroken},
+		"cut":       {strings.Join(w.journal[:4], "\n") + "\n", receipts.Truncated},
+		"torn":      {strings.Join(w.journal[:6], "\n"), receipts.Torn},
+	} {
+		out, sum, next := replayAll(t, rp, []byte(c.journal), s)
+		if sum.OK || next != nil || !strings.Contains(strings.Join(out, "\n"), `"code":"`+c.want+`"`) {
+			t.Errorf("%s: %+v, state %v\n%s", name, sum, next != nil, strings.Join(out, "\n"))
+		}
+	}
+}
