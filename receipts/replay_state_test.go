@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/dsse"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -75,7 +76,7 @@ func TestIncrementalReplayAsFull(t *testing.T) {
 		lines := append([]string(nil), w.journal...)
 		n := len(lines)
 		torn := false
-		switch rapid.IntRange(0, 6).Draw(rt, "tamper") {
+		switch rapid.IntRange(0, 7).Draw(rt, "tamper") {
 		case 1: // a line dropped
 			i := rapid.IntRange(0, n-1).Draw(rt, "i")
 			lines = append(lines[:i:i], lines[i+1:]...)
@@ -93,6 +94,20 @@ func TestIncrementalReplayAsFull(t *testing.T) {
 		case 6: // a line that is no receipt
 			i := rapid.IntRange(0, n-1).Draw(rt, "i")
 			lines[i] = `{"not":"a receipt"}`
+		case 7: // an intent's approval and run id spent again at the end,
+			// chained on and signed by the runner: caught across a cut
+			// only by what the state carries
+			i := 2 * rapid.IntRange(0, n/2-1).Draw(rt, "intent")
+			_, r, err := receipts.Decode([]byte(lines[i]))
+			if err != nil || r.Kind != receipts.KindIntent {
+				rt.Fatalf("line %d is no intent: %v", i, err)
+			}
+			_, last, err := receipts.Decode([]byte(lines[n-1]))
+			if err != nil {
+				rt.Fatal(err)
+			}
+			r.Seq, r.Prev, r.Time = last.Seq+1, receipts.LineHash([]byte(lines[n-1])), last.Time
+			lines = append(lines, w.sign(r, w.runner))
 		}
 		journal := []byte(strings.Join(lines, "\n") + "\n")
 		if torn {
@@ -171,6 +186,20 @@ func TestReplayStateEditedRefused(t *testing.T) {
 	}
 	doc["used"] = ""
 	forgot, _ := json.Marshal(doc)
+	// Sealed by the key, but not as a state, or a state no replay
+	// wrote (packed hashes cut short): refused, not restored.
+	doc["used"] = []byte{1, 2, 3, 4, 5}
+	short, _ := json.Marshal(doc)
+	shortSealed, err := dsse.Sign(context.Background(), stateKey, receipts.ReplayStateType, short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shortFile, _ := json.Marshal(shortSealed)
+	otherType, err := dsse.Sign(context.Background(), stateKey, "application/vnd.in-toto+json", env.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherTypeFile, _ := json.Marshal(otherType)
 	other := keys.FromSeed(bytes.Repeat([]byte{43}, 32))
 	byOther, err := receipts.SealReplayState(context.Background(), other, s)
 	if err != nil {
@@ -183,6 +212,8 @@ func TestReplayStateEditedRefused(t *testing.T) {
 		"a byte flipped":        reseal(flipped),
 		"sealed by another key": byOther,
 		"not a state":           []byte("{}\n"),
+		"hashes cut short":      shortFile,
+		"another payload type":  otherTypeFile,
 		"empty":                 nil,
 	} {
 		var ref *receipts.StateRefusedError
@@ -211,17 +242,19 @@ func TestReplayStatePrefixChanged(t *testing.T) {
 	if s == nil {
 		t.Fatal("no state")
 	}
-	rewritten := w.edit(w.journal, 1, w.runner, true, func(r *receipts.Receipt) { r.Time = r.Time.Add(time.Second) })
+	// Rewritten and re-signed, the entries after it left as they were:
+	// only the tree tells (a full replay finds the chain broken there).
+	rewritten := w.edit(w.journal, 1, w.runner, false, func(r *receipts.Receipt) { r.Time = r.Time.Add(time.Second) })
 	for name, c := range map[string]struct {
 		journal string
 		want    string
 	}{
-		"rewritten": {strings.Join(rewritten, "\n") + "\n", receipts.ChainBroken},
-		"cut":       {strings.Join(w.journal[:4], "\n") + "\n", receipts.Truncated},
-		"torn":      {strings.Join(w.journal[:6], "\n"), receipts.Torn},
+		"rewritten": {strings.Join(rewritten, "\n") + "\n", "not the tree the replay state stands on"},
+		"cut":       {strings.Join(w.journal[:4], "\n") + "\n", `"code":"` + receipts.Truncated + `"`},
+		"torn":      {strings.Join(w.journal[:6], "\n"), `"code":"` + receipts.Torn + `"`},
 	} {
 		out, sum, next := replayAll(t, rp, []byte(c.journal), s)
-		if sum.OK || next != nil || !strings.Contains(strings.Join(out, "\n"), `"code":"`+c.want+`"`) {
+		if sum.OK || next != nil || !strings.Contains(strings.Join(out, "\n"), c.want) {
 			t.Errorf("%s: %+v, state %v\n%s", name, sum, next != nil, strings.Join(out, "\n"))
 		}
 	}
