@@ -67,7 +67,16 @@ func sealed(t tb, s *receipts.ReplayState) *receipts.ReplayState {
 // replay emits after the cut, with the same summary. A cut journal whose
 // replay failed writes no state, and the next replay is a full one.
 func TestIncrementalReplayAsFull(t *testing.T) {
-	w := newWorld(t)
+	t.Run("runs", func(t *testing.T) { incrementalAsFull(t, newWorld(t)) })
+	// A break-glass run, a run on a Gera go, and the review of the
+	// break-glass run: break-glass runs and their reviews cross the cut.
+	t.Run("break-glass", func(t *testing.T) {
+		w, _ := newReviewWorld(t)
+		incrementalAsFull(t, w)
+	})
+}
+
+func incrementalAsFull(t *testing.T, w *world) {
 	policy, err := approval.LoadPolicy(filepath.Join(w.dir, "trust.toml"))
 	if err != nil {
 		t.Fatal(err)
