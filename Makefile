@@ -72,9 +72,12 @@ lint:
 ## man: man pages: section 1 from the command tree (prod-write(1)'s EXIT
 ## STATUS, ENVIRONMENT and FILES from the code), prod-write.toml(5) from
 ## docs/CONFIG.md (a test checks that the generation keeps every key). Built
-## with VCS stamping, as `build` is, so that the pages name the revision.
+## with VCS stamping, as `build` is, so that the pages name the revision:
+## built, not `go run`, which stamps no VCS information whatever -buildvcs
+## says, so the pages said "(devel)" (issue 29).
 man:
-	$(GO) run -buildvcs=auto ./cmd/prod-write-docs man docs/man
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o bin/ ./cmd/prod-write-docs
+	bin/prod-write-docs man docs/man
 
 clean:
 	rm -rf bin

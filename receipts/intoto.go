@@ -226,13 +226,26 @@ func SignStatement(ctx context.Context, s dsse.Signer, st *Statement) (*dsse.Env
 // again would vouch for what no runner signed. It returns how many
 // statements it wrote.
 func ExportInToto(ctx context.Context, r io.Reader, p *approval.Policy, s dsse.Signer, w io.Writer) (int, error) {
+	return exportRuns(ctx, r, p, s, func(env *dsse.Envelope, _ *RunPredicate) error {
+		b, err := json.Marshal(env)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	})
+}
+
+// exportRuns is [ExportInToto] handing each signed statement, with its
+// predicate, to emit.
+func exportRuns(ctx context.Context, r io.Reader, p *approval.Policy, s dsse.Signer, emit func(*dsse.Envelope, *RunPredicate) error) (int, error) {
 	type pending struct {
 		r    *Receipt
 		hash string
 	}
 	open := map[string]pending{}
 	n := 0
-	emit := func(in pending, out *Receipt, outHash string) error {
+	each := func(in pending, out *Receipt, outHash string) error {
 		st, err := RunStatement(in.r, in.hash, out, outHash)
 		if err != nil {
 			return fmt.Errorf("receipt %d: %w", in.r.Seq, err)
@@ -241,13 +254,8 @@ func ExportInToto(ctx context.Context, r io.Reader, p *approval.Policy, s dsse.S
 		if err != nil {
 			return err
 		}
-		b, err := json.Marshal(env)
-		if err != nil {
-			return err
-		}
 		n++
-		_, err = w.Write(append(b, '\n'))
-		return err
+		return emit(env, st.Predicate.(*RunPredicate))
 	}
 	err := Scan(r, func(l Line) error {
 		if l.Torn {
@@ -280,7 +288,7 @@ func ExportInToto(ctx context.Context, r io.Reader, p *approval.Policy, s dsse.S
 				return nil // its intent is not in this journal (replay reports it)
 			}
 			delete(open, rec.Outcome.Intent)
-			return emit(in, rec, hash)
+			return each(in, rec, hash)
 		}
 		return nil
 	})
@@ -289,7 +297,7 @@ func ExportInToto(ctx context.Context, r io.Reader, p *approval.Policy, s dsse.S
 	}
 	rest := slices.SortedFunc(maps.Values(open), func(a, b pending) int { return cmp.Compare(a.r.Seq, b.r.Seq) })
 	for _, in := range rest {
-		if err := emit(in, nil, ""); err != nil {
+		if err := each(in, nil, ""); err != nil {
 			return n, err
 		}
 	}

@@ -82,6 +82,8 @@ func TestScript(t *testing.T) {
 			"setmatch":        cmdSetMatch,
 			"execline":        cmdExecLine,
 			"editlast":        cmdEditLast,
+			"softauthn":       cmdSoftAuthn,
+			"pasteunder":      cmdPasteUnder,
 			"sleep": func(ts *testscript.TestScript, neg bool, args []string) {
 				d, err := time.ParseDuration(args[0])
 				ts.Check(err)

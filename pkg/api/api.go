@@ -10,7 +10,8 @@
 // The calls here are ops list and show, whoami, plan, status and its wait,
 // the calls that add a signed record to a plan (file, decide, gera,
 // withdraw, freeze grant, break-glass and its review), run, receipts list,
-// show, checkpoint, export, prove and consistency, replay, and shell completion's
+// show, checkpoint, export, prove and consistency, replay, passkey
+// enrolment (a one-time code, begin and finish) and shell completion's
 // (docs/API.md).
 package api
 
@@ -66,6 +67,14 @@ type API interface {
 	// BreakGlassReview stores a review of a break-glass run and writes it
 	// to the journal (role approver; not the breaker).
 	BreakGlassReview(ctx context.Context, req BreakGlassReviewRequest) (*BreakGlassReviewResult, error)
+	// AnswerAttested stores an answer a bridge signed for a click or
+	// comment it authenticated, once the service's own checks make that
+	// very answer (signed by a principal with role bridge).
+	AnswerAttested(ctx context.Context, req AnswerAttestedRequest) (*AnswerAttestedResult, error)
+	// DecisionData returns what a judgement of one stored plan reads of
+	// the store, for a bridge to judge by its own policy (a caller with a
+	// key of the policy).
+	DecisionData(ctx context.Context, req DecisionDataRequest) (*DecisionDataResult, error)
 	// Plan validates, resolves and fingerprints an invocation and, with
 	// the caller's agent key, stores the signed plan.
 	Plan(ctx context.Context, req PlanRequest) (*PlanResult, error)
@@ -102,6 +111,16 @@ type API interface {
 	// of another's, once both verify under a runner key of the policy and
 	// the journal holds both trees.
 	ReceiptsConsistency(ctx context.Context, req ReceiptsConsistencyRequest) (*ReceiptsConsistencyResult, error)
+	// PasskeyCode issues a one-time code authorising one passkey
+	// enrolment of a principal (the service's operator only).
+	PasskeyCode(ctx context.Context, req PasskeyCodeRequest) (*PasskeyCodeResult, error)
+	// PasskeyEnrollBegin begins a passkey enrolment, authorised by the
+	// caller's key or a one-time code: the WebAuthn creation options.
+	PasskeyEnrollBegin(ctx context.Context, req PasskeyEnrollBeginRequest) (*PasskeyEnrollBeginResult, error)
+	// PasskeyEnrollFinish verifies a registration response against the
+	// enrolment whose challenge it answers (spending it) and returns the
+	// credential as a trust.toml snippet.
+	PasskeyEnrollFinish(ctx context.Context, req PasskeyEnrollFinishRequest) (*PasskeyEnrollFinishResult, error)
 	// ReceiptsShow returns the journal entries of one run or one
 	// sequence number; a caller with no key of the policy reads them
 	// redacted (ReceiptEntry).

@@ -109,15 +109,22 @@ type ReceiptsListProblem struct {
 // in-toto attestation signed by the runner key (docs/FORMAT.md).
 type ReceiptsExportRequest struct {
 	InToto bool `json:"in_toto"`
+	// Proofs writes each run as a run bundle: its attestation, inclusion
+	// proofs of its receipts in the journal's Merkle tree and the tree's
+	// checkpoint note (receipts.RunBundle).
+	Proofs bool `json:"proofs,omitempty"`
 	// Out is where the envelopes go, one a line, as they are signed. Not
 	// sent: through the service they come over the call's own socket, and
 	// the client writes them to Out.
 	Out io.Writer `json:"-"`
 }
 
-// ReceiptsExportResult is how many runs were exported.
+// ReceiptsExportResult is how many runs were exported, and the public
+// half of the runner key that signed them, as trust.toml spells it: what
+// `receipts verify-export --pub` takes.
 type ReceiptsExportResult struct {
-	Runs int `json:"runs"`
+	Runs   int    `json:"runs"`
+	Signer string `json:"signer"`
 }
 
 // ReceiptsCheckpointRequest asks for the journal's head signed by the

@@ -24,6 +24,11 @@ type Attestor struct {
 	// mu serialises look-up-then-sign, so two deliveries of one click in
 	// this process cannot both miss each other.
 	mu sync.Mutex
+	// Admit, when set, admits what the attestor signed elsewhere: the
+	// runner service's AnswerAttested, which checks it all again against
+	// its own store and clock before it stores it. Unset, [Source.Admit]
+	// does, here.
+	Admit func(Request, *approval.Envelope) (*Result, error)
 }
 
 // NewAttestor returns an attestor signing with key, whose principal must
@@ -90,31 +95,72 @@ type Result struct {
 	View *View
 }
 
-// Answer checks req the way the gate will and, if it would count, signs and
-// stores it. It returns a *refusal.Error when it would not: plan_absent,
-// withdrawn, principal_unknown for a channel identity that maps to no
-// principal, role_missing for one that is not an approver, self_approval for
-// the planner or the filer of the record, no_approval for a record that is
-// not stored or does not verify, evidence_expired for a record that no
-// longer counts or an action older than an answer lives. Answers to a vetoed
-// plan are still recorded: they change nothing, and refusing them would
-// hide who answered what.
+// Answer checks req the way the gate will and, if it would count, signs it
+// with the bridge key and has it admitted: by [Source.Admit] here, or by
+// the runner service's AnswerAttested when the attestor's Admit is set
+// (docs/adr/0045-bridges-and-doctor-as-api-clients.md), which checks it
+// all again before it stores it. It returns a *refusal.Error when it
+// would not count: plan_absent, withdrawn, principal_unknown for a channel
+// identity that maps to no principal, role_missing for one that is not an
+// approver, self_approval for the planner or the filer of the record,
+// no_approval for a record that is not stored or does not verify,
+// evidence_expired for a record that no longer counts or an action older
+// than an answer lives. Answers to a vetoed plan are still recorded: they
+// change nothing, and refusing them would hide who answered what.
 //
 // A click or comment a bridge already signed an answer for (the same
 // channel evidence) is that answer, a Duplicate, before anything else is
 // judged: read again after a restart, it may be older than an answer lives
 // by now, and refusing it would say that what was recorded was not.
 func (a *Attestor) Answer(req Request) (*Result, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now().UTC()
+	c, err := a.Source.check(req, now)
+	if err != nil {
+		return nil, err
+	}
+	if c.dup != nil {
+		return c.dup, nil
+	}
+	env, err := approval.Sign(a.key, approval.TypeTrinity, c.answer)
+	if err != nil {
+		return nil, fmt.Errorf("signing answer: %w", err)
+	}
+	if a.Admit == nil {
+		return a.Source.Admit(req, env, now)
+	}
+	r, err := a.Admit(req, env)
+	if err != nil {
+		return nil, err
+	}
+	// The service's view is the service's; the bridge shows its own.
+	if r.View, err = Describe(a.Source, req.Fingerprint, req.Record, now); err != nil {
+		r.View = c.view
+	}
+	return r, nil
+}
+
+// checked is what [Source.check] found of a request: the answer to sign,
+// or the one already stored for it.
+type checked struct {
+	view   *View
+	answer approval.Answer
+	dup    *Result
+}
+
+// check judges req as the gate will judge the answer it makes, at now:
+// [Attestor.Answer]'s refusals, or the answer a bridge would sign (the
+// approver derived from the channel evidence by the policy, the answer
+// living [approval.DefaultAnswerTTL] from the action), or a Duplicate.
+func (s Source) check(req Request, now time.Time) (*checked, error) {
 	if req.Verdict != approval.Approve && req.Verdict != approval.Deny {
 		return nil, refusal.New(refusal.SignatureInvalid, "answer %q is neither approve nor deny", req.Verdict).For("", req.Fingerprint)
 	}
 	if err := store.CheckFingerprint(req.Fingerprint); err != nil {
 		return nil, refusal.New(refusal.PlanAbsent, "%v", err)
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.now().UTC()
-	v, err := Describe(a.Source, req.Fingerprint, req.Record, now)
+	v, err := Describe(s, req.Fingerprint, req.Record, now)
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +170,8 @@ func (a *Attestor) Answer(req Request) (*Result, error) {
 	// the plan withdrawn, the policy changed. Judging it again would tell
 	// its author that what was recorded was not; whether the answer still
 	// counts is the gate's to say, and the view says it.
-	if prev := a.sameClick(v, req); prev != nil {
-		return &Result{ID: prev.ID, Approver: prev.By, Verdict: prev.Verdict, Duplicate: true, View: v}, nil
+	if prev := s.sameClick(v, req); prev != nil {
+		return &checked{view: v, dup: &Result{ID: prev.ID, Approver: prev.By, Verdict: prev.Verdict, Duplicate: true, View: v}}, nil
 	}
 	refuse := func(code refusal.Code, format string, args ...any) *refusal.Error {
 		return refusal.New(code, format, args...).For(v.Plan.Operation, v.Plan.Fingerprint)
@@ -133,7 +179,7 @@ func (a *Attestor) Answer(req Request) (*Result, error) {
 	if v.Withdrawn {
 		return nil, refuse(refusal.Withdrawn, "%s", v.GateWhy)
 	}
-	pr, r := a.approver(req.Channel)
+	pr, r := s.approver(req.Channel)
 	if r != nil {
 		return nil, r.For(v.Plan.Operation, v.Plan.Fingerprint)
 	}
@@ -161,31 +207,88 @@ func (a *Attestor) Answer(req Request) (*Result, error) {
 	if !now.Before(expires) {
 		return nil, refuse(refusal.EvidenceExpired, "the %s action of %s is older than an answer lives (%s)", req.Channel.Kind, issued.Format(time.RFC3339), approval.DefaultAnswerTTL)
 	}
-	if prev := a.repeated(v, req, pr.ID); prev != nil {
-		return &Result{ID: prev.ID, Approver: prev.By, Verdict: prev.Verdict, Duplicate: true, View: v}, nil
+	if prev := s.repeated(v, req, pr.ID); prev != nil {
+		return &checked{view: v, dup: &Result{ID: prev.ID, Approver: prev.By, Verdict: prev.Verdict, Duplicate: true, View: v}}, nil
 	}
-
 	ch := req.Channel
-	ans := approval.Answer{
+	return &checked{view: v, answer: approval.Answer{
 		Fingerprint: req.Fingerprint, Record: req.Record, Answer: req.Verdict, Reason: req.Reason,
 		Approver: pr.ID, Channel: &ch, Issued: issued, Expires: expires,
-	}
-	env, err := approval.Sign(a.key, approval.TypeTrinity, ans)
-	if err != nil {
-		return nil, fmt.Errorf("signing answer: %w", err)
-	}
-	id, err := approval.ID(env)
+	}}, nil
+}
+
+// admitMu serialises Admit's look-up-then-store in this process, so two
+// deliveries of one click cannot both miss each other.
+var admitMu sync.Mutex
+
+// Admit stores env, an answer a bridge signed for req, when it is exactly
+// the answer the checks of [Attestor.Answer], run here at now against this
+// source, would have the bridge sign: env verifies under a key of the
+// policy whose principal holds role bridge; req passes every check; and
+// the answer signed is, field for field, the one derived from req, its
+// approver mapped from the channel evidence by this policy and its expiry
+// the one an answer lives. So whoever holds a bridge key still cannot
+// store an answer the gate would refuse, nor one for an approver the
+// evidence does not name. A click already recorded is that answer, a
+// Duplicate, and nothing is stored.
+func (s Source) Admit(req Request, env *approval.Envelope, now time.Time) (*Result, error) {
+	signed, err := s.Policy.Open(env)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.put(req.Fingerprint, id, env); err != nil {
+	if !signed.Signer.Has(approval.RoleBridge) {
+		return nil, refusal.New(refusal.RoleMissing, "the answer is signed by %s, who does not hold the bridge role", signed.Signer.ID).Needs("an answer signed with a bridge's key").For("", req.Fingerprint)
+	}
+	if signed.Type != approval.TypeTrinity {
+		return nil, refusal.New(refusal.SignatureInvalid, "the envelope is a %s, not an answer", signed.Type).For("", req.Fingerprint)
+	}
+	var got approval.Answer
+	if err := signed.Decode(&got); err != nil {
+		return nil, refusal.New(refusal.SignatureInvalid, "the answer does not decode: %v", err).For("", req.Fingerprint)
+	}
+	admitMu.Lock()
+	defer admitMu.Unlock()
+	c, err := s.check(req, now)
+	if err != nil {
+		return nil, err
+	}
+	if c.dup != nil {
+		return c.dup, nil
+	}
+	if field := differs(got, c.answer); field != "" {
+		return nil, refusal.New(refusal.SignatureInvalid, "the answer signed is not the one the channel evidence makes: its %s differs", field).For(c.view.Plan.Operation, req.Fingerprint)
+	}
+	if err := s.put(req.Fingerprint, signed.ID, env); err != nil {
 		return nil, fmt.Errorf("storing answer: %w", err)
 	}
-	after, err := Describe(a.Source, req.Fingerprint, req.Record, now)
+	after, err := Describe(s, req.Fingerprint, req.Record, now)
 	if err != nil {
-		after = v
+		after = c.view
 	}
-	return &Result{ID: id, Approver: pr.ID, Verdict: req.Verdict, View: after}, nil
+	return &Result{ID: signed.ID, Approver: c.answer.Approver, Verdict: req.Verdict, View: after}, nil
+}
+
+// differs names the first field in which got is not want, or "".
+func differs(got, want approval.Answer) string {
+	switch {
+	case got.Fingerprint != want.Fingerprint:
+		return "fingerprint"
+	case got.Record != want.Record:
+		return "record"
+	case got.Answer != want.Answer:
+		return "answer"
+	case got.Reason != want.Reason:
+		return "reason"
+	case got.Approver != want.Approver:
+		return "approver"
+	case got.Channel == nil || *got.Channel != *want.Channel:
+		return "channel"
+	case !got.Issued.Equal(want.Issued):
+		return "issued"
+	case !got.Expires.Equal(want.Expires):
+		return "expires"
+	}
+	return ""
 }
 
 // put stores env. The same click delivered to two bridge processes at once
@@ -193,10 +296,10 @@ func (a *Attestor) Answer(req Request) (*Result, error) {
 // file before it writes it, so the second writer can see it empty and report
 // ErrExists. It is retried briefly: once the first write lands, the bytes
 // are equal and PutEvidence succeeds.
-func (a *Attestor) put(fp, id string, env *approval.Envelope) error {
+func (s Source) put(fp, id string, env *approval.Envelope) error {
 	var err error
 	for i := 0; i < 20; i++ {
-		if err = a.Store.PutEvidence(fp, id, env); !errors.Is(err, store.ErrExists) {
+		if err = s.Store.PutEvidence(fp, id, env); !errors.Is(err, store.ErrExists) {
 			return err
 		}
 		time.Sleep(time.Duration(i+1) * 5 * time.Millisecond)
@@ -206,7 +309,7 @@ func (a *Attestor) put(fp, id string, env *approval.Envelope) error {
 
 // approver maps a channel identity to its one principal, which must be an
 // approver.
-func (a *Attestor) approver(ch approval.Channel) (*approval.Principal, *refusal.Error) {
+func (s Source) approver(ch approval.Channel) (*approval.Principal, *refusal.Error) {
 	var pr *approval.Principal
 	var ok bool
 	var who string
@@ -214,12 +317,12 @@ func (a *Attestor) approver(ch approval.Channel) (*approval.Principal, *refusal.
 	case KindSlack:
 		who = "Slack user " + ch.SlackUser
 		if ch.SlackUser != "" {
-			pr, ok = a.Policy.BySlack(ch.SlackUser)
+			pr, ok = s.Policy.BySlack(ch.SlackUser)
 		}
 	case KindGitHub:
 		who = fmt.Sprintf("GitHub login %s (user id %d)", ch.GitHubLogin, ch.GitHubUserID)
 		var r *refusal.Error
-		if pr, r = a.Policy.ByGitHubAccount(ch.GitHubLogin, ch.GitHubUserID); r != nil {
+		if pr, r = s.Policy.ByGitHubAccount(ch.GitHubLogin, ch.GitHubUserID); r != nil {
 			return nil, r
 		}
 		ok = pr != nil
@@ -237,10 +340,10 @@ func (a *Attestor) approver(ch approval.Channel) (*approval.Principal, *refusal.
 
 // sameClick returns a bridge answer already stored for this click or
 // comment (same channel evidence), valid or not.
-func (a *Attestor) sameClick(v *View, req Request) *AnswerView {
+func (s Source) sameClick(v *View, req Request) *AnswerView {
 	for i := range v.Answers {
 		prev := &v.Answers[i]
-		if prev.Channel != nil && sameEvidence(*prev.Channel, req.Channel) && a.signedByBridge(v, prev.ID) {
+		if prev.Channel != nil && sameEvidence(*prev.Channel, req.Channel) && s.signedByBridge(v, prev.ID) {
 			return prev
 		}
 	}
@@ -249,10 +352,10 @@ func (a *Attestor) sameClick(v *View, req Request) *AnswerView {
 
 // repeated returns the same approver's same verdict on the same record,
 // still valid, which a second click would only repeat. (Unlike
-// [Attestor.sameClick], it is looked for only once this click would count
+// [Source.sameClick], it is looked for only once this click would count
 // on its own: a new click too old to count is refused, not "already
 // recorded".)
-func (a *Attestor) repeated(v *View, req Request, approver string) *AnswerView {
+func (s Source) repeated(v *View, req Request, approver string) *AnswerView {
 	for i := range v.Answers {
 		prev := &v.Answers[i]
 		if prev.Valid && prev.By == approver && prev.Record == req.Record && prev.Verdict == req.Verdict {
@@ -265,15 +368,15 @@ func (a *Attestor) repeated(v *View, req Request, approver string) *AnswerView {
 // signedByBridge reports whether answer id was signed by a principal
 // holding the bridge role: only such a record may stand for a click, or an
 // approver could pre-empt a click by storing a look-alike it signed itself.
-func (a *Attestor) signedByBridge(v *View, id string) bool {
-	evidence, _, err := a.Store.Evidence(v.Plan.Fingerprint)
+func (s Source) signedByBridge(v *View, id string) bool {
+	in, err := s.read(v.Plan.Fingerprint)
 	if err != nil {
 		return false
 	}
-	for _, env := range evidence {
-		s, err := a.Policy.Open(env)
-		if err == nil && s.ID == id {
-			return s.Signer.Has(approval.RoleBridge)
+	for _, env := range in.Evidence {
+		sg, err := s.Policy.Open(env)
+		if err == nil && sg.ID == id {
+			return sg.Signer.Has(approval.RoleBridge)
 		}
 	}
 	return false

@@ -56,6 +56,71 @@ type Source struct {
 	// Diffs, when set, has views show approvers what a file parameter
 	// changes (see [DiffRules]); nil shows none.
 	Diffs *DiffRules
+	// Read, when set, reads what a judgement of a plan needs from
+	// elsewhere than Store: a bridge that is a client of the runner
+	// service reads it through the service's DecisionData (ADR 0045), and
+	// judges it here, by Policy and Registry, as [Judge] judges what
+	// [Gather] reads. Every envelope it returns is verified here, so the
+	// service can withhold what it holds but not make anything up.
+	Read func(fp string) (*Input, error)
+}
+
+// Input is what a judgement of one plan reads of the store: the plan,
+// its evidence (and what of it could not be read), how often each piece
+// was spent, and the break-glass history of whoever broke glass on it.
+type Input struct {
+	Plan            *approval.Envelope         `json:"plan"`
+	Evidence        []*approval.Envelope       `json:"evidence"`
+	Problems        []store.Problem            `json:"problems"`
+	History         approval.BreakGlassHistory `json:"history"`
+	HistoryProblems []string                   `json:"history_problems"`
+	Used            map[string]int             `json:"used"`
+}
+
+// Gather reads, from src.Store, what [Judge] judges of the plan stored
+// under fp: a refusal plan_absent when there is none.
+func Gather(src Source, fp string) (*Input, error) {
+	if err := store.CheckFingerprint(fp); err != nil {
+		return nil, refusal.New(refusal.PlanAbsent, "%v", err).For("", fp)
+	}
+	env, err := src.Store.GetPlan(fp)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, refusal.New(refusal.PlanAbsent, "no plan with this fingerprint is stored").For("", fp)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading plan: %w", err)
+	}
+	evidence, problems, err := src.Store.Evidence(fp)
+	if err != nil {
+		return nil, fmt.Errorf("reading evidence: %w", err)
+	}
+	hist, histProblems, err := runner.BreakGlassHistory(src.Store, src.Policy, fp, evidence)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(evidence))
+	for _, e := range evidence {
+		if id, err := approval.ID(e); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	used, err := src.Store.Used(ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading consumption: %w", err)
+	}
+	return &Input{Plan: env, Evidence: evidence, Problems: problems, History: hist, HistoryProblems: histProblems, Used: used}, nil
+}
+
+// read is what a judgement of fp reads: through src.Read when set, else
+// from src.Store.
+func (src Source) read(fp string) (*Input, error) {
+	if err := store.CheckFingerprint(fp); err != nil {
+		return nil, refusal.New(refusal.PlanAbsent, "%v", err).For("", fp)
+	}
+	if src.Read != nil {
+		return src.Read(fp)
+	}
+	return Gather(src, fp)
 }
 
 // View is a decision as a bridge shows it: the plan, the certainty record
@@ -143,17 +208,14 @@ type Judgement struct {
 // returns a refusal (plan_absent, operation_absent, or the plan's own
 // signature problem) when there is no plan to judge.
 func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
-	if err := store.CheckFingerprint(fp); err != nil {
-		return nil, refusal.New(refusal.PlanAbsent, "%v", err).For("", fp)
+	in, err := src.read(fp)
+	if err != nil {
+		return nil, err
 	}
-	env, err := src.Store.GetPlan(fp)
-	if errors.Is(err, store.ErrNotFound) {
+	if in.Plan == nil {
 		return nil, refusal.New(refusal.PlanAbsent, "no plan with this fingerprint is stored").For("", fp)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading plan: %w", err)
-	}
-	plan, _, err := src.Policy.DecodePlan(env)
+	plan, _, err := src.Policy.DecodePlan(in.Plan)
 	if err != nil {
 		return nil, err
 	}
@@ -164,31 +226,10 @@ func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 	if !ok {
 		return nil, refusal.New(refusal.OperationAbsent, "operation %q is no longer in the registry", plan.Operation).For(plan.Operation, fp)
 	}
-	evidence, problems, err := src.Store.Evidence(fp)
-	if err != nil {
-		return nil, fmt.Errorf("reading evidence: %w", err)
-	}
-	// An earlier break-glass run of the breaker nobody reviewed refuses
-	// the plan's break-glass at run: shown open, the decision would tell
-	// its approvers (and its requester) that no approval is needed.
-	hist, histProblems, err := runner.BreakGlassHistory(src.Store, src.Policy, fp, evidence)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, 0, len(evidence))
-	for _, e := range evidence {
-		if id, err := approval.ID(e); err == nil {
-			ids = append(ids, id)
-		}
-	}
-	used, err := src.Store.Used(ids)
-	if err != nil {
-		return nil, fmt.Errorf("reading consumption: %w", err)
-	}
-	dec, gateErr := approval.Evaluate(approval.Input{Plan: env, Evidence: evidence, Unreadable: append(runner.ProblemStrings(problems), histProblems...),
-		Policy: src.Policy, Op: op, Now: now, Used: used, BreakGlass: hist, PreconditionUnchecked: true})
+	dec, gateErr := approval.Evaluate(approval.Input{Plan: in.Plan, Evidence: in.Evidence, Unreadable: append(runner.ProblemStrings(in.Problems), in.HistoryProblems...),
+		Policy: src.Policy, Op: op, Now: now, Used: in.Used, BreakGlass: in.History, PreconditionUnchecked: true})
 	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now, Diffs: src.Diffs}
-	for _, n := range used {
+	for _, n := range in.Used {
 		j.Runs += n
 	}
 	if r, ok := refusal.As(gateErr); ok {

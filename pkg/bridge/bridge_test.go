@@ -282,3 +282,79 @@ func TestAnswerReadAgainIsAlreadyRecorded(t *testing.T) {
 		})
 	}
 }
+
+// Admit stores only the answer the checks would have the bridge sign:
+// whoever holds a bridge key (a bridge that is a client of the runner
+// service, or anyone who took its key) still cannot store an answer the
+// gate would refuse, one for an approver the channel evidence does not
+// name, or one that lives longer than an answer does. Each case fails
+// with its check removed (testdata/mutants/bridge.toml).
+func TestAdmitStoresOnlyWhatTheChecksWouldSign(t *testing.T) {
+	w := bridgetest.New(t, 1)
+	now := w.Now().UTC()
+	issued := now.Add(-time.Second)
+	slack := func(user, ts string) approval.Channel {
+		return approval.Channel{Kind: "slack", SlackUser: user, SlackTeam: "T1", SlackActionTS: ts}
+	}
+	req := func(user, ts, verdict string) bridge.Request {
+		return bridge.Request{Fingerprint: w.FP, Record: w.Record, Verdict: verdict, Channel: slack(user, ts), Issued: issued}
+	}
+	answer := func(r bridge.Request, approver string) approval.Answer {
+		ch := r.Channel
+		return approval.Answer{Fingerprint: r.Fingerprint, Record: r.Record, Answer: r.Verdict, Reason: r.Reason,
+			Approver: approver, Channel: &ch, Issued: r.Issued, Expires: r.Issued.Add(approval.DefaultAnswerTTL)}
+	}
+	edit := func(a approval.Answer, f func(*approval.Answer)) approval.Answer { f(&a); return a }
+	for _, tc := range []struct {
+		name   string
+		req    bridge.Request
+		signer string
+		signed approval.Answer
+		code   refusal.Code
+	}{
+		{name: "signed by an approver, not a bridge", req: req("UALICE", "1.1", "approve"), signer: "alice",
+			signed: answer(req("UALICE", "1.1", "approve"), "alice"), code: refusal.RoleMissing},
+		{name: "another approver than the evidence names", req: req("UALICE", "1.2", "approve"), signer: "bridge",
+			signed: answer(req("UALICE", "1.2", "approve"), "bob"), code: refusal.SignatureInvalid},
+		{name: "living longer than an answer does", req: req("UALICE", "1.3", "approve"), signer: "bridge",
+			signed: edit(answer(req("UALICE", "1.3", "approve"), "alice"), func(a *approval.Answer) { a.Expires = a.Expires.Add(24 * time.Hour) }),
+			code:   refusal.SignatureInvalid},
+		{name: "another verdict than the request's", req: req("UALICE", "1.4", "deny"), signer: "bridge",
+			signed: answer(req("UALICE", "1.4", "approve"), "alice"), code: refusal.SignatureInvalid},
+		{name: "another click than the request's", req: req("UALICE", "1.5", "approve"), signer: "bridge",
+			signed: answer(req("UALICE", "9.9", "approve"), "alice"), code: refusal.SignatureInvalid},
+		{name: "the filer approving their own record", req: req("USMITH", "1.6", "approve"), signer: "bridge",
+			signed: answer(req("USMITH", "1.6", "approve"), "smith"), code: refusal.SelfApproval},
+		{name: "a Slack user of no principal", req: req("UNOBODY", "1.7", "approve"), signer: "bridge",
+			signed: answer(req("UNOBODY", "1.7", "approve"), "alice"), code: refusal.PrincipalUnknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := bridgetest.Sign(t, tc.signer, approval.TypeTrinity, tc.signed)
+			if _, err := w.Source().Admit(tc.req, env, now); !refusal.Is(err, tc.code) {
+				t.Fatalf("%v, want %s", err, tc.code)
+			}
+			if n := len(w.Answers(t)); n != 0 {
+				t.Fatalf("%d answers stored", n)
+			}
+		})
+	}
+	// A plan's envelope is no answer, whoever signed it.
+	if _, err := w.Source().Admit(req("UALICE", "1.8", "approve"), bridgetest.Sign(t, "bridge", approval.TypePlan, map[string]string{"fingerprint": w.FP}), now); !refusal.Is(err, refusal.SignatureInvalid) {
+		t.Fatalf("a plan envelope: %v", err)
+	}
+	// The answer the checks make is stored, counts at the gate, and read
+	// again is the same answer.
+	ok := req("UALICE", "2.1", "approve")
+	env := bridgetest.Sign(t, "bridge", approval.TypeTrinity, answer(ok, "alice"))
+	res, err := w.Source().Admit(ok, env, now)
+	if err != nil || res.Approver != "alice" || res.Duplicate {
+		t.Fatalf("the answer the checks make: %+v %v", res, err)
+	}
+	if err := w.Gate(t); err != nil {
+		t.Fatalf("gate: %v", err)
+	}
+	again, err := w.Source().Admit(ok, env, now)
+	if err != nil || !again.Duplicate || again.ID != res.ID {
+		t.Fatalf("again: %+v %v", again, err)
+	}
+}

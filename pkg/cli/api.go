@@ -328,6 +328,28 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			return ExitUsage, err
 		}
 		result, err = a.BreakGlassReview(ctx, r)
+	case "answer-attested":
+		// An answer a bridge signed: stored only when a principal with
+		// role bridge signed it and the service's own checks make that
+		// very answer (bridge.Source.Admit), whoever the caller is.
+		var r api.AnswerAttestedRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.AnswerAttested(ctx, r)
+	case "decision-data":
+		// The plan's envelope and its evidence: what plans bind, so only
+		// for a caller with a key of the policy (a bridge hands over
+		// its bridge key).
+		var r api.DecisionDataRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		if !sc.mayReadPlans() {
+			err = refusal.New(refusal.PrincipalUnknown, "decision data shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
+			break
+		}
+		result, err = a.DecisionData(ctx, r)
 	case "plan":
 		var pr api.PlanRequest
 		if err := decodeArgs(req.Op, req.Args, &pr); err != nil {
@@ -417,6 +439,27 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		// A caller with no key of the policy reads each entry redacted:
 		// what names and hashes the run, nothing the plan binds.
 		result, err = serveReceiptsShow(ctx, a, r, sc.mayReadPlans())
+	// Passkey enrolment: a code only for the service's operator
+	// (localAPI.PasskeyCode); a begin by the caller's key or a code; a
+	// finish judged against a challenge this service issued, once.
+	case "passkey-code":
+		var r api.PasskeyCodeRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyCode(ctx, r)
+	case "passkey-enroll-begin":
+		var r api.PasskeyEnrollBeginRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyEnrollBegin(ctx, r)
+	case "passkey-enroll-finish":
+		var r api.PasskeyEnrollFinishRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyEnrollFinish(ctx, r)
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
 	}

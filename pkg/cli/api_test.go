@@ -19,10 +19,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/execute"
+	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
+	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 	"github.com/prod-write/prod-write/receipts"
@@ -87,6 +90,14 @@ func newAPIWorld(t *testing.T) *apiWorld {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(tf, "\n[[principal]]\nid = \"cab\"\nroles = [\"freeze\", \"break-glass\"]\nkey = %q\n\n[[freeze]]\nname = \"past\"\nstart = \"2001-01-01\"\nend = \"2001-01-02\"\ntime_zone = \"UTC\"\n", kg.PublicKey)
+	// A bridge, whose answers AnswerAttested admits.
+	code, stdout, stderr = h.run("keygen", "--out", h.key("slackbridge"), "--json")
+	if code != 0 || json.Unmarshal([]byte(stdout), &kg) != nil || kg.PublicKey == "" {
+		t.Fatalf("keygen: %d %s %s", code, stdout, stderr)
+	}
+	fmt.Fprintf(tf, "\n[[principal]]\nid = \"slackbridge\"\nroles = [\"bridge\"]\nkey = %q\n", kg.PublicKey)
+	// The approval page's origin, for passkey enrolment.
+	fmt.Fprint(tf, "\n[passkey]\norigin = \"https://approve.example.test\"\n")
 	if err := tf.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +200,10 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	ctx := context.Background()
+	enroller, err := passkeytest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	implementations := []struct {
 		name string
 		api  api.API
@@ -279,12 +294,58 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"receipts export with no format refused", func(a api.API) (any, error) {
 			return a.ReceiptsExport(ctx, api.ReceiptsExportRequest{Out: io.Discard})
 		}},
+		{"decision data", func(a api.API) (any, error) { return a.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: fp}) }},
+		{"decision data of no plan", func(a api.API) (any, error) {
+			return a.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: "sha256:" + fp[len(fp)-64:len(fp)-1] + "0"})
+		}},
 		{"ops show", func(a api.API) (any, error) { return a.OpsShow(ctx, api.OpsShowRequest{Name: "push"}) }},
 		{"ops show refused", func(a api.API) (any, error) { return a.OpsShow(ctx, api.OpsShowRequest{Name: "nope"}) }},
 		{"plans complete", func(a api.API) (any, error) {
 			return a.PlansComplete(ctx, api.PlansCompleteRequest{Prefix: fp[len("sha256:") : len("sha256:")+3]})
 		}},
 		{"plans complete refused", func(a api.API) (any, error) { return a.PlansComplete(ctx, api.PlansCompleteRequest{Prefix: "../"}) }},
+		// Passkey enrolment: the code itself is random, so its length
+		// is compared; one software authenticator answers both
+		// implementations' enrolments (the policy lists neither).
+		{"passkey code", func(a api.API) (any, error) {
+			r, err := a.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice", TTL: time.Hour})
+			if err != nil {
+				return nil, err
+			}
+			return []any{r.FormatVersion, r.Principal, r.Expires, len(r.Code)}, nil
+		}},
+		{"passkey code for no principal refused", func(a api.API) (any, error) {
+			return a.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "mallory"})
+		}},
+		{"passkey enroll", func(a api.API) (any, error) {
+			b, err := a.PasskeyEnrollBegin(ctx, api.PasskeyEnrollBeginRequest{})
+			if err != nil {
+				return nil, err
+			}
+			resp, err := enroller.Register(b.Options, passkeytest.Registration{Origin: "https://approve.example.test"})
+			if err != nil {
+				return nil, err
+			}
+			r, err := a.PasskeyEnrollFinish(ctx, api.PasskeyEnrollFinishRequest{Response: resp})
+			return []any{b.Principal, b.Authorised, b.Expires, r}, err
+		}},
+		{"passkey enroll with a spent code refused", func(a api.API) (any, error) {
+			c, err := localAPI{f: w.local}.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice"})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := a.PasskeyEnrollBegin(ctx, api.PasskeyEnrollBeginRequest{Code: c.Code}); err != nil {
+				return nil, err
+			}
+			return a.PasskeyEnrollBegin(ctx, api.PasskeyEnrollBeginRequest{Code: c.Code})
+		}},
+		{"passkey enroll finish of a challenge not issued refused", func(a api.API) (any, error) {
+			resp, err := enroller.Register([]byte(`{"publicKey":{"challenge":"bm90IGlzc3VlZCBieSB0aGUgc2VydmljZSwgMzI","rp":{"id":"approve.example.test"}}}`), passkeytest.Registration{Origin: "https://approve.example.test"})
+			if err != nil {
+				return nil, err
+			}
+			return a.PasskeyEnrollFinish(ctx, api.PasskeyEnrollFinishRequest{Response: resp})
+		}},
 	}
 	if err := os.WriteFile(filepath.Join(w.h.dir, "config.toml"), []byte("a = 1\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -366,6 +427,37 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 			t.Fatalf("no run of %s in receipts list: %s", fp, stdout)
 		}
 		return run
+	}
+	// fileRecord files a certainty record on fp and returns its id.
+	fileRecord := func(t *testing.T, fp string) string {
+		file(t, fp)
+		st, err := (localAPI{f: w.local}).Status(ctx, api.StatusRequest{Fingerprint: fp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range st.Evidence {
+			if e.Kind == approval.KindRecord {
+				return e.ID
+			}
+		}
+		t.Fatalf("no record of %s", fp)
+		return ""
+	}
+	// attested is a Slack click by user on record, as the bridge whose
+	// key signer holds signs it: for approver, a second before now.
+	attested := func(t *testing.T, signer, fp, record, approver, user string) api.AnswerAttestedRequest {
+		k, err := keys.Load(h.key(signer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued := w.clock.Load().(time.Time).UTC().Add(-time.Second)
+		ch := approval.Channel{Kind: "slack", SlackUser: user, SlackTeam: "T1", SlackActionTS: "1700000000.000001"}
+		env, err := approval.Sign(k, approval.TypeTrinity, approval.Answer{Fingerprint: fp, Record: record, Answer: "approve",
+			Approver: approver, Channel: &ch, Issued: issued, Expires: issued.Add(approval.DefaultAnswerTTL)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return api.AnswerAttestedRequest{Fingerprint: fp, Record: record, Verdict: "approve", Channel: ch, Issued: issued, Envelope: env}
 	}
 	geraLocal, _ := w.as("gera")
 	// A go for one run; it returns the start of the decision's id, as a
@@ -463,6 +555,17 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		}},
 		{"break-glass review", "", "alice", breakAndRun, func(a api.API, _, run string) (any, error) {
 			return a.BreakGlassReview(ctx, api.BreakGlassReviewRequest{Run: run, Notes: "fine"})
+		}},
+		// A bridge's answer: admitted only as the service's own checks
+		// make it (bridge.Source.Admit), whoever calls.
+		{"answer attested", "", "agent", fileRecord, func(a api.API, fp, record string) (any, error) {
+			return a.AnswerAttested(ctx, attested(t, "slackbridge", fp, record, "alice", "UALICE"))
+		}},
+		{"answer attested by an approver's key", "", "agent", fileRecord, func(a api.API, fp, record string) (any, error) {
+			return a.AnswerAttested(ctx, attested(t, "alice", fp, record, "alice", "UALICE"))
+		}},
+		{"answer attested for another approver by the bridge", "", "agent", fileRecord, func(a api.API, fp, record string) (any, error) {
+			return a.AnswerAttested(ctx, attested(t, "slackbridge", fp, record, "bob", "UALICE"))
 		}},
 	}
 	for i, c := range writes {
@@ -830,6 +933,20 @@ func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 	})
 	if r, ok := refusal.As(err); !ok || r.Code != refusal.PrincipalUnknown || exported.Len() != 0 {
 		t.Errorf("keyless receipts export: %v, and %d bytes sent; want refused principal_unknown and nothing", err, exported.Len())
+	}
+	// A plan's envelope and evidence (a bridge's DecisionData): refused,
+	// and nothing of the plan in the refusal.
+	dd, err := asNobody(t, func() (*api.DecisionDataResult, error) {
+		return serviceAPI{f: w.keyless}.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: push})
+	})
+	if r, ok := refusal.As(err); !ok || r.Code != refusal.PrincipalUnknown || dd != nil {
+		t.Errorf("keyless decision data: %+v, %v; want refused principal_unknown", dd, err)
+	} else {
+		for _, s := range secretish {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("keyless decision data's refusal shows %q: %v", s, err)
+			}
+		}
 	}
 	// A prefix of at least 6 characters, not digits only (which would
 	// name a sequence number).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
@@ -281,7 +282,19 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 	if err := runner.CheckPins(c, policy, reg); err != nil {
 		return err
 	}
-	s, err := newBridgeService(f, c, reg, policy)
+	var through api.API
+	if c.Service.Socket != "" {
+		// A client of the runner service (ADR 0045): it reads each
+		// decision's plan and evidence through the service, judging them
+		// by its own policy, and the service admits and stores each
+		// answer after its own checks, so this account needs no access
+		// to the store. It hands over its bridge key: a key of the
+		// policy, which the service's DecisionData asks for.
+		g := *f
+		g.KeyPath = c.Bridge.Key
+		through = serviceAPI{f: &g}
+	}
+	s, err := newBridgeService(f, c, reg, policy, through)
 	if err != nil {
 		return err
 	}
@@ -293,22 +306,35 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 // newBridgeService checks and loads what the bridges need: their key, their
 // secrets (through f: the runner service passes a Factory with no
 // environment, so there they come from files only) and the attestor.
-func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, policy *approval.Policy) (*BridgeService, error) {
+//
+// With through set, the bridges are clients of that API: they read through
+// its DecisionData and have its AnswerAttested admit their answers, and
+// open no store.
+func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, policy *approval.Policy, through api.API) (*BridgeService, error) {
 	b := c.Bridge
 	if b.Key == "" {
 		return nil, &config.Error{Path: c.Path, Msg: "[bridge] key is required: the bridge's own key, of a principal with role bridge"}
 	}
-	st, err := f.Store(c)
-	if err != nil {
-		return nil, err
+	src := bridge.Source{Policy: policy, Registry: reg, Diffs: diffRules(c)}
+	if through == nil {
+		st, err := f.Store(c)
+		if err != nil {
+			return nil, err
+		}
+		src.Store = st
+	} else {
+		src.Read = readThrough(through)
 	}
 	key, err := keys.Load(b.Key)
 	if err != nil {
 		return nil, err
 	}
-	att, err := bridge.NewAttestor(bridge.Source{Policy: policy, Registry: reg, Store: st, Diffs: diffRules(c)}, key, f.Now)
+	att, err := bridge.NewAttestor(src, key, f.Now)
 	if err != nil {
 		return nil, err
+	}
+	if through != nil {
+		att.Admit = admitThrough(through)
 	}
 	s := &BridgeService{Bridge: b, Attestor: att, Ledger: bridge.LedgerOf(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil)), Events: bridge.EventsOf(c), Now: f.Now}
 	if s.Requests, s.CheckEvery, err = bridge.RequestSettings(c); err != nil {

@@ -90,6 +90,7 @@ func ExitCode(err error) int {
 		vsaRef    *receipts.VSARefusedError
 		vsaBad    *receipts.MalformedVSAError
 		incons    *receipts.ConsistencyRefusedError
+		expRef    *receipts.ExportRefusedError
 	)
 	switch {
 	case err == nil:
@@ -105,7 +106,7 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.As(err, &badIn):
 		return ExitDataErr
-	case errors.As(err, &refused), errors.As(err, &vsaRef), errors.As(err, &incons):
+	case errors.As(err, &refused), errors.As(err, &vsaRef), errors.As(err, &incons), errors.As(err, &expRef):
 		return ExitRefused
 	case errors.As(err, &vsaBad):
 		return ExitDataErr
@@ -131,6 +132,9 @@ func errorCode(err error) string {
 	}
 	if incons := (*receipts.ConsistencyRefusedError)(nil); errors.As(err, &incons) {
 		return "consistency_refused"
+	}
+	if expRef := (*receipts.ExportRefusedError)(nil); errors.As(err, &expRef) {
+		return "export_refused"
 	}
 	if apiErr := (*api.Error)(nil); errors.As(err, &apiErr) {
 		return apiErr.Code

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -19,6 +21,7 @@ import (
 type ExportOptions struct {
 	F      *Factory
 	InToto bool
+	Proofs bool
 	Out    string
 }
 
@@ -36,8 +39,14 @@ argv, cwd, the decision (path, evidence, approvers and their channels, the use
 spent) and the outcome (exit status, signal, duration, output digests). It is
 signed by this host's runner key, in the runner service when there is one.
 Every journal entry must verify as signed by a runner of the trust policy, or
-nothing more is exported. Formats and test vectors: docs/FORMAT.md.`,
-		Example: "  prod-write receipts export --in-toto --out runs.intoto.jsonl",
+nothing more is exported. Formats and test vectors: docs/FORMAT.md.
+
+With --proofs each line is a run bundle instead (` + receipts.RunBundleV1 + `):
+the envelope, inclusion proofs of the run's intent and outcome receipts in
+the journal's Merkle tree, and the tree's checkpoint, a C2SP note signed by
+the runner key, so that one run verifies alone from the runner's public key
+(receipts verify-export).`,
+		Example: "  prod-write receipts export --in-toto --out runs.intoto.jsonl\n  prod-write receipts export --in-toto --proofs --out runs.bundles.jsonl",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !opts.InToto {
@@ -50,6 +59,7 @@ nothing more is exported. Formats and test vectors: docs/FORMAT.md.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.InToto, "in-toto", false, "write in-toto Statements v1 in DSSE envelopes (the one format there is)")
+	cmd.Flags().BoolVar(&opts.Proofs, "proofs", false, "write run bundles: each attestation with inclusion proofs of its receipts and the signed checkpoint of the tree")
 	cmd.Flags().StringVar(&opts.Out, "out", "", "write to `FILE` instead of stdout")
 	return cmd
 }
@@ -67,13 +77,29 @@ func receiptsExport(ctx context.Context, o *ExportOptions) error {
 	if o.Out != "" {
 		out = &buf
 	}
-	if _, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: o.InToto, Out: out}); err != nil {
+	r, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: o.InToto, Proofs: o.Proofs, Out: out})
+	if err != nil {
 		return err
 	}
+	file := "FILE"
 	if o.Out != "" {
-		return os.WriteFile(o.Out, buf.Bytes(), 0o644)
+		if err := os.WriteFile(o.Out, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+		file = o.Out
+	}
+	// Nobody should have to guess how (issue 29): the command, with the
+	// key that signed, on stderr, away from the envelopes.
+	if r.Runs > 0 && r.Signer != "" {
+		fmt.Fprintf(o.F.IO.Err, "prod-write: %d runs exported; verify them with: %s\n", r.Runs, verifyExportCommand(file, r.Signer))
 	}
 	return nil
+}
+
+// verifyExportCommand is the command that verifies an export at file
+// under the runner's public key signer.
+func verifyExportCommand(file, signer string) string {
+	return strings.Join([]string{"prod-write", "receipts", "verify-export", shellQuote(file), "--pub", shellQuote(signer)}, " ")
 }
 
 // ReceiptsExport signs with the runner key where it is: in the service
@@ -96,7 +122,13 @@ func (a localAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequ
 	if out == nil {
 		out = io.Discard
 	}
-	n, err := receipts.ExportInToto(ctx, sj.journal, sj.policy, sj.key, out)
+	var n int
+	if req.Proofs {
+		origin := receipts.NoteOrigin(runner.JournalHost(sj.cfg.Host))
+		n, err = receipts.ExportInTotoBundles(ctx, sj.journal, sj.policy, sj.key, origin, out)
+	} else {
+		n, err = receipts.ExportInToto(ctx, sj.journal, sj.policy, sj.key, out)
+	}
 	var ue *receipts.UnverifiedError
 	if errors.As(err, &ue) {
 		return nil, &dataError{err: fmt.Errorf("export stopped after %d runs: %w", n, err)}
@@ -104,7 +136,7 @@ func (a localAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequ
 	if err != nil {
 		return nil, err
 	}
-	return &api.ReceiptsExportResult{Runs: n}, nil
+	return &api.ReceiptsExportResult{Runs: n, Signer: sj.key.Public().String()}, nil
 }
 
 // ReceiptsExport through the service: the envelopes come over the call's
@@ -120,4 +152,77 @@ func (a serviceAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRe
 		return nil, err
 	}
 	return &r, nil
+}
+
+// VerifyExportOptions are `receipts verify-export`'s inputs.
+type VerifyExportOptions struct {
+	F      *Factory
+	Export string
+	Pub    string
+}
+
+// newCmdReceiptsVerifyExport builds `receipts verify-export`.
+func newCmdReceiptsVerifyExport(f *Factory, runF func(*VerifyExportOptions) error) *cobra.Command {
+	opts := &VerifyExportOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "verify-export FILE --pub KEY",
+		Short: "Verify the in-toto attestations receipts export wrote, under the runner's public key",
+		Long: `verify-export checks each line of what receipts export --in-toto wrote,
+exactly: a DSSE envelope of payload type ` + receipts.InTotoPayloadType + ` with
+one signature, by KEY, over its PAE; an in-toto Statement v1 of predicate type
+` + receipts.RunPredicateV1 + ` that decodes
+strictly; at least one subject, each with only a sha256 digest; and no run
+attested twice. It reads nothing but FILE and KEY: it runs where the
+journal, the store and the trust policy are not. receipts export prints the
+command that verifies what it wrote.
+
+KEY is the runner's public key as trust.toml spells it (ed25519:BASE64), or a
+file holding that line or a PKIX PEM public key (key public --pem).
+
+Exit 0 when every line verifies, 77 when one does not (the line and the
+reason are printed), 65 when FILE or KEY is malformed, 74 when a file cannot
+be read.`,
+		Example: "  prod-write receipts verify-export runs.intoto.jsonl --pub ed25519:BASE64",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Export = args[0]
+			if opts.Pub == "" {
+				return &usageError{msg: "verify-export needs --pub: the runner's public key (receipts export prints it)"}
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return verifyExportRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Pub, "pub", "", "the runner's public `KEY`: ed25519:BASE64, or a file holding it or a PEM public key")
+	return cmd
+}
+
+func verifyExportRun(o *VerifyExportOptions) error {
+	pub, err := readPublic(o.Pub)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(o.Export)
+	if err != nil {
+		return fmt.Errorf("reading the export: %w", err)
+	}
+	defer in.Close()
+	v, err := receipts.VerifyExport(in, pub)
+	var bad *receipts.MalformedExportError
+	if errors.As(err, &bad) {
+		return &dataError{err: fmt.Errorf("%s: %w", o.Export, err)}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Export, err)
+	}
+	if o.F.JSON {
+		return printDoc(o.F.IO.Out, map[string]any{"export": o.Export, "verified": true, "runs": v.Runs, "proved": v.Proved, "tree_size": v.TreeSize, "key_id": pub.ID()})
+	}
+	fmt.Fprintf(o.F.IO.Out, "%s: verified: %d runs attested, each signed by key %.12s…\n", o.Export, v.Runs, pub.ID())
+	if v.Proved > 0 {
+		fmt.Fprintf(o.F.IO.Out, "%s: %d of them with their receipts proved in the journal's tree of %d entries, its checkpoint signed by the same key\n", o.Export, v.Proved, v.TreeSize)
+	}
+	return nil
 }

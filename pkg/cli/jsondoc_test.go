@@ -18,6 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/passkeytest"
 )
 
 // docRow is one row of docs/JSON.md's documents table.
@@ -194,12 +196,41 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(tf, "\n[[principal]]\nid = \"cab\"\nroles = [\"freeze\", \"break-glass\"]\nkey = %q\n\n[[freeze]]\nname = \"past\"\nstart = \"2001-01-01\"\nend = \"2001-01-02\"\ntime_zone = \"UTC\"\n", docs[0]["public_key"])
+	fmt.Fprintf(tf, "\n[[principal]]\nid = \"cab\"\nroles = [\"freeze\", \"break-glass\"]\nkey = %q\n\n[[freeze]]\nname = \"past\"\nstart = \"2001-01-01\"\nend = \"2001-01-02\"\ntime_zone = \"UTC\"\n"+
+		"\n[passkey]\norigin = \"https://approve.example.test\"\n", docs[0]["public_key"])
 	if err := tf.Close(); err != nil {
 		t.Fatal(err)
 	}
 	code, _ = run("freeze list", "stdout", "freeze", "list")
 	mustExit(0, code, "freeze list")
+	// Passkey enrolment by a one-time code, a software authenticator
+	// answering the options.
+	code, docs = run("passkey code", "stdout", "passkey", "code", "alice")
+	mustExit(0, code, "passkey code")
+	codeFile := filepath.Join(dir, "enrol-code.txt")
+	if err := os.WriteFile(codeFile, []byte(docs[0]["code"].(string)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, docs = run("passkey enroll begin", "stdout", "passkey", "enroll", "begin", "--code-file", codeFile)
+	mustExit(0, code, "passkey enroll begin")
+	auth, err := passkeytest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := json.Marshal(docs[0]["options"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := auth.Register(opts, passkeytest.Registration{Origin: "https://approve.example.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	respFile := filepath.Join(dir, "registration.json")
+	if err := os.WriteFile(respFile, resp, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _ = run("passkey enroll finish", "stdout", "passkey", "enroll", "finish", respFile)
+	mustExit(0, code, "passkey enroll finish")
 	code, _ = run("--version", "stdout", "--version")
 	mustExit(0, code, "--version")
 	code, _ = run("version", "stdout", "version")
@@ -320,6 +351,17 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 		code, _ = run("replay verify-vsa", "stdout", words[1:]...)
 		mustExit(0, code, "replay verify-vsa")
 	}
+	export := filepath.Join(dir, "runs.intoto.jsonl")
+	if c := Run([]string{"receipts", "export", "--in-toto", "--out", export}, &Factory{IO: &IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard},
+		Now: time.Now, LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return dir, nil }}); c != 0 {
+		t.Fatalf("receipts export: exit %d", c)
+	}
+	runnerKey, err := keys.Load(key("runner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _ = run("receipts verify-export", "stdout", "receipts", "verify-export", export, "--pub", runnerKey.Public().String())
+	mustExit(0, code, "receipts verify-export")
 	code, _ = run("history record", "stdout", "history", "record")
 	mustExit(0, code, "history record")
 	code, _ = run("store init", "stdout", "store", "init")

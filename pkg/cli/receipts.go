@@ -95,6 +95,7 @@ off after it.`,
 	cmd.AddCommand(newCmdReceiptsConsistency(f))
 	cmd.AddCommand(newCmdReceiptsSync(f, nil))
 	cmd.AddCommand(newCmdReceiptsExport(f, nil))
+	cmd.AddCommand(newCmdReceiptsVerifyExport(f, nil))
 	return cmd
 }
 

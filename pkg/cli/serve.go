@@ -241,7 +241,7 @@ func serveRun(o *ServeOptions) error {
 	var bridges *BridgeService
 	if slackEnabled(c.Bridge) || githubEnabled(c.Bridge) {
 		lp := st.current()
-		if bridges, err = newBridgeService(f, c, lp.reg, lp.policy); err != nil {
+		if bridges, err = newBridgeService(f, c, lp.reg, lp.policy, nil); err != nil {
 			return err
 		}
 	}
@@ -858,6 +858,25 @@ func (sc *serviceCall) mayReadPlans() bool {
 		sc.mayRead = &ok
 	}
 	return *sc.mayRead
+}
+
+// isOperator reports whether the caller runs the service: root or the
+// service's own account.
+func (sc *serviceCall) isOperator() bool {
+	p := sc.c.Peer.UID
+	return p == 0 || p == sc.svc.uid
+}
+
+// isOperator reports whether f's caller is the service's operator: in
+// this process (local mode: whoever can write the state directory, or
+// the service's own calls), or a service call's caller that is
+// (serviceCall.isOperator). MCP over HTTP's callers are principals, not
+// operators.
+func (f *Factory) isOperator() bool {
+	if f.call == nil {
+		return true
+	}
+	return f.call.c != nil && f.call.isOperator()
 }
 
 // mayReadPlans reports whether f's caller may read what plans bind: in

@@ -20,12 +20,14 @@ import (
 
 	"github.com/go-webauthn/webauthn/protocol/webauthncbor"
 	"github.com/go-webauthn/webauthn/protocol/webauthncose"
+	"golang.org/x/sys/unix"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -381,5 +383,171 @@ func TestReplayPasskeySignCounts(t *testing.T) {
 	if ok || len(codes) != 2 || len(codes[0]) != 0 || len(codes[1]) != 1 ||
 		!strings.HasPrefix(codes[1][0], receipts.SignCountBack+": ") || !strings.Contains(codes[1][0], "possible clone") {
 		t.Fatalf("replay of runs with counts 6 then 5: ok %v, problems %v; want the second intent failed with %s (a possible clone)", ok, codes, receipts.SignCountBack)
+	}
+}
+
+// countingStore records the sign-count advances each run makes and lets
+// a test act after one.
+type countingStore struct {
+	store.Store
+	mu       sync.Mutex
+	advances map[string][]uint32 // run id → counts advanced
+	after    map[uint32]func()   // count → what to do once it has advanced
+	consume  map[string]func()   // record id → what to wait for before consuming
+}
+
+func (c *countingStore) Consume(id string, uses int, run string) (int, error) {
+	if wait, ok := c.consume[id]; ok {
+		wait()
+	}
+	return c.Store.Consume(id, uses, run)
+}
+
+func (c *countingStore) AdvanceSignCount(cred string, count uint32, run string) error {
+	err := c.Store.AdvanceSignCount(cred, count, run)
+	c.mu.Lock()
+	c.advances[run] = append(c.advances[run], count)
+	c.mu.Unlock()
+	if f, ok := c.after[count]; ok && err == nil {
+		f()
+	}
+	return err
+}
+
+// The lock per credential orders the journal as the advances: two runs
+// of one credential (counts 5 and 6) where run 6 reaches the lock while
+// run 5 holds it between its advance and its intent. Run 6 waits there
+// (the hook sees it wait, no sleeps), so each run advances once, the
+// stored count ends at 6, the journal holds 5's intent then 6's and
+// replay verifies both. Without the lock run 6 advances and appends its
+// intent first, and the journal's order (6, 5) is not the advances'.
+func TestPasskeyLockOrdersJournal(t *testing.T) {
+	d := newPasskeyDeployment(t)
+	fp5, _ := d.plan(t, 5)
+	fp6, rec6 := d.plan(t, 6)
+	lockPath := filepath.Join(d.dir, "state", "signcount-locks", store.CredKey(d.credential())+".lock")
+	waiting, done6, advanced5 := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	runner.SetLockContended(t, func(path string, _ bool) {
+		if path == lockPath {
+			once.Do(func() { close(waiting) })
+		}
+	})
+	s, err := store.OpenDir(filepath.Join(d.dir, "state", "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &countingStore{Store: s, advances: map[string][]uint32{}}
+	c.after = map[uint32]func(){5: func() {
+		close(advanced5)
+		// Run 5 holds the lock until run 6 waits for it (or, with
+		// no lock, until run 6 has finished).
+		select {
+		case <-waiting:
+		case <-done6:
+		}
+	}}
+	c.consume = map[string]func(){rec6: func() { <-advanced5 }}
+	errs := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, fp := range []string{fp5, fp6} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := d.runner(io.Discard, io.Discard)
+			r.Store = func(*config.Config) (store.Store, error) { return c, nil }
+			_, err := r.Run(fp)
+			if fp == fp6 {
+				close(done6)
+			}
+			mu.Lock()
+			errs[fp] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for fp, err := range errs {
+		if err != nil {
+			t.Fatalf("run of %s: %v", fp, err)
+		}
+	}
+	if len(c.advances) != 2 {
+		t.Fatalf("advances by run: %v; want one run advancing 5 and one 6", c.advances)
+	}
+	for run, counts := range c.advances {
+		if len(counts) != 1 {
+			t.Errorf("run %s advanced %v: want exactly one advance", run, counts)
+		}
+	}
+	if got, err := s.SignCounts([]string{d.credential()}); err != nil || got[d.credential()] != 6 {
+		t.Fatalf("stored sign count: %v, %v; want 6 (no update lost)", got, err)
+	}
+	in := d.intents(t)
+	if len(in) != 2 || in[0].Intent.Fingerprint != fp5 || in[1].Intent.Fingerprint != fp6 {
+		var order []string
+		for _, r := range in {
+			order = append(order, r.Intent.Fingerprint)
+		}
+		t.Fatalf("journal intents %v; want run 5's (%s) then run 6's (%s), the order of the advances: the lock did not hold run 6 back", order, fp5, fp6)
+	}
+	if codes, ok := d.replay(t); !ok {
+		t.Fatalf("replay: problems %v", codes)
+	}
+}
+
+// The lock is flock(2) between processes too: while another holds the
+// credential's lock file (here the test, by its own open file, as a
+// second process would), a run of that credential waits before its
+// advance and appends nothing; it goes on once the lock is released.
+func TestPasskeyLockBetweenProcesses(t *testing.T) {
+	d := newPasskeyDeployment(t)
+	fp5, _ := d.plan(t, 5)
+	dir := filepath.Join(d.dir, "state", "signcount-locks")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lockPath := filepath.Join(dir, store.CredKey(d.credential())+".lock")
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	waiting, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	runner.SetLockContended(t, func(path string, process bool) {
+		if path == lockPath && process {
+			once.Do(func() { close(waiting) })
+		}
+	})
+	var runErr error
+	go func() {
+		defer close(done)
+		_, runErr = d.runner(io.Discard, io.Discard).Run(fp5)
+	}()
+	select {
+	case <-waiting:
+	case <-done:
+		t.Fatalf("the run finished (%v) while another process held its credential's lock", runErr)
+	}
+	st, err := store.OpenDir(filepath.Join(d.dir, "state", "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.SignCounts([]string{d.credential()}); err != nil || got[d.credential()] != 0 || len(d.intents(t)) != 0 {
+		t.Fatalf("while waiting for the lock: count %v (%v), %d intents; want nothing advanced or appended", got, err, len(d.intents(t)))
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if runErr != nil {
+		t.Fatalf("run once the lock was released: %v", runErr)
+	}
+	if got, _ := st.SignCounts([]string{d.credential()}); got[d.credential()] != 5 || len(d.intents(t)) != 1 {
+		t.Fatalf("after the run: count %v, %d intents; want 5 and one", got, len(d.intents(t)))
 	}
 }

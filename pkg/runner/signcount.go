@@ -69,10 +69,19 @@ func advanceSignCounts(pc *PlanContext, dec *approval.Decision, runID string) (u
 	return unlock, nil
 }
 
-// credLocks serialises the runs of one process as flock serialises
-// processes: flock(2) locks belong to the open file, so two goroutines
-// opening the file each would both hold it.
+// credLocks serialises the runs of one process before they reach flock,
+// so that a run waiting for another of its own process waits on a mutex
+// rather than in a blocking system call. (flock(2) locks belong to the
+// open file description, so two goroutines each opening the file would be
+// serialised by flock alone too: TestPasskeyLockBetweenProcesses holds
+// the lock from the test's own open file.)
 var credLocks sync.Map // path → *sync.Mutex
+
+// lockContended, set by tests only, is told that a run is about to wait
+// for a credential's lock that another holds: by this process (the mutex)
+// or by another (process, flock). It lets a test see a run waiting at the
+// lock without sleeping.
+var lockContended func(path string, process bool)
 
 // lockCredentials takes, in the sorted order of creds (so two runs never
 // deadlock), an exclusive lock per credential: a mutex within this process
@@ -91,19 +100,19 @@ func lockCredentials(dir string, creds []string) (unlock func(), err error) {
 		path := filepath.Join(dir, store.CredKey(c)+".lock")
 		m, _ := credLocks.LoadOrStore(path, &sync.Mutex{})
 		mu := m.(*sync.Mutex)
-		mu.Lock()
+		if !mu.TryLock() {
+			if lockContended != nil {
+				lockContended(path, false)
+			}
+			mu.Lock()
+		}
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			mu.Unlock()
 			unlock()
 			return nil, fmt.Errorf("passkey sign-count lock: %w", err)
 		}
-		for {
-			err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-			if !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
+		err = flockExclusive(f, path)
 		if err != nil {
 			f.Close()
 			mu.Unlock()
@@ -113,4 +122,21 @@ func lockCredentials(dir string, creds []string) (unlock func(), err error) {
 		held = append(held, func() { f.Close(); mu.Unlock() })
 	}
 	return unlock, nil
+}
+
+// flockExclusive takes flock(2) LOCK_EX of f, waiting for another holder.
+func flockExclusive(f *os.File, path string) error {
+	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+		return err
+	}
+	if errors.Is(err, unix.EWOULDBLOCK) && lockContended != nil {
+		lockContended(path, true)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }

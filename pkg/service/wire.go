@@ -64,7 +64,7 @@ const (
 var Ops = []string{
 	"plan", "status", "status-wait", "file", "decide", "gera", "freeze-grant", "break-glass", "break-glass-review", "withdraw", "run",
 	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "receipts-export", "receipts-prove", "receipts-consistency", "replay",
-	"whoami", "plans-complete",
+	"whoami", "plans-complete", "answer-attested", "decision-data", "passkey-code", "passkey-enroll-begin", "passkey-enroll-finish",
 }
 
 // Request opens a call.

@@ -61,11 +61,22 @@ func TestMakeInstall(t *testing.T) {
 			t.Errorf("the installed prod-write(1) lacks %q", want)
 		}
 	}
+	var version string
 	for _, bin := range []string{"prod-write", "prod-write-net"} {
 		out, err := exec.Command(filepath.Join(dest, "opt/pw/bin", bin), "--version").Output()
 		if err != nil || !strings.HasPrefix(string(out), bin+" version ") {
 			t.Errorf("%s --version: %q %v", bin, out, err)
 		}
+		version = strings.TrimSpace(strings.TrimPrefix(string(out), bin+" version "))
+	}
+	// The pages name the build the binaries are (issue 29: they said
+	// "(devel)", since `go run` stamps no VCS information), and in a clone
+	// (not a worktree, whose .git is a file) that is its revision.
+	if want := `"prod-write ` + version + `"`; !strings.Contains(string(man), want) {
+		t.Errorf("prod-write(1)'s header does not name the installed build %s:\n%.200s", want, man)
+	}
+	if fi, err := os.Stat("../../.git"); err == nil && fi.IsDir() && version == "(devel)" {
+		t.Errorf("installed from a clone, the binaries say version %q, not the revision", version)
 	}
 	unit, _ := os.ReadFile(filepath.Join(dest, "etc/systemd/system/prod-write.service"))
 	if !strings.Contains(string(unit), "ExecStart=/opt/pw/bin/prod-write-net serve") {

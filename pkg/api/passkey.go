@@ -1,0 +1,63 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// PasskeyCodeRequest asks for a one-time code that authorises one passkey
+// enrolment of Principal within TTL (0: 15m; at most 24h). Only the
+// service's operator (root or the service's own account) is answered
+// (docs/adr/0043-passkey-assertions-as-evidence.md).
+type PasskeyCodeRequest struct {
+	Principal string        `json:"principal"`
+	TTL       time.Duration `json:"ttl,omitempty"`
+}
+
+// PasskeyCodeResult is the code, the one place it is ever shown: only its
+// hash is kept.
+type PasskeyCodeResult struct {
+	FormatVersion int       `json:"format_version"`
+	Principal     string    `json:"principal"`
+	Code          string    `json:"code"`
+	Expires       time.Time `json:"expires"`
+}
+
+// PasskeyEnrollBeginRequest begins a passkey enrolment: of the principal
+// of the caller's key (a signed enrolment request), or, with Code, of
+// the principal an operator issued the one-time code for (spending it).
+type PasskeyEnrollBeginRequest struct {
+	Code string `json:"code,omitempty"`
+}
+
+// PasskeyEnrollBeginResult is the enrolment begun: the WebAuthn
+// credential creation options (with the service's challenge) that the
+// approval page hands to navigator.credentials.create, and until when the
+// service awaits the answer.
+type PasskeyEnrollBeginResult struct {
+	FormatVersion int             `json:"format_version"`
+	Principal     string          `json:"principal"`
+	Authorised    string          `json:"authorised"` // "key" or "code"
+	Expires       time.Time       `json:"expires"`
+	Options       json.RawMessage `json:"options"`
+}
+
+// PasskeyEnrollFinishRequest is the registration response: the JSON of
+// the PublicKeyCredential navigator.credentials.create returned.
+type PasskeyEnrollFinishRequest struct {
+	Response json.RawMessage `json:"response"`
+}
+
+// PasskeyEnrollFinishResult is the credential enrolled, as root adds it
+// to trust.toml under the principal (Snippet); nothing is written to the
+// policy.
+type PasskeyEnrollFinishResult struct {
+	FormatVersion    int       `json:"format_version"`
+	Principal        string    `json:"principal"`
+	Authorised       string    `json:"authorised"`
+	Credential       string    `json:"credential"`
+	PublicKey        string    `json:"public_key"`
+	UserVerification string    `json:"user_verification"`
+	Enrolled         time.Time `json:"enrolled"`
+	Snippet          string    `json:"snippet"`
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/bridge"
+)
+
+// AnswerAttested admits an answer a bridge signed, by the checks the
+// bridges run (bridge.Source.Admit), against this process's policy,
+// registry, store and clock: in the service, the service's. Any caller
+// may ask; what is stored is only what a principal with role bridge
+// signed and the checks make.
+func (a localAPI) AnswerAttested(_ context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
+	c, err := a.f.Config()
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.f.Policy(c)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := a.f.Registry(c)
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.f.Store(c)
+	if err != nil {
+		return nil, err
+	}
+	src := bridge.Source{Policy: p, Registry: reg, Store: st}
+	r, err := src.Admit(bridgeRequest(req), req.Envelope, a.f.Now().UTC())
+	if err != nil {
+		return nil, err
+	}
+	return &api.AnswerAttestedResult{ID: r.ID, Approver: r.Approver, Verdict: r.Verdict, Duplicate: r.Duplicate}, nil
+}
+
+func (a serviceAPI) AnswerAttested(ctx context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
+	var r api.AnswerAttestedResult
+	if err := a.call(ctx, "answer-attested", &req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// DecisionData reads what bridge.Judge judges of the plan stored under
+// req.Fingerprint (bridge.Gather): through the service, only for a caller
+// with a key of the policy (serveAPI), since the plan and its evidence are
+// what plans bind.
+func (a localAPI) DecisionData(_ context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
+	c, err := a.f.Config()
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.f.Policy(c)
+	if err != nil {
+		return nil, err
+	}
+	st, err := a.f.Store(c)
+	if err != nil {
+		return nil, err
+	}
+	in, err := bridge.Gather(bridge.Source{Policy: p, Store: st}, req.Fingerprint)
+	if err != nil {
+		return nil, err
+	}
+	return &api.DecisionDataResult{Input: in}, nil
+}
+
+func (a serviceAPI) DecisionData(ctx context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
+	var r api.DecisionDataResult
+	if err := a.call(ctx, "decision-data", &req, &r); err != nil {
+		return nil, err
+	}
+	if r.Input == nil {
+		return nil, fmt.Errorf("the runner service answered decision-data with no data")
+	}
+	return &r, nil
+}
+
+// readThrough is a bridge source's Read through a.
+func readThrough(a api.API) func(string) (*bridge.Input, error) {
+	return func(fp string) (*bridge.Input, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+		defer cancel()
+		r, err := a.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: fp})
+		if err != nil {
+			return nil, err
+		}
+		return r.Input, nil
+	}
+}
+
+// bridgeRequest is req as a bridge's checks take it.
+func bridgeRequest(req api.AnswerAttestedRequest) bridge.Request {
+	return bridge.Request{Fingerprint: req.Fingerprint, Record: req.Record, Verdict: req.Verdict, Reason: req.Reason, Channel: req.Channel, Issued: req.Issued}
+}
+
+// admitThrough is an attestor's Admit through a: a bridge that is a
+// client of the runner service has its answers admitted, and stored, by
+// the service.
+func admitThrough(a api.API) func(bridge.Request, *approval.Envelope) (*bridge.Result, error) {
+	return func(req bridge.Request, env *approval.Envelope) (*bridge.Result, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+		defer cancel()
+		r, err := a.AnswerAttested(ctx, api.AnswerAttestedRequest{Fingerprint: req.Fingerprint, Record: req.Record, Verdict: req.Verdict,
+			Reason: req.Reason, Channel: req.Channel, Issued: req.Issued, Envelope: env})
+		if err != nil {
+			return nil, err
+		}
+		return &bridge.Result{ID: r.ID, Approver: r.Approver, Verdict: r.Verdict, Duplicate: r.Duplicate}, nil
+	}
+}

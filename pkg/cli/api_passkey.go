@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/passkeyenroll"
+	"github.com/prod-write/prod-write/pkg/refusal"
+)
+
+// Passkey enrolment, in-process and through the runner service
+// (docs/adr/0043-passkey-assertions-as-evidence.md). What the caller
+// hands over (a principal's name, a code, a registration response) is a
+// stranger's input to the service: passkeyenroll checks a code's form
+// before hashing it, names files only by hashes, and verifies the
+// response with go-webauthn against a challenge it issued, once.
+
+// enroller is the enrolment state of f's deployment, judged by its policy.
+func (f *Factory) enroller() (*passkeyenroll.Enroller, error) {
+	c, err := f.Config()
+	if err != nil {
+		return nil, err
+	}
+	p, err := f.Policy(c)
+	if err != nil {
+		return nil, err
+	}
+	return &passkeyenroll.Enroller{Dir: filepath.Join(c.State, "passkey-enrol"), Policy: p, Now: f.Now}, nil
+}
+
+func (a localAPI) PasskeyCode(_ context.Context, req api.PasskeyCodeRequest) (*api.PasskeyCodeResult, error) {
+	if !a.f.isOperator() {
+		return nil, refusal.New(refusal.RoleMissing, "only the service's operator (root or the service's own account) issues passkey enrolment codes").Needs("run as root or the service's account")
+	}
+	if strings.TrimSpace(req.Principal) == "" {
+		return nil, &usageError{msg: "passkey code needs the principal it enrols"}
+	}
+	e, err := a.f.enroller()
+	if err != nil {
+		return nil, err
+	}
+	code, exp, err := e.IssueCode(req.Principal, req.TTL)
+	if err != nil {
+		return nil, err
+	}
+	return &api.PasskeyCodeResult{FormatVersion: FormatVersion, Principal: req.Principal, Code: code, Expires: exp}, nil
+}
+
+func (a localAPI) PasskeyEnrollBegin(_ context.Context, req api.PasskeyEnrollBeginRequest) (*api.PasskeyEnrollBeginResult, error) {
+	e, err := a.f.enroller()
+	if err != nil {
+		return nil, err
+	}
+	var b *passkeyenroll.Begun
+	if req.Code != "" {
+		b, err = e.BeginWithCode(req.Code)
+	} else {
+		k, _, kerr := a.f.Actor(e.Policy, "")
+		if kerr != nil {
+			return nil, kerr
+		}
+		b, err = e.BeginWithKey(k)
+	}
+	if err != nil {
+		return nil, err
+	}
+	opts, err := json.Marshal(b.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &api.PasskeyEnrollBeginResult{FormatVersion: FormatVersion, Principal: b.Principal, Authorised: b.Authorised, Expires: b.Expires, Options: opts}, nil
+}
+
+func (a localAPI) PasskeyEnrollFinish(_ context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {
+	if len(req.Response) == 0 {
+		return nil, &usageError{msg: "passkey enroll finish needs the registration response"}
+	}
+	e, err := a.f.enroller()
+	if err != nil {
+		return nil, err
+	}
+	en, err := e.Finish(req.Response)
+	if err != nil {
+		return nil, err
+	}
+	return &api.PasskeyEnrollFinishResult{FormatVersion: FormatVersion, Principal: en.Principal, Authorised: en.Authorised, Credential: en.CredentialID,
+		PublicKey: en.PublicKey, UserVerification: en.UserVerification, Enrolled: en.Enrolled, Snippet: en.Snippet()}, nil
+}
+
+func (a serviceAPI) PasskeyCode(ctx context.Context, req api.PasskeyCodeRequest) (*api.PasskeyCodeResult, error) {
+	var r api.PasskeyCodeResult
+	if err := a.call(ctx, "passkey-code", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (a serviceAPI) PasskeyEnrollBegin(ctx context.Context, req api.PasskeyEnrollBeginRequest) (*api.PasskeyEnrollBeginResult, error) {
+	var r api.PasskeyEnrollBeginResult
+	if err := a.call(ctx, "passkey-enroll-begin", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (a serviceAPI) PasskeyEnrollFinish(ctx context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {
+	var r api.PasskeyEnrollFinishResult
+	if err := a.call(ctx, "passkey-enroll-finish", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
