@@ -3,12 +3,14 @@ package receipts
 import (
 	"encoding/base64"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"runtime"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/transparency-dev/merkle/compact"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
@@ -174,6 +176,11 @@ type Replayer struct {
 	// breakGlassOnly verifies only the entries that bear on break-glass
 	// runs (BreakGlassRuns).
 	breakGlassOnly bool
+	// resume, when set, is the state the replay goes on from
+	// (ReplayFrom); keepTree builds the journal's Merkle root as the
+	// entries stream past, for the state at the head.
+	resume   *ReplayState
+	keepTree bool
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -240,7 +247,16 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{bgRuns: map[string][]*bgEntry{}, bgByRecord: map[string][]*bgEntry{}, policy: rp.Policy, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: maphash.MakeSeed(), host: rp.Host, hostSet: rp.Host != ""}
+	st := &state{bgRuns: map[string][]*bgEntry{}, bgByRecord: map[string][]*bgEntry{}, policy: rp.Policy, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: newSeed(), hasher: xxhash.New(), host: rp.Host, hostSet: rp.Host != ""}
+	var sum Summary
+	var pre *prefix
+	if rp.keepTree || rp.resume != nil {
+		st.tree = newTree()
+	}
+	if rp.resume != nil {
+		st.restore(rp.resume, &sum)
+		pre = &prefix{size: rp.resume.Size}
+	}
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -261,7 +277,6 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 			st.note = note
 		}
 	}
-	var sum Summary
 	// Three stages overlap: reading the next batch, verifying this one on
 	// every core, and checking the previous one in order.
 	const batchSize = 512
@@ -274,6 +289,22 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 		batch := make([]*entry, 0, batchSize)
 		size := 0
 		scanErr = Scan(r, func(l Line) error {
+			if pre != nil && pre.count < pre.size {
+				// Verified by the replay that wrote the state: only
+				// hashed into the tree it stands on, before any batch
+				// reaches the in-order stage.
+				pre.count++
+				h := l.Hash
+				if l.Long == 0 {
+					h = LineHash(l.Bytes)
+				}
+				pre.torn = pre.torn || l.Torn
+				st.prefixLine(pre.count, h)
+				if pre.count == pre.size {
+					st.prefixRoot, _ = st.tree.GetRootHash(nil)
+				}
+				return nil
+			}
 			b := make([]byte, len(l.Bytes))
 			copy(b, l.Bytes)
 			l.Bytes = b
@@ -323,6 +354,13 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 	}
 	if scanErr != nil {
 		return sum, st, scanErr
+	}
+	if pre != nil {
+		sum.Entries += int(pre.count)
+		if res := st.prefixEnd(pre, rp.resume); res != nil {
+			sum.Failed++
+			emit(*res)
+		}
 	}
 	if sum.Entries > 0 && st.decoded == 0 {
 		return sum, st, &NotReceiptsError{Msg: "no line of the input is a receipt"}
@@ -760,15 +798,20 @@ type state struct {
 	openHash map[string]string // run id → its intent's line hash
 	// runs holds a 64-bit keyed hash of every run id seen, so that a
 	// second intent cannot reuse one (8 bytes a run, not the id).
-	runs    map[uint64]struct{}
-	seed    maphash.Seed
-	latest  time.Time // the latest receipt time so far
-	host    string    // the journal's host
-	hostSet bool
-	entries uint64
-	cpCount uint64 // the checkpoint's count, if any
-	cpHash  string // the hash of that entry, once reached
-	note    *noteCheck
+	runs   map[uint64]struct{}
+	seed   uint64
+	hasher *xxhash.Digest
+	// tree, when kept, is the Merkle tree of the entries so far
+	// (ReplayFrom), as a compact range.
+	tree       *compact.Range
+	prefixRoot []byte    // its root once a resumed replay's prefix is read
+	latest     time.Time // the latest receipt time so far
+	host       string    // the journal's host
+	hostSet    bool
+	entries    uint64
+	cpCount    uint64 // the checkpoint's count, if any
+	cpHash     string // the hash of that entry, once reached
+	note       *noteCheck
 	// signCounts is the highest sign count spent so far of each passkey
 	// credential, and the line of the intent that spent it.
 	signCounts map[string]spentCount
@@ -790,6 +833,9 @@ func (st *state) check(e *entry) {
 	}
 	if st.note != nil {
 		st.note.add(st.entries, e.hash)
+	}
+	if st.tree != nil {
+		_ = st.tree.Append(leafOf(e.hash), nil) // appends to a range from 0 never fail
 	}
 	r := e.receipt
 	if r == nil {
@@ -817,7 +863,7 @@ func (st *state) check(e *entry) {
 		if r.RunID == "" {
 			e.res.add(Malformed, "intent without a run id")
 		}
-		k := maphash.String(st.seed, r.RunID)
+		k := st.key(r.RunID)
 		if _, dup := st.runs[k]; dup {
 			e.res.add(RunIDReused, "run id %s was already used by an earlier intent in this journal", r.RunID)
 			if _, open := st.open[r.RunID]; open {
@@ -837,7 +883,7 @@ func (st *state) check(e *entry) {
 		st.checkSignCounts(e)
 		for i, id := range e.relied {
 			allowed := allowedUses(i, e.slots)
-			k := maphash.String(st.seed, id)
+			k := st.key(id)
 			st.used[k]++
 			if n := st.used[k]; int(n) > allowed {
 				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, n, allowed)

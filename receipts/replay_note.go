@@ -3,13 +3,11 @@ package receipts
 import (
 	"bytes"
 	"encoding/hex"
-	"strings"
+	"errors"
 
 	"github.com/transparency-dev/formats/log"
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/rfc6962"
-
-	"github.com/prod-write/prod-write/approval"
 )
 
 // noteCheck is replay's check of a checkpoint note: the root of the
@@ -33,30 +31,17 @@ func IsCheckpointNote(b []byte) bool {
 // policy, for the origin its first line names, adding a problem to res
 // when it cannot be trusted.
 func (rp *Replayer) openNoteCheckpoint(res *Result) *noteCheck {
-	b := rp.CheckpointNote
-	first, _, _ := bytes.Cut(b, []byte("\n"))
-	origin := string(first)
-	host, ok := strings.CutPrefix(origin, NoteOrigin(""))
-	if !ok || host == "" {
-		res.add(Malformed, "checkpoint note: its origin %q is not prod-write/receipts/HOST", origin)
+	cp, host, err := OpenRunnerNote(rp.CheckpointNote, rp.Policy)
+	var ne *NoteError
+	switch {
+	case errors.As(err, &ne) && ne.BadOrigin:
+		res.add(Malformed, "%v", err)
+		return nil
+	case err != nil:
+		res.add(BadSignature, "%v", err)
 		return nil
 	}
-	var why string
-	for _, pr := range rp.Policy.Principals {
-		if !pr.Has(approval.RoleRunner) || pr.Public() == nil {
-			continue
-		}
-		cp, err := OpenNoteCheckpoint(b, origin, pr.Public())
-		if err == nil {
-			return &noteCheck{cp: cp, host: host, rng: rf.NewEmptyRange(0)}
-		}
-		why = err.Error()
-	}
-	if why == "" {
-		why = "the policy names no runner"
-	}
-	res.add(BadSignature, "checkpoint note: %s", why)
-	return nil
+	return &noteCheck{cp: cp, host: host, rng: rf.NewEmptyRange(0)}
 }
 
 // add takes entry n (from 1), whose line hash is hexHash.

@@ -10,8 +10,9 @@
 // The calls here are ops list and show, whoami, plan, status and its wait,
 // the calls that add a signed record to a plan (file, decide, gera,
 // withdraw, freeze grant, break-glass and its review), run, receipts list,
-// show, checkpoint and export, replay, passkey enrolment (a one-time code,
-// begin and finish) and shell completion's (docs/API.md).
+// show, checkpoint, export, prove and consistency, replay, passkey
+// enrolment (a one-time code, begin and finish) and shell completion's
+// (docs/API.md).
 package api
 
 import (
@@ -106,6 +107,10 @@ type API interface {
 	// ReceiptsProve proves one receipt included in the journal's Merkle
 	// tree, with a signed checkpoint of that tree.
 	ReceiptsProve(ctx context.Context, req ReceiptsProveRequest) (*ReceiptsProveResult, error)
+	// ReceiptsConsistency proves the tree of one checkpoint note a prefix
+	// of another's, once both verify under a runner key of the policy and
+	// the journal holds both trees.
+	ReceiptsConsistency(ctx context.Context, req ReceiptsConsistencyRequest) (*ReceiptsConsistencyResult, error)
 	// PasskeyCode issues a one-time code authorising one passkey
 	// enrolment of a principal (the service's operator only).
 	PasskeyCode(ctx context.Context, req PasskeyCodeRequest) (*PasskeyCodeResult, error)

@@ -25,3 +25,26 @@ type ReceiptsProveResult struct {
 	Hashes     [][]byte `json:"hashes"`
 	Checkpoint string   `json:"checkpoint"`
 }
+
+// ReceiptsConsistencyRequest is two checkpoint notes, as `receipts
+// checkpoint --note` wrote them: Old of the earlier tree, New of the
+// later one.
+type ReceiptsConsistencyRequest struct {
+	Old string `json:"old"`
+	New string `json:"new"`
+}
+
+// ReceiptsConsistencyResult is an RFC 6962 consistency proof of the tree
+// of OldSize entries into that of NewSize (docs/adr/0044-journal-merkle-log.md),
+// computed from a journal that holds both trees, once both notes verified
+// under a runner key of the trust policy: verified alone with
+// github.com/transparency-dev/merkle/proof.VerifyConsistency, or with
+// `receipts consistency --verify`. Hashes are base64 in JSON.
+type ReceiptsConsistencyResult struct {
+	Origin  string   `json:"origin"`
+	OldSize uint64   `json:"old_size"`
+	NewSize uint64   `json:"new_size"`
+	OldRoot []byte   `json:"old_root"`
+	NewRoot []byte   `json:"new_root"`
+	Hashes  [][]byte `json:"hashes"`
+}

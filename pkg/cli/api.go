@@ -423,6 +423,14 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			return ExitUsage, err
 		}
 		result, err = a.ReceiptsProve(ctx, r)
+	case "receipts-consistency":
+		// Hashes of trees the caller's own notes sign: nothing a plan
+		// binds.
+		var r api.ReceiptsConsistencyRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.ReceiptsConsistency(ctx, r)
 	case "receipts-show":
 		var r api.ReceiptsShowRequest
 		if err := decodeArgs(req.Op, req.Args, &r); err != nil {

@@ -1,18 +1,24 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/transparency-dev/formats/log"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -138,4 +144,207 @@ func (a serviceAPI) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequ
 		return nil, errors.New("the runner service's inclusion proof does not verify: " + err.Error())
 	}
 	return &r, nil
+}
+
+// consistencyDoc is `receipts consistency --json`: the proof, which
+// `receipts consistency --verify` reads back.
+type consistencyDoc struct {
+	FormatVersion int `json:"format_version"`
+	api.ReceiptsConsistencyResult
+}
+
+// newCmdReceiptsConsistency builds `receipts consistency OLD NEW`.
+func newCmdReceiptsConsistency(f *Factory) *cobra.Command {
+	var verify, trust string
+	cmd := &cobra.Command{
+		Use:   "consistency OLD NEW",
+		Short: "Prove the tree of one checkpoint note a prefix of another's, or verify such a proof",
+		Long: `consistency prints an RFC 6962 consistency proof that the journal's Merkle tree
+of checkpoint note OLD is a prefix of that of NEW (both as receipts checkpoint
+--note wrote them), computed from the journal. Both notes must verify under
+the key of a runner of the trust policy, for this host's origin, and the
+journal must hold both trees: a journal cut short of either, or whose first
+entries are not the tree a note signs (rewritten, or a forked view: two
+notes of one size with different roots), is refused (exit 77).
+
+With --verify PROOF, it reads no journal: it verifies OLD and NEW under the
+runner keys of the policy (--trust, default the configured one) and PROOF
+(what consistency --json printed) as the proof between them, with
+github.com/transparency-dev/merkle/proof.VerifyConsistency. Formats:
+docs/adr/0044-journal-merkle-log.md.`,
+		Example: "  prod-write receipts consistency old.note new.note --json > proof.json\n  prod-write receipts consistency old.note new.note --verify proof.json",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			old, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			new, err := os.ReadFile(args[1])
+			if err != nil {
+				return err
+			}
+			if verify != "" {
+				return verifyConsistency(f, trust, old, new, verify)
+			}
+			if trust != "" {
+				return &usageError{msg: "--trust goes with --verify: a proof is computed under the runner's own policy"}
+			}
+			a, err := f.api()
+			if err != nil {
+				return err
+			}
+			r, err := a.ReceiptsConsistency(cmd.Context(), api.ReceiptsConsistencyRequest{Old: string(old), New: string(new)})
+			if err != nil {
+				return err
+			}
+			if f.JSON {
+				return printJSON(f.IO.Out, consistencyDoc{FormatVersion, *r})
+			}
+			w := f.IO.Out
+			fmt.Fprintf(w, "the tree of %d entries is a prefix of the tree of %d (%s)\n", r.OldSize, r.NewSize, r.Origin)
+			fmt.Fprintf(w, "old root: %s\n", base64.StdEncoding.EncodeToString(r.OldRoot))
+			fmt.Fprintf(w, "new root: %s\n", base64.StdEncoding.EncodeToString(r.NewRoot))
+			for i, h := range r.Hashes {
+				fmt.Fprintf(w, "proof %d: %s\n", i, base64.StdEncoding.EncodeToString(h))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&verify, "verify", "", "verify `PROOF` (consistency --json's output) between OLD and NEW, reading no journal")
+	cmd.Flags().StringVar(&trust, "trust", "", "with --verify: the trust policy whose runner keys the notes must verify under (default: the configured one)")
+	return cmd
+}
+
+// openNotePair verifies both notes under a runner key of policy, for one
+// origin; a note that is not one is bad input.
+func openNotePair(policy *approval.Policy, oldNote, newNote []byte) (*log.Checkpoint, *log.Checkpoint, error) {
+	var cps [2]*log.Checkpoint
+	for i, n := range []struct {
+		name string
+		b    []byte
+	}{{"OLD", oldNote}, {"NEW", newNote}} {
+		cp, _, err := receipts.OpenRunnerNote(n.b, policy)
+		var ne *receipts.NoteError
+		switch {
+		case errors.As(err, &ne) && ne.BadOrigin:
+			return nil, nil, &dataError{err: fmt.Errorf("%s: %w", n.name, err)}
+		case errors.As(err, &ne):
+			return nil, nil, &receipts.ConsistencyRefusedError{Reason: n.name + ": " + err.Error()}
+		case err != nil:
+			return nil, nil, err
+		}
+		cps[i] = cp
+	}
+	if cps[0].Origin != cps[1].Origin {
+		return nil, nil, &receipts.ConsistencyRefusedError{Reason: fmt.Sprintf("OLD is of %q, NEW of %q: two logs", cps[0].Origin, cps[1].Origin)}
+	}
+	if cps[0].Size > cps[1].Size {
+		return nil, nil, &usageError{msg: fmt.Sprintf("OLD counts %d entries, NEW %d: OLD is the earlier checkpoint", cps[0].Size, cps[1].Size)}
+	}
+	return cps[0], cps[1], nil
+}
+
+func (a localAPI) ReceiptsConsistency(_ context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
+	c, err := a.f.Config()
+	if err != nil {
+		return nil, err
+	}
+	policy, err := a.f.Policy(c)
+	if err != nil {
+		return nil, err
+	}
+	old, new, err := openNotePair(policy, []byte(req.Old), []byte(req.New))
+	if err != nil {
+		return nil, err
+	}
+	if origin := receipts.NoteOrigin(runner.JournalHost(c.Host)); old.Origin != origin {
+		return nil, &receipts.ConsistencyRefusedError{Reason: fmt.Sprintf("the notes are of %q; this journal is %q", old.Origin, origin)}
+	}
+	fl, err := openJournal(a.f)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.Close()
+	t, err := receipts.TreeOf(fl)
+	if err != nil {
+		return nil, err
+	}
+	hashes, err := t.Consistency(old, new)
+	if err != nil {
+		return nil, err
+	}
+	return &api.ReceiptsConsistencyResult{Origin: old.Origin, OldSize: old.Size, NewSize: new.Size, OldRoot: old.Hash, NewRoot: new.Hash, Hashes: nonNil(hashes)}, nil
+}
+
+func (a serviceAPI) ReceiptsConsistency(ctx context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
+	var r api.ReceiptsConsistencyResult
+	if err := a.call(ctx, "receipts-consistency", req, &r); err != nil {
+		return nil, err
+	}
+	// What the client prints, it checks: the proof between the trees the
+	// caller's own notes name (their signatures the service verified, and
+	// are the caller's to verify again with the key it trusts).
+	var cps [2]*log.Checkpoint
+	for i, n := range []string{req.Old, req.New} {
+		text, _, _ := strings.Cut(n, "\n\n")
+		var cp log.Checkpoint
+		if _, err := cp.Unmarshal([]byte(text + "\n")); err != nil {
+			return nil, fmt.Errorf("a checkpoint note the service verified does not read here: %w", err)
+		}
+		cps[i] = &cp
+	}
+	if err := checkConsistencyResult(&r, cps[0], cps[1]); err != nil {
+		return nil, fmt.Errorf("the runner service's consistency proof: %w", err)
+	}
+	return &r, nil
+}
+
+// checkConsistencyResult verifies r as the proof between old and new.
+func checkConsistencyResult(r *api.ReceiptsConsistencyResult, old, new *log.Checkpoint) error {
+	if r.Origin != old.Origin || r.OldSize != old.Size || r.NewSize != new.Size || !bytes.Equal(r.OldRoot, old.Hash) || !bytes.Equal(r.NewRoot, new.Hash) {
+		return &receipts.ConsistencyRefusedError{Reason: fmt.Sprintf("the proof is of %q from %d to %d entries, not of the notes' trees (%q from %d to %d)", r.Origin, r.OldSize, r.NewSize, old.Origin, old.Size, new.Size)}
+	}
+	return receipts.VerifyConsistency(old, new, r.Hashes)
+}
+
+// verifyConsistency is `receipts consistency --verify`: offline, in the
+// caller's process.
+func verifyConsistency(f *Factory, trust string, oldNote, newNote []byte, proofFile string) error {
+	if trust == "" {
+		c, err := f.Config()
+		if err != nil {
+			return err
+		}
+		trust = c.Trust
+	}
+	policy, err := approval.LoadPolicy(trust)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(proofFile)
+	if err != nil {
+		return err
+	}
+	var doc consistencyDoc
+	if err := strictjson.Unmarshal(bytes.TrimSuffix(b, []byte("\n")), &doc); err != nil {
+		return &dataError{err: fmt.Errorf("%s is not what receipts consistency --json prints: %w", proofFile, err)}
+	}
+	old, new, err := openNotePair(policy, oldNote, newNote)
+	if err != nil {
+		return err
+	}
+	if err := checkConsistencyResult(&doc.ReceiptsConsistencyResult, old, new); err != nil {
+		return err
+	}
+	if f.JSON {
+		return printJSON(f.IO.Out, struct {
+			FormatVersion int    `json:"format_version"`
+			Verified      bool   `json:"verified"`
+			Origin        string `json:"origin"`
+			OldSize       uint64 `json:"old_size"`
+			NewSize       uint64 `json:"new_size"`
+		}{FormatVersion, true, old.Origin, old.Size, new.Size})
+	}
+	fmt.Fprintf(f.IO.Out, "verified: the tree of %d entries is a prefix of the tree of %d (%s)\n", old.Size, new.Size, old.Origin)
+	return nil
 }

@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,4 +188,221 @@ func runNoops(t *testing.T, w *apiWorld, names ...string) {
 			t.Fatal(stderr)
 		}
 	}
+}
+
+// receipts consistency proves an earlier checkpoint note's tree a prefix
+// of a later one's, and the proof verifies alone: with
+// transparency-dev/merkle's proof.VerifyConsistency against the notes'
+// roots (once x/mod's note verified them), and with consistency --verify.
+// A note no runner signed, a forked view (a note of the same size and
+// another tree, signed by the runner key), another host's notes, and a
+// journal rewritten or cut after the notes are refused; so is a proof
+// edited on its way to --verify.
+func TestReceiptsConsistency(t *testing.T) {
+	w := newAPIWorld(t)
+	ctx := context.Background()
+	c, err := w.local.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.Load(c.RunnerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := runner.JournalHost(c.Host)
+	dir := t.TempDir()
+	note := func(name string) (string, string) {
+		t.Helper()
+		r, err := localAPI{f: w.local}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(r.Note), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return r.Note, file
+	}
+	runNoops(t, w, "one")
+	oldNote, oldFile := note("old.note")
+	runNoops(t, w, "two", "three")
+	newNote, newFile := note("new.note")
+	for _, im := range []struct {
+		name string
+		api  api.API
+	}{{"in-process", localAPI{f: w.local}}, {"socket", serviceAPI{f: w.client}}} {
+		r, err := im.api.ReceiptsConsistency(ctx, api.ReceiptsConsistencyRequest{Old: oldNote, New: newNote})
+		if err != nil {
+			t.Fatalf("%s: %v", im.name, err)
+		}
+		old, err := receipts.OpenNoteCheckpoint([]byte(oldNote), receipts.NoteOrigin(host), k.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		new, err := receipts.OpenNoteCheckpoint([]byte(newNote), receipts.NoteOrigin(host), k.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OldSize != 2 || r.NewSize != 6 || len(r.Hashes) == 0 {
+			t.Errorf("%s: %+v", im.name, r)
+		}
+		if err := proof.VerifyConsistency(rfc6962.DefaultHasher, old.Size, new.Size, r.Hashes, old.Hash, new.Hash); err != nil {
+			t.Errorf("%s: the proof does not verify alone: %v", im.name, err)
+		}
+		// The same note twice: an empty proof.
+		if r, err := im.api.ReceiptsConsistency(ctx, api.ReceiptsConsistencyRequest{Old: newNote, New: newNote}); err != nil || len(r.Hashes) != 0 {
+			t.Errorf("%s: a note with itself: %+v %v", im.name, r, err)
+		}
+	}
+
+	consistency := func(args ...string) (int, string) {
+		code, stdout, stderr := w.h.run(append([]string{"receipts", "consistency"}, args...)...)
+		return code, stdout + stderr
+	}
+	code, out := consistency(oldFile, newFile, "--json")
+	if code != 0 {
+		t.Fatalf("consistency --json: exit %d\n%s", code, out)
+	}
+	proofFile := filepath.Join(dir, "proof.json")
+	if err := os.WriteFile(proofFile, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := consistency(oldFile, newFile, "--verify", proofFile); code != 0 || !strings.Contains(out, "verified: the tree of 2 entries is a prefix of the tree of 6") {
+		t.Errorf("consistency --verify: exit %d\n%s", code, out)
+	}
+	// The proof edited: a hash, or the sizes it claims.
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, edit := range map[string]func(map[string]any){
+		"a hash": func(d map[string]any) {
+			d["hashes"].([]any)[0] = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))
+		},
+		"no hash":  func(d map[string]any) { d["hashes"] = []any{} },
+		"the size": func(d map[string]any) { d["old_size"] = 3 },
+	} {
+		var d map[string]any
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatal(err)
+		}
+		edit(d)
+		b, _ := json.Marshal(d)
+		edited := filepath.Join(dir, "edited.json")
+		if err := os.WriteFile(edited, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, out := consistency(oldFile, newFile, "--verify", edited); code != ExitRefused || !strings.Contains(out, "consistency refused") {
+			t.Errorf("--verify of a proof with %s edited: exit %d\n%s", name, code, out)
+		}
+	}
+	if code, out := consistency(newFile, oldFile); code != ExitUsage {
+		t.Errorf("NEW before OLD: exit %d\n%s", code, out)
+	}
+
+	write := func(name string, b []byte) string {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	other, err := receipts.TreeOf(bytes.NewReader([]byte("{}\n{}\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin(host), other, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhereTree, err := receipts.TreeOf(bytes.NewReader([]byte("{}\n{}\n{}\n{}\n{}\n{}\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin("elsewhere"), other, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhereNew, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin("elsewhere"), elsewhereTree, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := keys.FromSeed(bytes.Repeat([]byte{9}, 32))
+	unsigned, err := receipts.SignNoteCheckpoint(stranger, receipts.NoteOrigin(host), other, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		old, new string
+		want     string
+	}{
+		"a forked view":          {write("forked.note", forked), newFile, "not the tree OLD signs"},
+		"another host's notes":   {write("elsewhere.note", elsewhere), write("elsewhere-new.note", elsewhereNew), `this journal is "prod-write/receipts/` + host},
+		"a note no runner signs": {write("unsigned.note", unsigned), newFile, "OLD: checkpoint note: checkpoint is not signed by the runner key"},
+	} {
+		if code, out := consistency(c.old, c.new); code != ExitRefused || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d, want %d and %q\n%s", name, code, ExitRefused, c.want, out)
+		}
+		// --verify refuses the notes as well, whatever the proof.
+		if name != "another host's notes" {
+			if code, out := consistency(c.old, c.new, "--verify", proofFile); code != ExitRefused {
+				t.Errorf("--verify with %s: exit %d\n%s", name, code, out)
+			}
+		}
+	}
+	if code, out := consistency(write("junk.note", []byte("not a note\n")), newFile); code != ExitDataErr {
+		t.Errorf("a file that is no note: exit %d\n%s", code, out)
+	}
+
+	journal := filepath.Join(w.h.dir, "state", "journal", "receipts.jsonl")
+	whole, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(whole, []byte("\n"))
+	// Cut after NEW's tree: it holds OLD's, not NEW's.
+	if err := os.WriteFile(journal, bytes.Join(lines[:4], nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := consistency(oldFile, newFile); code != ExitRefused || !strings.Contains(out, "NEW counts 6 entries; the journal holds 4") {
+		t.Errorf("a journal cut short of NEW: exit %d\n%s", code, out)
+	}
+	// Rewritten under OLD (a line of the first two replaced).
+	rewritten := bytes.Join(append([][]byte{lines[1], lines[0]}, lines[2:]...), nil)
+	if err := os.WriteFile(journal, rewritten, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := consistency(oldFile, newFile); code != ExitRefused || !strings.Contains(out, "not the tree OLD signs") {
+		t.Errorf("a journal rewritten under OLD: exit %d\n%s", code, out)
+	}
+}
+
+// note is a checkpoint note of the first size entries of the world's
+// journal, signed by its runner key; with lines, of the tree of those
+// lines instead (another tree: a forked view).
+func (w *apiWorld) note(t *testing.T, size uint64, lines ...string) string {
+	t.Helper()
+	c, err := w.local.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.Load(c.RunnerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	if lines != nil {
+		b = []byte(strings.Join(lines, ""))
+	} else if b, err = os.ReadFile(c.JournalPath()); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := receipts.TreeOf(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin(runner.JournalHost(c.Host)), tr, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(n)
 }

@@ -267,6 +267,19 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"receipts checkpoint", func(a api.API) (any, error) {
 			return a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{})
 		}},
+		{"receipts consistency", func(a api.API) (any, error) {
+			head, err := localAPI{f: w.local}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
+			if err != nil {
+				return nil, err
+			}
+			return a.ReceiptsConsistency(ctx, api.ReceiptsConsistencyRequest{Old: w.note(t, 1), New: head.Note})
+		}},
+		{"receipts consistency of a forked view refused", func(a api.API) (any, error) {
+			return a.ReceiptsConsistency(ctx, api.ReceiptsConsistencyRequest{Old: w.note(t, 1, "{}\n"), New: w.note(t, 2)})
+		}},
+		{"receipts consistency of no note refused", func(a api.API) (any, error) {
+			return a.ReceiptsConsistency(ctx, api.ReceiptsConsistencyRequest{Old: "nonsense", New: w.note(t, 2)})
+		}},
 		{"receipts export", func(a api.API) (any, error) {
 			var out bytes.Buffer
 			r, err := a.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: true, Out: &out})

@@ -89,6 +89,7 @@ func ExitCode(err error) int {
 		badIn     *badInputRefusal
 		vsaRef    *receipts.VSARefusedError
 		vsaBad    *receipts.MalformedVSAError
+		incons    *receipts.ConsistencyRefusedError
 		expRef    *receipts.ExportRefusedError
 	)
 	switch {
@@ -105,7 +106,7 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.As(err, &badIn):
 		return ExitDataErr
-	case errors.As(err, &refused), errors.As(err, &vsaRef), errors.As(err, &expRef):
+	case errors.As(err, &refused), errors.As(err, &vsaRef), errors.As(err, &incons), errors.As(err, &expRef):
 		return ExitRefused
 	case errors.As(err, &vsaBad):
 		return ExitDataErr
@@ -128,6 +129,9 @@ func errorCode(err error) string {
 	var vsaRef *receipts.VSARefusedError
 	if errors.As(err, &vsaRef) {
 		return "vsa_refused"
+	}
+	if incons := (*receipts.ConsistencyRefusedError)(nil); errors.As(err, &incons) {
+		return "consistency_refused"
 	}
 	if expRef := (*receipts.ExportRefusedError)(nil); errors.As(err, &expRef) {
 		return "export_refused"

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 )
@@ -305,6 +307,34 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	}
 	code, _ = run("receipts prove", "stdout", "receipts", "prove", "1")
 	mustExit(0, code, "receipts prove")
+	// Two checkpoint notes (their own format, not JSON), of the first
+	// entry's tree and of the head's.
+	oldNote, newNote := filepath.Join(dir, "old.note"), filepath.Join(dir, "new.note")
+	for _, n := range []struct {
+		file string
+		size uint64 // 0: all
+	}{{oldNote, 1}, {newNote, 0}} {
+		f := &Factory{IO: &IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Now: time.Now,
+			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Getwd: func() (string, error) { return dir, nil }}
+		r, err := localAPI{f: f}.ReceiptsProve(context.Background(), api.ReceiptsProveRequest{Seq: 1, Size: n.size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(n.file, []byte(r.Checkpoint), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, docs = run("receipts consistency", "stdout", "receipts", "consistency", oldNote, newNote)
+	mustExit(0, code, "receipts consistency")
+	proofDoc, err := json.Marshal(docs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "proof.json"), proofDoc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _ = run("receipts consistency --verify", "stdout", "receipts", "consistency", oldNote, newNote, "--verify", filepath.Join(dir, "proof.json"))
+	mustExit(0, code, "receipts consistency --verify")
 	code, _ = run("receipts checkpoint", "stdout", "receipts", "checkpoint")
 	mustExit(0, code, "receipts checkpoint")
 	code, _ = run("replay", "stdout", "replay")

@@ -92,6 +92,7 @@ off after it.`,
 	cp.Flags().BoolVar(&asNote, "note", false, "write a C2SP checkpoint note of the journal's Merkle tree (origin, size, root) instead, signed by the runner key")
 	cmd.AddCommand(cp)
 	cmd.AddCommand(newCmdReceiptsProve(f))
+	cmd.AddCommand(newCmdReceiptsConsistency(f))
 	cmd.AddCommand(newCmdReceiptsSync(f, nil))
 	cmd.AddCommand(newCmdReceiptsExport(f, nil))
 	cmd.AddCommand(newCmdReceiptsVerifyExport(f, nil))
@@ -362,6 +363,11 @@ type ReplayOptions struct {
 	// FailUnreviewedBreakGlass fails break-glass runs no approver has
 	// reviewed (issue 22); without it they are reported.
 	FailUnreviewedBreakGlass bool
+	// State and StateKey: resume from the replay state in State, sealed
+	// by StateKey (a key CI holds), and write the state at the head
+	// there when no entry fails (issue 32, ADR 0044).
+	State    string `json:"-"`
+	StateKey string `json:"-"`
 }
 
 // NewCmdReplay builds `replay`.
@@ -405,9 +411,15 @@ no receipts.`,
 			if (opts.VSA == "") != (opts.VSAKey == "") {
 				return &usageError{msg: "--vsa and --vsa-key go together"}
 			}
+			if (opts.State == "") != (opts.StateKey == "") {
+				return &usageError{msg: "--state and --state-key go together: a state is believed only as its key sealed it"}
+			}
+			if opts.State != "" && (opts.Policy != "" || opts.PolicyRegistry != "" || isArchiveURL(opts.Path)) {
+				return &usageError{msg: "--state resumes one journal file's replay: not with --policy, --policy-registry or an S3 archive"}
+			}
 			// The service's replay takes no options: any of these is
 			// read here, as the caller, never silently dropped.
-			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" || opts.Policy != "" || opts.PolicyRegistry != "" || opts.FailUnreviewedBreakGlass ||
+			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" || opts.State != "" || opts.Policy != "" || opts.PolicyRegistry != "" || opts.FailUnreviewedBreakGlass ||
 				opts.Registry != "" || opts.History != "" || opts.Host != "" || opts.StrictRevocation {
 				// Files the caller names are verified here, with the
 				// caller's own rights: replay needs no privilege.
@@ -429,6 +441,8 @@ no receipts.`,
 	cmd.Flags().BoolVar(&opts.StrictRevocation, "strict-revocation", false, "fail runs that relied on a principal revoked since, instead of reporting them")
 	cmd.Flags().StringVar(&opts.VSA, "vsa", "", "also write a SLSA verification summary attestation of the verdict to `FILE`")
 	cmd.Flags().StringVar(&opts.VSAKey, "vsa-key", "", "the key (PKCS#8 PEM, 0600) that signs the --vsa attestation: CI's, not a principal's")
+	cmd.Flags().StringVar(&opts.State, "state", "", "resume from the replay state in `FILE`, verifying only the entries after it, and write the state at the head there when no entry fails")
+	cmd.Flags().StringVar(&opts.StateKey, "state-key", "", "the key (PKCS#8 PEM, 0600) that seals the --state file: CI's, not a principal's")
 	cmd.Flags().StringVar(&opts.Host, "host", "", "the host whose journal this is: every receipt and the checkpoint must name it (default: the configured host when replaying the configured journal)")
 	cmd.AddCommand(NewCmdVerifyVSA(f, nil))
 	return cmd
@@ -535,7 +549,12 @@ func replayRun(o *ReplayOptions) error {
 	out := newReplayOutput(f, false)
 	out.audit = rp.Audit != nil
 	out.note = note
-	sum, err := out.replay(rp, "", path, in)
+	var sum receipts.Summary
+	if o.State != "" {
+		sum, err = replayState(f, o, rp, out, path, in)
+	} else {
+		sum, err = out.replay(rp, "", path, in)
+	}
 	if err != nil {
 		return err
 	}
@@ -729,15 +748,21 @@ func (o *replayOutput) emit(r replayResult) {
 // replay replays one journal, read from in, naming it name in errors.
 func (o *replayOutput) replay(rp *receipts.Replayer, host, name string, in io.Reader) (receipts.Summary, error) {
 	sum, err := rp.Replay(in, func(r receipts.Result) { o.emit(replayResult{Host: host, Result: r}) })
+	return sum, o.replayed(name, sum, err)
+}
+
+// replayed ends the output of a journal that is not receipts at all,
+// which is bad input.
+func (o *replayOutput) replayed(name string, sum receipts.Summary, err error) error {
 	var notReceipts *receipts.NotReceiptsError
 	if errors.As(err, &notReceipts) {
 		if o.f.JSON {
 			io.WriteString(o.w, "]}\n")
 		}
 		o.w.Flush()
-		return sum, &dataError{err: fmt.Errorf("%s: %w", name, err)}
+		return &dataError{err: fmt.Errorf("%s: %w", name, err)}
 	}
-	return sum, err
+	return err
 }
 
 // end prints what is left and the summary: for a fleet (hosts given),

@@ -63,7 +63,7 @@ const (
 // Ops are the operations a request may name.
 var Ops = []string{
 	"plan", "status", "status-wait", "file", "decide", "gera", "freeze-grant", "break-glass", "break-glass-review", "withdraw", "run",
-	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "receipts-export", "receipts-prove", "replay",
+	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "receipts-export", "receipts-prove", "receipts-consistency", "replay",
 	"whoami", "plans-complete", "answer-attested", "decision-data", "passkey-code", "passkey-enroll-begin", "passkey-enroll-finish",
 }
 
