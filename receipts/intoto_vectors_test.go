@@ -17,6 +17,25 @@ var updateVectors = flag.Bool("update-intoto-vectors", false, "regenerate testda
 
 const intotoVectors = "../testdata/vectors/intoto"
 
+// vectorKey is the vectors' runner key. A checkout does not keep the
+// key's mode 0600, which keys.Load insists on: it loads a private copy.
+func vectorKey(t testing.TB) *keys.Private {
+	t.Helper()
+	pem, err := os.ReadFile(filepath.Join(intotoVectors, "runner.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(t.TempDir(), "runner.key")
+	if err := os.WriteFile(keyPath, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.Load(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // TestInTotoVectors checks docs/FORMAT.md §4's vectors: the runner key,
 // trust policy and journal there export to exactly expected.jsonl.
 func TestInTotoVectors(t *testing.T) {
@@ -32,20 +51,7 @@ func TestInTotoVectors(t *testing.T) {
 			}
 		}
 	}
-	// A checkout does not keep the key's mode 0600, which keys.Load
-	// insists on: load a private copy.
-	pem, err := os.ReadFile(filepath.Join(intotoVectors, "runner.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPath := filepath.Join(t.TempDir(), "runner.key")
-	if err := os.WriteFile(keyPath, pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	k, err := keys.Load(keyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := vectorKey(t)
 	p, err := approval.LoadPolicy(filepath.Join(intotoVectors, "trust.toml"))
 	if err != nil {
 		t.Fatal(err)

@@ -24,19 +24,7 @@ func vectorExport(t testing.TB) ([]byte, *keys.Private) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pem, err := os.ReadFile(filepath.Join(intotoVectors, "runner.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPath := filepath.Join(t.TempDir(), "runner.key")
-	if err := os.WriteFile(keyPath, pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	k, err := keys.Load(keyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return want, k
+	return want, vectorKey(t)
 }
 
 // resign decodes line's statement, lets edit change it, and signs it again

@@ -15,23 +15,10 @@ import (
 // may ask; what is stored is only what a principal with role bridge
 // signed and the checks make.
 func (a localAPI) AnswerAttested(_ context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
-	c, err := a.f.Config()
+	src, err := a.bridgeSource()
 	if err != nil {
 		return nil, err
 	}
-	p, err := a.f.Policy(c)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := a.f.Registry(c)
-	if err != nil {
-		return nil, err
-	}
-	st, err := a.f.Store(c)
-	if err != nil {
-		return nil, err
-	}
-	src := bridge.Source{Policy: p, Registry: reg, Store: st}
 	r, err := src.Admit(bridgeRequest(req), req.Envelope, a.f.Now().UTC())
 	if err != nil {
 		return nil, err
@@ -52,19 +39,11 @@ func (a serviceAPI) AnswerAttested(ctx context.Context, req api.AnswerAttestedRe
 // with a key of the policy (serveAPI), since the plan and its evidence are
 // what plans bind.
 func (a localAPI) DecisionData(_ context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
-	c, err := a.f.Config()
+	src, err := a.bridgeSource()
 	if err != nil {
 		return nil, err
 	}
-	p, err := a.f.Policy(c)
-	if err != nil {
-		return nil, err
-	}
-	st, err := a.f.Store(c)
-	if err != nil {
-		return nil, err
-	}
-	in, err := bridge.Gather(bridge.Source{Policy: p, Store: st}, req.Fingerprint)
+	in, err := bridge.Gather(src, req.Fingerprint)
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +72,28 @@ func readThrough(a api.API) func(string) (*bridge.Input, error) {
 		}
 		return r.Input, nil
 	}
+}
+
+// bridgeSource is this process's policy, registry and store as the
+// bridges' checks read them.
+func (a localAPI) bridgeSource() (bridge.Source, error) {
+	c, err := a.f.Config()
+	if err != nil {
+		return bridge.Source{}, err
+	}
+	p, err := a.f.Policy(c)
+	if err != nil {
+		return bridge.Source{}, err
+	}
+	reg, err := a.f.Registry(c)
+	if err != nil {
+		return bridge.Source{}, err
+	}
+	st, err := a.f.Store(c)
+	if err != nil {
+		return bridge.Source{}, err
+	}
+	return bridge.Source{Policy: p, Registry: reg, Store: st}, nil
 }
 
 // bridgeRequest is req as a bridge's checks take it.
