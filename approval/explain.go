@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"time"
@@ -90,6 +91,19 @@ func ChannelName(c *Channel) string {
 	return c.Kind
 }
 
+// AnswerChannel is where the answer a was given: "passkey" for a decision
+// its approver's passkey signed, else the bridge's channel, or "cli" for
+// an answer signed with the approver's own key.
+func AnswerChannel(a *Assessed) string {
+	if a.Passkey != nil {
+		return ChannelPasskey
+	}
+	return ChannelName(a.Channel)
+}
+
+// ChannelPasskey names the channel of a passkey decision.
+const ChannelPasskey = "passkey"
+
 func channelWords(kind string) string {
 	switch kind {
 	case "slack":
@@ -98,6 +112,8 @@ func channelWords(kind string) string {
 		return "GitHub"
 	case "cli":
 		return "the CLI"
+	case ChannelPasskey:
+		return "passkey"
 	}
 	return kind
 }
@@ -120,7 +136,7 @@ func Explain(in ExplainInput) *Explanation {
 		if a, ok := byID[id]; ok {
 			r.Kind, r.By = a.Kind, a.By
 			if a.Kind == KindAnswer {
-				r.Channel = ChannelName(a.Channel)
+				r.Channel = AnswerChannel(a)
 			}
 		}
 		if i == 0 {
@@ -298,6 +314,14 @@ func Describe(env *Envelope) *Assessed {
 			return nil
 		}
 		a.By, a.Verdict, a.Record, a.Channel, a.Issued, a.Expires = t.Approver, t.Answer, t.Record, t.Channel, t.Issued, t.Expires
+	case TypePasskey:
+		var d PasskeyDecision
+		if !read(&d) {
+			return nil
+		}
+		a.By, a.Verdict, a.Record, a.Issued, a.Expires = d.Approver, d.Decision, d.Record, d.Issued, d.Expires
+		// Named, not verified: the gate verifies the assertion.
+		a.Passkey = &PasskeySeen{Credential: base64.RawURLEncoding.EncodeToString(d.Assertion.CredentialID)}
 	case TypeWithdraw:
 		var w Withdrawal
 		if !read(&w) {

@@ -166,7 +166,7 @@ func RunStatement(intent *Receipt, intentHash string, outcome *Receipt, outcomeH
 		}
 		ap := Approver{Principal: a.By, Kind: a.Kind, Record: a.ID}
 		if a.Kind == approval.KindAnswer {
-			ap.Channel = approval.ChannelName(a.Channel)
+			ap.Channel = approval.AnswerChannel(a)
 		}
 		p.Decision.Approvers = append(p.Decision.Approvers, ap)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/dsse"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -195,6 +197,27 @@ func TestPasskeyEnrollSnippetVerifiesInTheGate(t *testing.T) {
 	}
 	if code, _, stderr := h.run("run", fp); code != 0 {
 		t.Fatalf("run approved by the enrolled passkey: %d %s", code, stderr)
+	}
+	// What the receipt says of it: the approval came through alice's
+	// passkey, not "the CLI" (whose key signed no answer here); the run
+	// exports as an attestation naming that channel, and replays.
+	if code, stdout, stderr := h.run("receipts", "show", "1"); code != 0 || !strings.Contains(stdout, "approvals by alice via passkey") {
+		t.Errorf("receipts show of the passkey-approved run: %d %s %s; want it to say alice approved via passkey", code, stdout, stderr)
+	}
+	code, stdout, stderr = h.run("receipts", "export", "--in-toto")
+	if code != 0 {
+		t.Fatalf("export of a passkey-approved run: %d %s", code, stderr)
+	}
+	var exported dsse.Envelope
+	if err := json.Unmarshal([]byte(stdout), &exported); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := base64.StdEncoding.DecodeString(exported.Payload)
+	if !strings.Contains(string(body), `{"principal":"alice","kind":"answer","channel":"passkey","record":"`) {
+		t.Errorf("the attestation's approvers do not name alice's passkey: %s", body)
+	}
+	if code, stdout, stderr := h.run("replay"); code != 0 {
+		t.Errorf("replay of a passkey-approved run: %d %s %s", code, stdout, stderr)
 	}
 }
 
