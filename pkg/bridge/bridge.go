@@ -163,6 +163,9 @@ type AnswerView struct {
 	// Unreadable: the gate could not read the answer (its payload is not
 	// strict JSON of an answer); it says nothing and does not count.
 	Unreadable bool
+	// Passkey: a decision its approver's passkey signed (on the approval
+	// page), whether or not it verified.
+	Passkey bool
 }
 
 // Closed reports whether the decision can no longer change what runs: the
@@ -278,7 +281,7 @@ func (j *Judgement) View(recordID string) *View {
 		case a.Kind == approval.KindAnswer && a.Signed != nil:
 			v.Answers = append(v.Answers, AnswerView{ID: a.ID, By: a.By, Verdict: a.Verdict, Record: a.Record,
 				Issued: a.Issued, Channel: a.Channel, Valid: a.Valid, Why: a.Why,
-				Unreadable: a.Problem != nil && *a.Problem == refusal.EvidenceUnreadable})
+				Unreadable: a.Problem != nil && *a.Problem == refusal.EvidenceUnreadable, Passkey: a.Signed.Type == approval.TypePasskey})
 		}
 	}
 	return v

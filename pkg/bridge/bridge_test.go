@@ -358,3 +358,22 @@ func TestAdmitStoresOnlyWhatTheChecksWouldSign(t *testing.T) {
 		t.Fatalf("again: %+v %v", again, err)
 	}
 }
+
+// A passkey decision shows on Slack and GitHub as what it is, never as an
+// answer given on the CLI; one that does not verify (here: the policy has
+// no [passkey] table) shows that it does not count.
+func TestPasskeyDecisionShownAsPasskey(t *testing.T) {
+	w := bridgetest.New(t, 1)
+	now := w.Now().UTC()
+	d := approval.PasskeyDecision{Fingerprint: w.FP, Record: w.Record, Decision: approval.Approve, Approver: "alice",
+		Nonce: []byte("n"), Issued: now.Add(-time.Second), Expires: now.Add(time.Hour)}
+	w.Put(t, bridgetest.Sign(t, "alice", approval.TypePasskey, d))
+	v, err := bridge.Describe(w.Source(), w.FP, w.Record, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Join(bridge.StatusLines(v), "\n")
+	if !strings.Contains(lines, "approve by alice (passkey) at ") || !strings.Contains(lines, "does not count") || strings.Contains(lines, "(CLI)") {
+		t.Fatalf("status lines:\n%s", lines)
+	}
+}

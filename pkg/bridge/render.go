@@ -184,7 +184,9 @@ func StatusLines(v *View) []string {
 			continue
 		}
 		via := "CLI"
-		if a.Channel != nil {
+		if a.Passkey {
+			via = "passkey"
+		} else if a.Channel != nil {
 			switch a.Channel.Kind {
 			case KindSlack:
 				via = "Slack " + a.Channel.SlackUser
