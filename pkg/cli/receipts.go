@@ -346,9 +346,12 @@ type ReplayOptions struct {
 	Path       string
 	Trust      string
 	Checkpoint string
-	Host       string
-	Registry   string
-	History    string
+	// Witnesses is how many distinct witnesses of the trust policy must
+	// cosign the Checkpoint note (issue 32, ADR 0044).
+	Witnesses int
+	Host      string
+	Registry  string
+	History   string
 	// StrictRevocation fails runs that relied on a principal revoked
 	// since, instead of reporting them.
 	StrictRevocation bool
@@ -408,6 +411,12 @@ no receipts.`,
 			if runF != nil {
 				return runF(opts)
 			}
+			if opts.Witnesses < 0 {
+				return &usageError{msg: "--witnesses counts witnesses: 0 or more"}
+			}
+			if opts.Witnesses > 0 && opts.Checkpoint == "" {
+				return &usageError{msg: "--witnesses counts the cosignatures of the --checkpoint note: give one"}
+			}
 			if (opts.VSA == "") != (opts.VSAKey == "") {
 				return &usageError{msg: "--vsa and --vsa-key go together"}
 			}
@@ -433,6 +442,7 @@ no receipts.`,
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a `FILE` that receipts checkpoint wrote: a signed head the journal must still reach")
+	cmd.Flags().IntVar(&opts.Witnesses, "witnesses", 0, "trust the --checkpoint note only when `K` distinct witnesses of the trust policy ([[witness]]) cosign it, besides the runner")
 	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
 	cmd.Flags().StringVar(&opts.Policy, "policy", "", "audit only: a proposed trust policy; report the runs it would have refused, without failing")
@@ -522,6 +532,12 @@ func replayRun(o *ReplayOptions) error {
 			// A checkpoint note (receipts checkpoint --note): the
 			// journal's Merkle tree, judged by the replayer.
 			rp.CheckpointNote = b
+			if o.Witnesses > len(policy.Witnesses) {
+				return &usageError{msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
+			}
+			rp.Witnesses = o.Witnesses
+		} else if o.Witnesses > 0 {
+			return &usageError{msg: "--witnesses counts the cosignatures of a checkpoint note (receipts checkpoint --note); " + o.Checkpoint + " is a DSSE checkpoint"}
 		} else {
 			env, err := decodeCheckpoint(bytes.TrimSuffix(b, []byte{'\n'}))
 			if err != nil {
