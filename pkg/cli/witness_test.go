@@ -1,19 +1,33 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/testservers"
+	"github.com/prod-write/prod-write/receipts"
 )
+
+func TestMain(m *testing.M) { testservers.Main(m) }
 
 // replay --checkpoint NOTE --witnesses K: the note counts only with K
 // cosignatures by witnesses of the trust policy; K more than it names,
@@ -75,4 +89,137 @@ func TestReplayWitnesses(t *testing.T) {
 			t.Errorf("replay %v: exit %d; want %d with %q\n%s%s", tc.args, code, tc.code, tc.want, stdout, stderr)
 		}
 	}
+}
+
+// receipts checkpoint --witness sends the head's note to the witnesses of
+// prod-write.toml: the transparency-dev omniwitness cosigns it, a witness
+// that is down and one with no key in trust.toml are warnings, and the
+// cosignature kept is in what receipts checkpoint --note prints, which
+// replay --witnesses 1 then trusts. A newer head carries no cosignature
+// until the service's cadence sends it (witnessLoop), which reads only the
+// journal's new lines.
+func TestReceiptsCheckpointWitness(t *testing.T) {
+	w := newAPIWorld(t)
+	c, err := w.local.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.Load(c.RunnerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := receipts.NoteOrigin(runner.JournalHost(c.Host))
+	_, logVKey, err := receipts.NoteVerifier(origin, k.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	omniURL, omniKey := testservers.Omniwitness(t, "omni.test", origin, logVKey)
+	_, plain, err := note.GenerateKey(rand.Reader, "down.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	downKey, err := fnote.VKeyToCosignatureV1(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	appendTo := func(name, text string) {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(w.h.dir, name), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := io.WriteString(f, text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo("trust.toml", fmt.Sprintf("\n[[witness]]\nkey = %q\n\n[[witness]]\nkey = %q\n", omniKey, downKey))
+	appendTo("prod-write.toml", fmt.Sprintf("\n[[witness]]\nname = \"omni.test\"\nurl = %q\n\n[[witness]]\nname = \"down.test\"\nurl = %q\n\n[[witness]]\nname = \"nokey.test\"\nurl = \"https://nokey.invalid\"\n", omniURL, down.URL))
+	runNoops(t, w, "one")
+
+	code, stdout, stderr := w.h.run("receipts", "checkpoint", "--witness")
+	if code != 0 || !strings.Contains(stderr, "witness omni.test cosigned the checkpoint of 2 entries") ||
+		!strings.Contains(stderr, "warning: witness down.test:") || !strings.Contains(stderr, "warning: witness nokey.test: no [[witness]] key") {
+		t.Fatalf("checkpoint --witness: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "\n— omni.test ") {
+		t.Fatalf("the note printed carries no cosignature of omni.test:\n%s", stdout)
+	}
+	dir := t.TempDir()
+	replayWitnessed := func(name string, k string) (int, string) {
+		t.Helper()
+		code, note, stderr := w.h.run("receipts", "checkpoint", "--note")
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(note), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := w.h.run("replay", "--checkpoint", file, "--witnesses", k)
+		return code, note + stdout + stderr
+	}
+	if code, out := replayWitnessed("one.note", "1"); code != 0 {
+		t.Fatalf("replay --witnesses 1 of the cosigned head: exit %d\n%s", code, out)
+	}
+	if code, out := replayWitnessed("one.note", "2"); code != 1 || !strings.Contains(out, "cosigned by 1 of the trust policy's witnesses (omni.test); 2 asked for") {
+		t.Fatalf("replay --witnesses 2 with one witness up: exit %d\n%s", code, out)
+	}
+	runNoops(t, w, "two")
+	if code, out := replayWitnessed("two.note", "1"); code != 1 || !strings.Contains(out, "cosigned by none") {
+		t.Fatalf("a head no witness saw yet: exit %d\n%s", code, out)
+	}
+
+	// The service's cadence: as soon as one receipt is new, every turn.
+	c2, err := config.Load(filepath.Join(w.h.dir, "prod-write.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Service.WitnessEvery, c2.Service.WitnessInterval = 1, "1s"
+	var logged bytes.Buffer
+	st := &serviceState{cfg: c2, log: log.New(&syncWriter{w: &logged}, "", 0)}
+	if err := st.load(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { st.witnessLoop(ctx); close(done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		states, err := witnessStore(c2).Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if states["omni.test"].Size == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("the cadence sent nothing in 20s: %+v\n%s", states, logged.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if code, out := replayWitnessed("two.note", "1"); code != 0 {
+		t.Fatalf("the head the cadence sent: exit %d\n%s", code, out)
+	}
+	if s := logged.String(); !strings.Contains(s, "witnesses: checkpoint of 4 entries: witness down.test:") {
+		t.Errorf("the witness that is down is not logged:\n%s", s)
+	}
+}
+
+// syncWriter is a writer two goroutines may share.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }
