@@ -182,6 +182,10 @@ type journalTail struct {
 	path string
 	tree *receipts.Tree
 	off  int64 // the offset after the last complete line read
+	// last is where the last complete line read starts, and lastHash
+	// its line hash: a journal whose line there changed is read again.
+	last     int64
+	lastHash string
 }
 
 // catchUp reads the lines appended since the last call; a journal
@@ -200,8 +204,8 @@ func (j *journalTail) catchUp() error {
 	if err != nil {
 		return err
 	}
-	if j.tree == nil || fi.Size() < j.off {
-		j.tree, j.off = &receipts.Tree{}, 0
+	if j.tree == nil || fi.Size() < j.off || !j.lastLineSame(f) {
+		j.tree, j.off, j.last, j.lastHash = &receipts.Tree{}, 0, 0, ""
 	}
 	if fi.Size() == j.off {
 		return nil
@@ -218,7 +222,26 @@ func (j *journalTail) catchUp() error {
 		if err := j.tree.AppendLineHash(h); err != nil {
 			return err
 		}
-		j.off = base + l.Off + n + 1
+		j.last, j.lastHash, j.off = base+l.Off, h, base+l.Off+n+1
 		return nil
 	})
+}
+
+// lastLineSame reports whether the journal still holds the last complete
+// line read where it was read (a rewrite that keeps the length past it is
+// then seen; one that keeps that line too is not, and replay against the
+// witnessed note is what finds it).
+func (j *journalTail) lastLineSame(f *os.File) bool {
+	if j.lastHash == "" {
+		return true
+	}
+	n := j.off - j.last // with its newline
+	if n > receipts.MaxLine+1 {
+		return true // a long line: not read again here
+	}
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, j.last); err != nil || b[n-1] != '\n' {
+		return false
+	}
+	return receipts.LineHash(b[:n-1]) == j.lastHash
 }
