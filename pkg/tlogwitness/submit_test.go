@@ -359,7 +359,8 @@ func newFakeSigner(t *testing.T, _ *http.Request) note.Signer {
 
 // TestSubmitToOmniwitness: the transparency-dev witness, not written
 // here, cosigns the log's checkpoints as it grows, from the size it holds
-// after a 409, and refuses one of a rewritten tree; its cosignatures
+// after a 409, and refuses one of a rewritten tree and a forked view (the
+// same size, another root); its cosignatures
 // verify with receipts.VerifyCosignatures' libraries.
 func TestSubmitToOmniwitness(t *testing.T) {
 	l := newLog(t, 9)
@@ -403,6 +404,10 @@ func TestSubmitToOmniwitness(t *testing.T) {
 	_, err = tlogwitness.Submit(ctx, c, w, st, other.tree, 12, other.note(t, 12))
 	if !errors.Is(err, tlogwitness.ErrInconsistent) {
 		t.Fatalf("a rewritten tree: %v; want ErrInconsistent", err)
+	}
+	// A forked view: another tree of the size it holds.
+	if _, err = tlogwitness.Submit(ctx, c, w, st, other.tree, 9, other.note(t, 9)); !errors.Is(err, tlogwitness.ErrInconsistent) {
+		t.Fatalf("another tree of the same size: %v; want ErrInconsistent", err)
 	}
 	// A note the runner key did not sign. The spec says 403; this
 	// version answers 500 (its log.ParseCheckpoint error is not its
