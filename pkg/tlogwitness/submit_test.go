@@ -40,7 +40,7 @@ type logKit struct {
 	vkey string // the runner's note verifier key
 }
 
-func newLog(t *testing.T, n int) *logKit {
+func newLog(t testing.TB, n int) *logKit {
 	t.Helper()
 	k, err := keys.Generate()
 	if err != nil {
@@ -61,7 +61,7 @@ func newLog(t *testing.T, n int) *logKit {
 	return &logKit{key: k, tree: tree, vkey: vkey}
 }
 
-func (l *logKit) note(t *testing.T, size uint64) []byte {
+func (l *logKit) note(t testing.TB, size uint64) []byte {
 	t.Helper()
 	b, err := receipts.SignNoteCheckpoint(l.key, origin, l.tree, size)
 	if err != nil {
@@ -74,7 +74,7 @@ func (l *logKit) note(t *testing.T, size uint64) []byte {
 // runner's signature and the consistency proof from the size it holds,
 // cosigns with a cosignature/v1 key, and can be told to misbehave.
 type fakeWitness struct {
-	t       *testing.T
+	t       testing.TB
 	signer  note.Signer
 	logV    note.Verifier
 	vkey    string
@@ -90,6 +90,15 @@ type fakeWitness struct {
 
 func newFake(t *testing.T, l *logKit, name string) *fakeWitness {
 	t.Helper()
+	f := newFakeNoServer(t, l, name)
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	f.witness.URL = f.srv.URL
+	return f
+}
+
+// newFakeNoServer is a fake witness's keys, not serving.
+func newFakeNoServer(t testing.TB, l *logKit, name string) *fakeWitness {
 	skey, plain, err := note.GenerateKey(rand.Reader, name)
 	if err != nil {
 		t.Fatal(err)
@@ -111,9 +120,7 @@ func newFake(t *testing.T, l *logKit, name string) *fakeWitness {
 		t.Fatal(err)
 	}
 	f := &fakeWitness{t: t, signer: s, logV: logV, vkey: vkey}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
-	f.witness = tlogwitness.Witness{Name: name, URL: f.srv.URL, Verifier: v}
+	f.witness = tlogwitness.Witness{Name: name, Verifier: v}
 	return f
 }
 
