@@ -84,6 +84,9 @@ type Policy struct {
 	// Passkey is the approval page's origin and where approvals need a
 	// passkey (docs/adr/0043-passkey-assertions-as-evidence.md).
 	Passkey *PasskeyPolicy `toml:"passkey"`
+	// Witnesses are the witnesses of the receipts log whose
+	// cosignatures replay --witnesses counts ([[witness]], ADR 0044).
+	Witnesses []*Witness `toml:"witness"`
 	// Digest is the sha256 of the policy file's bytes; receipts record it.
 	Digest string `toml:"-"`
 
@@ -214,6 +217,9 @@ func ParsePolicyWith(name string, data []byte, read CalendarReader) (*Policy, er
 		}
 	}
 	if err := p.parsePasskeys(name, data); err != nil {
+		return nil, err
+	}
+	if err := p.parseWitnesses(name, data); err != nil {
 		return nil, err
 	}
 	if err := p.loadFreezes(name, read); err != nil {

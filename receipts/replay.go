@@ -142,6 +142,12 @@ type Replayer struct {
 	// the journal must still hold that many entries, whose tree has that
 	// root. Beside Checkpoint or instead of it.
 	CheckpointNote []byte
+	// Witnesses, when above 0, is how many distinct witnesses of the
+	// policy must cosign CheckpointNote (c2sp.org/tlog-cosignature,
+	// [VerifyCosignatures]) besides the runner's signature: a note short
+	// of them fails bad_signature, and the journal is not judged against
+	// it.
+	Witnesses int
 	// Workers verifying signatures in parallel; 0 means GOMAXPROCS.
 	Workers int
 	// Host, when set, is the host whose journal this is: every receipt

@@ -41,6 +41,10 @@ func (rp *Replayer) openNoteCheckpoint(res *Result) *noteCheck {
 		res.add(BadSignature, "%v", err)
 		return nil
 	}
+	if _, err := VerifyCosignatures(rp.CheckpointNote, rp.Policy, rp.Witnesses); err != nil {
+		res.add(BadSignature, "%v", err)
+		return nil
+	}
 	return &noteCheck{cp: cp, host: host, rng: rf.NewEmptyRange(0)}
 }
 

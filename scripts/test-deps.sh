@@ -23,6 +23,13 @@
 # Keep its version in step with pkg/mcpserver's inspector_test.go
 # (inspectorVersion). Its package asks for node 22.19 or later; its CLI's
 # tools/list over HTTP runs on node 20 as well (npm warns EBADENGINE).
+#
+# The receipts log's witnesses are tested against a witness not written
+# here (issue 32, ADR 0044), the transparency-dev omniwitness, built from
+# the module proxy at a pinned pseudo-version (the module has no release):
+#   omniwitness  (Go)  .cache/bin/omniwitness
+# Keep its version in step with pkg/testservers (OmniwitnessVersion).
+# `scripts/test-deps.sh omniwitness` installs it alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +38,21 @@ AJV_VERSION=8.20.0
 MCP_TS_SDK_VERSION=1.32.2
 MCP_INSPECTOR_VERSION=2.12.0
 VERSITYGW_VERSION=v1.8.0
+OMNIWITNESS_VERSION=v0.0.0-20260720115447-2e1c6971d19e
+
+# omniwitness: go install of the pinned module version, its own go.sum
+# (none of its modules enter this module's).
+install_omniwitness() {
+	have=$(go version -m .cache/bin/omniwitness 2>/dev/null | awk '$1 == "mod" { print $3 }' || true)
+	if [ "$have" != "$OMNIWITNESS_VERSION" ]; then
+		echo "test-deps: installing omniwitness $OMNIWITNESS_VERSION into .cache/bin" >&2
+		GOBIN="$PWD/.cache/bin" go install "github.com/transparency-dev/witness/cmd/omniwitness@$OMNIWITNESS_VERSION"
+	fi
+}
+if [ "${1:-}" = omniwitness ]; then
+	install_omniwitness
+	exit 0
+fi
 
 go mod download
 
@@ -77,3 +99,5 @@ if [ "$have" != "$VERSITYGW_VERSION" ]; then
 	echo "test-deps: installing versitygw $VERSITYGW_VERSION into .cache/bin" >&2
 	GOBIN="$PWD/.cache/bin" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
 fi
+
+install_omniwitness

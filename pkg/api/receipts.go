@@ -132,6 +132,19 @@ type ReceiptsExportResult struct {
 // Merkle tree (docs/adr/0044-journal-merkle-log.md).
 type ReceiptsCheckpointRequest struct {
 	Note bool `json:"note,omitempty"`
+	// Witness, with Note, first sends the note to the configured
+	// witnesses (C2SP tlog-witness) and keeps what they cosign.
+	Witness bool `json:"witness,omitempty"`
+}
+
+// WitnessAnswer is what one witness made of a checkpoint sent to it.
+type WitnessAnswer struct {
+	Name string `json:"name"`
+	// Cosigned: its cosignature verified and is kept; Size is the size
+	// of the log it holds, as far as the service knows.
+	Cosigned bool   `json:"cosigned"`
+	Size     uint64 `json:"size"`
+	Error    string `json:"error,omitempty"`
 }
 
 // ReceiptsCheckpointResult is the signed head, and what it says (the
@@ -140,6 +153,9 @@ type ReceiptsCheckpointRequest struct {
 type ReceiptsCheckpointResult struct {
 	Checkpoint receipts.Checkpoint `json:"checkpoint"`
 	Envelope   *approval.Envelope  `json:"envelope"`
-	// Note is the signed note, when asked for: origin, size, root.
+	// Note is the signed note, when asked for: origin, size, root,
+	// with the cosignatures kept of the witnesses that cosigned it.
 	Note string `json:"note,omitempty"`
+	// Witnesses are the witnesses' answers, with Witness.
+	Witnesses []WitnessAnswer `json:"witnesses,omitempty"`
 }

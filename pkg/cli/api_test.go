@@ -267,6 +267,9 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"receipts checkpoint", func(a api.API) (any, error) {
 			return a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{})
 		}},
+		{"receipts checkpoint --witness with no witness refused", func(a api.API) (any, error) {
+			return a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Witness: true})
+		}},
 		{"receipts consistency", func(a api.API) (any, error) {
 			head, err := localAPI{f: w.local}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
 			if err != nil {

@@ -74,22 +74,29 @@ whole id reads back to the start (several runs may share it).`,
 		},
 	})
 	var out string
-	var asNote bool
+	var asNote, witness bool
 	cp := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Sign the journal's head (count and hash) so that cutting receipts off is detectable",
 		Long: `checkpoint prints a runner-signed head of the journal: how many entries it has
 and the hash of the last. Keep it somewhere the journal's host cannot rewrite
 (CI artifacts, another machine); replay --checkpoint then detects receipts cut
-off after it.`,
+off after it.
+
+With --note, a C2SP checkpoint note of the journal's Merkle tree instead,
+with the cosignatures the witnesses returned for it; --witness sends it to
+the witnesses first (the service sends on its own cadence too). A witness
+that fails is a warning on stderr, not an error: its cosignature is then
+missing from the note, and replay --witnesses says so.`,
 		Example: "  prod-write receipts checkpoint --out /backup/head.json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return receiptsCheckpoint(cmd.Context(), f, out, asNote)
+			return receiptsCheckpoint(cmd.Context(), f, out, asNote, witness)
 		},
 	}
 	cp.Flags().StringVar(&out, "out", "", "write the checkpoint to `FILE` instead of stdout")
-	cp.Flags().BoolVar(&asNote, "note", false, "write a C2SP checkpoint note of the journal's Merkle tree (origin, size, root) instead, signed by the runner key")
+	cp.Flags().BoolVar(&asNote, "note", false, "write a C2SP checkpoint note of the journal's Merkle tree (origin, size, root) instead, signed by the runner key, with the witnesses' cosignatures kept of it")
+	cp.Flags().BoolVar(&witness, "witness", false, "first send the note to the [[witness]]es of prod-write.toml (C2SP tlog-witness) and keep what they cosign; implies --note")
 	cmd.AddCommand(cp)
 	cmd.AddCommand(newCmdReceiptsProve(f))
 	cmd.AddCommand(newCmdReceiptsConsistency(f))
@@ -215,14 +222,22 @@ func openSigningJournal(f *Factory) (*signingJournal, error) {
 
 // receiptsCheckpoint is receipts checkpoint through the API this caller
 // reaches, written here: to stdout, or to out as the caller.
-func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote bool) error {
+func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote, witness bool) error {
 	a, err := f.api()
 	if err != nil {
 		return err
 	}
-	r, err := a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: asNote})
+	asNote = asNote || witness
+	r, err := a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: asNote, Witness: witness})
 	if err != nil {
 		return err
+	}
+	for _, w := range r.Witnesses {
+		if w.Error != "" {
+			fmt.Fprintf(f.IO.Err, "prod-write: warning: %s\n", w.Error)
+		} else {
+			fmt.Fprintf(f.IO.Err, "prod-write: witness %s cosigned the checkpoint of %d entries\n", w.Name, w.Size)
+		}
 	}
 	if asNote {
 		// The note as signed: its own format, with or without --json.
@@ -250,7 +265,8 @@ func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote bool
 	return os.WriteFile(out, b, 0o644)
 }
 
-func (a localAPI) ReceiptsCheckpoint(_ context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
+func (a localAPI) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
+	req.Note = req.Note || req.Witness
 	f := a.f
 	sj, err := openSigningJournal(f)
 	if err != nil {
@@ -287,6 +303,19 @@ func (a localAPI) ReceiptsCheckpoint(_ context.Context, req api.ReceiptsCheckpoi
 	if req.Note {
 		note, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin(cp.Host), tree, tree.Size())
 		if err != nil {
+			return nil, err
+		}
+		if req.Witness {
+			if len(c.Witnesses) == 0 {
+				return nil, &config.Error{Path: c.Path, Msg: "receipts checkpoint --witness: no [[witness]] to send to"}
+			}
+			if r.Witnesses, err = sendToWitnesses(ctx, c, sj.policy, tree, note); err != nil {
+				return nil, err
+			}
+		}
+		// The cosignatures kept of this very checkpoint (ed25519 is
+		// deterministic: the same tree signs the same note).
+		if note, err = cosignedNote(c, note); err != nil {
 			return nil, err
 		}
 		r.Note = string(note)
@@ -346,9 +375,12 @@ type ReplayOptions struct {
 	Path       string
 	Trust      string
 	Checkpoint string
-	Host       string
-	Registry   string
-	History    string
+	// Witnesses is how many distinct witnesses of the trust policy must
+	// cosign the Checkpoint note (issue 32, ADR 0044).
+	Witnesses int
+	Host      string
+	Registry  string
+	History   string
 	// StrictRevocation fails runs that relied on a principal revoked
 	// since, instead of reporting them.
 	StrictRevocation bool
@@ -408,6 +440,12 @@ no receipts.`,
 			if runF != nil {
 				return runF(opts)
 			}
+			if opts.Witnesses < 0 {
+				return &usageError{msg: "--witnesses counts witnesses: 0 or more"}
+			}
+			if opts.Witnesses > 0 && opts.Checkpoint == "" {
+				return &usageError{msg: "--witnesses counts the cosignatures of the --checkpoint note: give one"}
+			}
 			if (opts.VSA == "") != (opts.VSAKey == "") {
 				return &usageError{msg: "--vsa and --vsa-key go together"}
 			}
@@ -433,6 +471,7 @@ no receipts.`,
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a `FILE` that receipts checkpoint wrote: a signed head the journal must still reach")
+	cmd.Flags().IntVar(&opts.Witnesses, "witnesses", 0, "trust the --checkpoint note only when `K` distinct witnesses of the trust policy ([[witness]]) cosign it, besides the runner")
 	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
 	cmd.Flags().StringVar(&opts.Policy, "policy", "", "audit only: a proposed trust policy; report the runs it would have refused, without failing")
@@ -522,6 +561,12 @@ func replayRun(o *ReplayOptions) error {
 			// A checkpoint note (receipts checkpoint --note): the
 			// journal's Merkle tree, judged by the replayer.
 			rp.CheckpointNote = b
+			if o.Witnesses > len(policy.Witnesses) {
+				return &usageError{msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
+			}
+			rp.Witnesses = o.Witnesses
+		} else if o.Witnesses > 0 {
+			return &usageError{msg: "--witnesses counts the cosignatures of a checkpoint note (receipts checkpoint --note); " + o.Checkpoint + " is a DSSE checkpoint"}
 		} else {
 			env, err := decodeCheckpoint(bytes.TrimSuffix(b, []byte{'\n'}))
 			if err != nil {

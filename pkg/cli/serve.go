@@ -277,6 +277,8 @@ func serveRun(o *ServeOptions) error {
 		}
 	}()
 	st.log.Printf("listening on %s (uid %d)", c.Service.Socket, st.uid)
+	// The witnesses' cadence: never in a run's path (ADR 0044).
+	go st.witnessLoop(ctx)
 	if o.Ready != nil {
 		o.Ready()
 	}

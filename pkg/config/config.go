@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/tomlpos"
@@ -37,6 +39,10 @@ type Config struct {
 	Service    Service  `toml:"service"`
 	Requests   Requests `toml:"requests"`
 	Log        Log      `toml:"log"`
+	// Witnesses are where the service sends the receipts log's
+	// checkpoints ([[witness]], issue 32, ADR 0044): operational, each
+	// named as its key is in trust.toml's [[witness]], which is trust.
+	Witnesses []Witness `toml:"witness"`
 
 	// Path is the file this was read from; Dir its directory.
 	Path string `toml:"-"`
@@ -204,6 +210,66 @@ type Service struct {
 	// service's account may read (docs/adr/0047-mcp-http-limits-tls-origin-body.md).
 	MCPTLSCert string `toml:"mcp_tls_cert"`
 	MCPTLSKey  string `toml:"mcp_tls_key"`
+	// WitnessInterval and WitnessEvery are the cadence at which serve
+	// sends the head's checkpoint to the [[witness]]es: once new
+	// receipts have waited WitnessInterval (a Go duration; empty: a
+	// minute), or as soon as WitnessEvery of them are new (0: off).
+	WitnessInterval string `toml:"witness_interval"`
+	WitnessEvery    int    `toml:"witness_every"`
+}
+
+// Witness is a witness the service sends checkpoints to by the C2SP
+// tlog-witness protocol.
+type Witness struct {
+	// Name is the witness's key name: trust.toml's [[witness]] key of
+	// that name verifies what it returns.
+	Name string `toml:"name"`
+	// URL is its tlog-witness URL prefix: checkpoints are posted to
+	// URL/add-checkpoint.
+	URL string `toml:"url"`
+}
+
+// DefaultWitnessInterval is service.witness_interval's default.
+const DefaultWitnessInterval = time.Minute
+
+// WitnessIntervalDuration is how long the service lets a new receipt wait before
+// it sends the head's checkpoint to the witnesses.
+func (s *Service) WitnessIntervalDuration() time.Duration {
+	d, err := time.ParseDuration(s.WitnessInterval)
+	if err != nil || d <= 0 {
+		return DefaultWitnessInterval
+	}
+	return d
+}
+
+func checkWitnesses(path string, ws []Witness, s *Service) error {
+	seen := map[string]bool{}
+	for i, w := range ws {
+		bad := func(format string, args ...any) error {
+			return &Error{Path: path, Msg: fmt.Sprintf("witness %d: ", i+1) + fmt.Sprintf(format, args...)}
+		}
+		if w.Name == "" {
+			return bad("name is required: the name of its key in trust.toml's [[witness]]")
+		}
+		if seen[w.Name] {
+			return bad("name %q is already another witness's", w.Name)
+		}
+		seen[w.Name] = true
+		u, err := url.Parse(w.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return bad("url %q is not an http(s) URL prefix (https://host[/path], no query)", w.URL)
+		}
+	}
+	if s.WitnessInterval != "" {
+		d, err := time.ParseDuration(s.WitnessInterval)
+		if err != nil || d < time.Second {
+			return &Error{Path: path, Msg: fmt.Sprintf("service.witness_interval %q: want a Go duration of 1s or more", s.WitnessInterval)}
+		}
+	}
+	if s.WitnessEvery < 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("service.witness_every %d: want a number of receipts, 0 (off) or more", s.WitnessEvery)}
+	}
+	return nil
 }
 
 // MaxMCPBurst bounds service.mcp_burst: a burst is a number of requests
@@ -341,6 +407,9 @@ func Parse(path string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	if err := c.Service.check(path); err != nil {
+		return nil, err
+	}
+	if err := checkWitnesses(path, c.Witnesses, &c.Service); err != nil {
 		return nil, err
 	}
 	for _, p := range []*string{&c.Registry, &c.Trust, &c.State, &c.RunnerKey, &c.Bridge.Key, &c.Service.Socket, &c.Service.Credentials, &c.Service.MCPTokens, &c.Service.MCPKeys, &c.Service.MCPCwd, &c.Service.MCPTLSCert, &c.Service.MCPTLSKey} {

@@ -26,6 +26,7 @@ func TestConfigDocumentsEveryKey(t *testing.T) {
 		{"## trust.toml", reflect.TypeFor[approval.Freeze]()},
 		{"## trust.toml", reflect.TypeFor[approval.FreezeCalendar]()},
 		{"## trust.toml", reflect.TypeFor[approval.PasskeyPolicy]()},
+		{"## trust.toml", reflect.TypeFor[approval.Witness]()},
 	} {
 		for _, key := range undocumented(t, "../../docs/CONFIG.md", tc.section, tc.t) {
 			t.Errorf("docs/CONFIG.md, %s: no row for key %q", strings.TrimPrefix(tc.section, "## "), key)

@@ -128,7 +128,7 @@ func binary(env, rel string) (string, error) {
 func absent(t testing.TB, what, path string) {
 	t.Helper()
 	msg := fmt.Sprintf("%s is not installed (looked for %s). Install the test servers with ./scripts/test-deps.sh "+
-		"(dynalite %s from npm, versitygw %s with go install, both into .cache/)", what, path, DynaliteVersion, VersityGWVersion)
+		"(dynalite %s from npm, versitygw %s and omniwitness %s with go install, all into .cache/)", what, path, DynaliteVersion, VersityGWVersion, OmniwitnessVersion)
 	if os.Getenv(RequireEnv) == "1" {
 		t.Fatalf("%s; %s=1, so this is a failure, not a skip", msg, RequireEnv)
 	}
@@ -171,7 +171,7 @@ func skipped() (int, string) {
 // skipped for reason.
 func skipBanner(pkg string, n int, reason string) string {
 	return fmt.Sprintf("\n"+
-		"*** SKIPPED, NOT TESTED: %d DynamoDB/S3 test(s) of %s ***\n"+
+		"*** SKIPPED, NOT TESTED: %d DynamoDB/S3/witness test(s) of %s ***\n"+
 		"*** %s ***\n"+
 		"*** Run them with: ./scripts/test-deps.sh && %s=1 go test %s (or make test) ***\n\n",
 		n, pkg, reason, RequireEnv, pkg)

@@ -1,0 +1,300 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	fnote "github.com/transparency-dev/formats/note"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/testservers"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+func TestMain(m *testing.M) { testservers.Main(m) }
+
+// replay --checkpoint NOTE --witnesses K: the note counts only with K
+// cosignatures by witnesses of the trust policy; K more than it names,
+// or with a DSSE checkpoint, is bad usage.
+func TestReplayWitnesses(t *testing.T) {
+	w := newAPIWorld(t)
+	skey, vkey, err := note.GenerateKey(rand.Reader, "witness.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cosigV, err := fnote.VKeyToCosignatureV1(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := fnote.NewSignerForCosignatureV1(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf, err := os.OpenFile(filepath.Join(w.h.dir, "trust.toml"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(tf, "\n[[witness]]\nkey = %q\n", cosigV); err != nil {
+		t.Fatal(err)
+	}
+	tf.Close()
+	runNoops(t, w, "one")
+	head, err := localAPI{f: w.local}.ReceiptsCheckpoint(context.Background(), api.ReceiptsCheckpointRequest{Note: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, _ := strings.Cut(head.Note, "\n\n")
+	cs, err := note.Sign(&note.Note{Text: text + "\n"}, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cosig, _ := strings.Cut(string(cs), "\n\n")
+	dir := t.TempDir()
+	plain, cosigned := filepath.Join(dir, "plain.note"), filepath.Join(dir, "cosigned.note")
+	for f, b := range map[string]string{plain: head.Note, cosigned: head.Note + cosig} {
+		if err := os.WriteFile(f, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--checkpoint", cosigned, "--witnesses", "1"}, 0, ""},
+		{[]string{"--checkpoint", plain}, 0, ""},
+		{[]string{"--checkpoint", plain, "--witnesses", "1"}, 1, "checkpoint note witnesses: cosigned by none"},
+		{[]string{"--checkpoint", cosigned, "--witnesses", "2"}, 64, "names 1 witnesses"},
+		{[]string{"--witnesses", "1"}, 64, "give one"},
+		{[]string{"--checkpoint", cosigned, "--witnesses", "-1"}, 64, "0 or more"},
+	} {
+		code, stdout, stderr := w.h.run(append([]string{"replay"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
+			t.Errorf("replay %v: exit %d; want %d with %q\n%s%s", tc.args, code, tc.code, tc.want, stdout, stderr)
+		}
+	}
+}
+
+// receipts checkpoint --witness sends the head's note to the witnesses of
+// prod-write.toml: the transparency-dev omniwitness cosigns it, a witness
+// that is down and one with no key in trust.toml are warnings, and the
+// cosignature kept is in what receipts checkpoint --note prints, which
+// replay --witnesses 1 then trusts. A newer head carries no cosignature
+// until the service's cadence sends it (witnessLoop), which reads only the
+// journal's new lines.
+func TestReceiptsCheckpointWitness(t *testing.T) {
+	w := newAPIWorld(t)
+	c, err := w.local.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.Load(c.RunnerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := receipts.NoteOrigin(runner.JournalHost(c.Host))
+	_, logVKey, err := receipts.NoteVerifier(origin, k.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	omniURL, omniKey := testservers.Omniwitness(t, "omni.test", origin, logVKey)
+	_, plain, err := note.GenerateKey(rand.Reader, "down.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	downKey, err := fnote.VKeyToCosignatureV1(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	appendTo := func(name, text string) {
+		t.Helper()
+		f, err := os.OpenFile(filepath.Join(w.h.dir, name), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := io.WriteString(f, text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo("trust.toml", fmt.Sprintf("\n[[witness]]\nkey = %q\n\n[[witness]]\nkey = %q\n", omniKey, downKey))
+	appendTo("prod-write.toml", fmt.Sprintf("\n[[witness]]\nname = \"omni.test\"\nurl = %q\n\n[[witness]]\nname = \"down.test\"\nurl = %q\n\n[[witness]]\nname = \"nokey.test\"\nurl = \"https://nokey.invalid\"\n", omniURL, down.URL))
+	runNoops(t, w, "one")
+
+	code, stdout, stderr := w.h.run("receipts", "checkpoint", "--witness")
+	if code != 0 || !strings.Contains(stderr, "witness omni.test cosigned the checkpoint of 2 entries") ||
+		!strings.Contains(stderr, "warning: witness down.test:") || !strings.Contains(stderr, "warning: witness nokey.test: no [[witness]] key") {
+		t.Fatalf("checkpoint --witness: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "\n— omni.test ") {
+		t.Fatalf("the note printed carries no cosignature of omni.test:\n%s", stdout)
+	}
+	dir := t.TempDir()
+	replayWitnessed := func(name string, k string) (int, string) {
+		t.Helper()
+		code, note, stderr := w.h.run("receipts", "checkpoint", "--note")
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(note), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := w.h.run("replay", "--checkpoint", file, "--witnesses", k)
+		return code, note + stdout + stderr
+	}
+	if code, out := replayWitnessed("one.note", "1"); code != 0 {
+		t.Fatalf("replay --witnesses 1 of the cosigned head: exit %d\n%s", code, out)
+	}
+	if code, out := replayWitnessed("one.note", "2"); code != 1 || !strings.Contains(out, "cosigned by 1 of the trust policy's witnesses (omni.test); 2 asked for") {
+		t.Fatalf("replay --witnesses 2 with one witness up: exit %d\n%s", code, out)
+	}
+	runNoops(t, w, "two")
+	if code, out := replayWitnessed("two.note", "1"); code != 1 || !strings.Contains(out, "cosigned by none") {
+		t.Fatalf("a head no witness saw yet: exit %d\n%s", code, out)
+	}
+
+	// The service's cadence: as soon as one receipt is new, every turn.
+	c2, err := config.Load(filepath.Join(w.h.dir, "prod-write.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Service.WitnessEvery, c2.Service.WitnessInterval = 1, "1s"
+	var logged bytes.Buffer
+	st := &serviceState{cfg: c2, log: log.New(&syncWriter{w: &logged}, "", 0)}
+	if err := st.load(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { st.witnessLoop(ctx); close(done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		states, err := witnessStore(c2).Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if states["omni.test"].Size == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("the cadence sent nothing in 20s: %+v\n%s", states, logged.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if code, out := replayWitnessed("two.note", "1"); code != 0 {
+		t.Fatalf("the head the cadence sent: exit %d\n%s", code, out)
+	}
+	if s := logged.String(); !strings.Contains(s, "witnesses: checkpoint of 4 entries: witness down.test:") {
+		t.Errorf("the witness that is down is not logged:\n%s", s)
+	}
+}
+
+// syncWriter is a writer two goroutines may share.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+// The cadence's tree, read a little at a time (a torn last line left
+// for later, a line longer than receipts.MaxLine among them), is the tree
+// of the journal's complete lines; a journal cut shorter is read again.
+func TestJournalTailIsTheTree(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "receipts.jsonl")
+	j := &journalTail{path: path}
+	if err := j.catchUp(); err != nil || j.tree.Size() != 0 {
+		t.Fatalf("no journal yet: %v, %d leaves", err, j.tree.Size())
+	}
+	var all []byte
+	check := func(step string) {
+		t.Helper()
+		if err := j.catchUp(); err != nil {
+			t.Fatal(err)
+		}
+		want, err := receipts.TreeOf(bytes.NewReader(all))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.tree.Size() != want.Size() {
+			t.Fatalf("%s: %d leaves; want %d", step, j.tree.Size(), want.Size())
+		}
+		if want.Size() > 0 {
+			got, _ := j.tree.Root(want.Size())
+			root, _ := want.Root(want.Size())
+			if !bytes.Equal(got, root) {
+				t.Fatalf("%s: another root", step)
+			}
+		}
+	}
+	write := func(step string, b []byte) {
+		t.Helper()
+		all = append(all, b...)
+		if err := os.WriteFile(path, all, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		check(step)
+	}
+	write("two lines", []byte("{\"a\":1}\n{\"a\":2}\n"))
+	write("a torn line", []byte("{\"a\":3"))
+	write("the torn line ended", []byte("}\n"))
+	write("a long line", append(bytes.Repeat([]byte("x"), receipts.MaxLine+10), '\n'))
+	write("an empty line and one more", []byte("\n{\"a\":5}\n"))
+	all = all[:len("{\"a\":1}\n")]
+	write("cut to one line, then one other", []byte("{\"b\":2}\n"))
+}
+
+// A journal rewritten in place past its old length is read again.
+func TestJournalTailRewritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "receipts.jsonl")
+	j := &journalTail{path: path}
+	if err := os.WriteFile(path, []byte("{\"a\":1}\n{\"a\":2}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.catchUp(); err != nil {
+		t.Fatal(err)
+	}
+	rewritten := []byte("{\"a\":1}\n{\"z\":2}\n{\"a\":3}\n")
+	if err := os.WriteFile(path, rewritten, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.catchUp(); err != nil {
+		t.Fatal(err)
+	}
+	want, err := receipts.TreeOf(bytes.NewReader(rewritten))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := j.tree.Root(j.tree.Size())
+	root, _ := want.Root(want.Size())
+	if j.tree.Size() != 3 || !bytes.Equal(got, root) {
+		t.Fatalf("the tail kept the old lines: %d leaves", j.tree.Size())
+	}
+}
