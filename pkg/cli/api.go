@@ -460,6 +460,22 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			return ExitUsage, err
 		}
 		result, err = a.PasskeyEnrollFinish(ctx, r)
+	// The approval page's: a statement only for a caller whose key holds
+	// role bridge (localAPI.PasskeyChallenge); a decision stored only when
+	// a bridge signed it, its nonce is this service's for exactly its
+	// statement and unspent, and the gate verifies it, whoever the caller.
+	case "passkey-challenge":
+		var r api.PasskeyChallengeRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyChallenge(ctx, r)
+	case "passkey-attested":
+		var r api.PasskeyAttestedRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyAttested(ctx, r)
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
 	}
