@@ -34,8 +34,14 @@ type pageWorld struct {
 
 func newPageWorld(t *testing.T) *pageWorld {
 	t.Helper()
+	return newPageWorldAt(t, testPageOrigin)
+}
+
+// newPageWorldAt is newPageWorld with the approval page at origin.
+func newPageWorldAt(t *testing.T, origin string) *pageWorld {
+	t.Helper()
 	h := newRunHarness(t)
-	addPasskeyTable(t, h, `["staging"]`)
+	addPasskeyTableAt(t, h, origin, `["staging"]`)
 	a, err := passkeytest.New()
 	if err != nil {
 		t.Fatal(err)
@@ -59,14 +65,14 @@ func newPageWorld(t *testing.T) *pageWorld {
 	return w
 }
 
-// factory is a Factory of h acting with principal's key.
+// factory is a Factory of h acting with principal's key ("": none).
 func (w *pageWorld) factory(principal string) *Factory {
 	h := w.h
 	return &Factory{
 		IO:  &IOStreams{In: strings.NewReader(""), Out: &strings.Builder{}, Err: &strings.Builder{}},
 		Now: func() time.Time { return h.now },
 		LookupEnv: func(k string) (string, bool) {
-			if k == "PROD_WRITE_KEY" {
+			if k == "PROD_WRITE_KEY" && principal != "" {
 				return h.key(principal), true
 			}
 			v, ok := h.env[k]

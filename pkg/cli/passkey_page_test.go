@@ -13,7 +13,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/store"
@@ -26,13 +25,21 @@ type pageServer struct {
 	w      *pageWorld
 	srv    *approvalpage.Server
 	viewer *passkeytest.Authenticator // a passkey of viewer, who is no approver
+	origin string
 }
 
 const pageRPID = "approve.example.test"
 
 func newPageServer(t *testing.T) *pageServer {
 	t.Helper()
-	w := newPageWorld(t)
+	return newPageServerAt(t, testPageOrigin)
+}
+
+// newPageServerAt is the page of a world whose [passkey] origin is
+// origin, made as the bridge service makes it from [bridge] page_listen.
+func newPageServerAt(t *testing.T, origin string) *pageServer {
+	t.Helper()
+	w := newPageWorldAt(t, origin)
 	viewer, err := passkeytest.New()
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +52,17 @@ func newPageServer(t *testing.T) *pageServer {
 		t.Fatalf("keygen: %d %s %s", code, stdout, stderr)
 	}
 	appendTrust(t, w.h, fmt.Sprintf("\n[[principal]]\nid = \"viewer\"\nroles = [\"operator\"]\nkey = %q\n", kg.PublicKey)+credentialSnippet(t, viewer))
-	f := w.factory("page")
+	cfgFile, err := os.OpenFile(filepath.Join(w.h.dir, "prod-write.toml"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(cfgFile, "\n[bridge]\nkey = %q\npage_listen = \"127.0.0.1:0\"\n", w.h.key("page")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfgFile.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f := w.factory("")
 	c, err := f.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -58,15 +75,14 @@ func newPageServer(t *testing.T) *pageServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.Store(c)
+	bs, err := newBridgeService(f, c, reg, p, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the bridge service with page_listen: %v", err)
 	}
-	srv, err := approvalpage.New(approvalpage.Config{Source: bridge.Source{Policy: p, Registry: reg, Store: st}, API: w.page, Key: w.bridge, Now: f.Now})
-	if err != nil {
-		t.Fatal(err)
+	if bs.Page == nil || bs.Page.Origin() != origin {
+		t.Fatalf("the bridge service has no approval page of %s", origin)
 	}
-	return &pageServer{w: w, srv: srv, viewer: viewer}
+	return &pageServer{w: w, srv: bs.Page, viewer: viewer, origin: origin}
 }
 
 // do sends a request to the page as a browser at origin would, with the
@@ -81,7 +97,7 @@ func (p *pageServer) do(t *testing.T, method, path, origin, cookie string, body 
 		}
 		rd = bytes.NewReader(b)
 	}
-	r := httptest.NewRequest(method, testPageOrigin+path, rd)
+	r := httptest.NewRequest(method, p.origin+path, rd)
 	if body != nil {
 		r.Header.Set("Content-Type", "application/json")
 	}
