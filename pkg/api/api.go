@@ -196,6 +196,10 @@ type StatusResult struct {
 	Refusal               *refusal.Error          `json:"refusal,omitempty"`
 	Request               *bridge.DecisionRequest `json:"request,omitempty"`
 	Target                string                  `json:"target"`
+	// ApprovalPage is the plan's page on the approval page, where an
+	// approver decides with a passkey; absent when the deployment serves
+	// none ([bridge] page_listen, docs/adr/0048-approval-page.md).
+	ApprovalPage string `json:"approval_page,omitempty"`
 }
 
 // RedactedStatus is the status a caller with no key of the policy reads

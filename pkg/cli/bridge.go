@@ -87,6 +87,14 @@ func slackEnabled(b config.Bridge) bool  { return b.SlackChannel != "" }
 func githubEnabled(b config.Bridge) bool { return b.GitHubRepo != "" }
 func pageEnabled(b config.Bridge) bool   { return b.PageListen != "" }
 
+// pageOrigin is the approval page's origin when c serves one, else "".
+func pageOrigin(c *config.Config, p *approval.Policy) string {
+	if !pageEnabled(c.Bridge) || p == nil || p.Passkey == nil {
+		return ""
+	}
+	return p.Passkey.Origin
+}
+
 func secret(f *Factory, c *config.Config, env, key, file string) (bridge.Secret, error) {
 	s, err := bridge.LoadSecret(f.LookupEnv, env, "bridge."+key, c.Abs(file))
 	var missing *bridge.MissingSecretError
@@ -167,7 +175,7 @@ func notifyFiled(f *Factory, pc *planContext, record string) {
 	if len(ps) == 0 {
 		return
 	}
-	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store, Diffs: diffRules(pc.Config)}
+	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store, Diffs: diffRules(pc.Config), Page: pageOrigin(pc.Config, pc.Policy)}
 	v, err := bridge.Describe(src, pc.Plan.Fingerprint, record, f.Now().UTC())
 	if err != nil {
 		warnf(f, "the decision was not posted: %v", err)
@@ -320,7 +328,7 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 	if b.Key == "" {
 		return nil, &config.Error{Path: c.Path, Msg: "[bridge] key is required: the bridge's own key, of a principal with role bridge"}
 	}
-	src := bridge.Source{Policy: policy, Registry: reg, Diffs: diffRules(c)}
+	src := bridge.Source{Policy: policy, Registry: reg, Diffs: diffRules(c), Page: pageOrigin(c, policy)}
 	if through == nil {
 		st, err := f.Store(c)
 		if err != nil {

@@ -13,7 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
+	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
+	"github.com/prod-write/prod-write/pkg/bridge/slackbridge"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/store"
 )
@@ -26,6 +29,8 @@ type pageServer struct {
 	srv    *approvalpage.Server
 	viewer *passkeytest.Authenticator // a passkey of viewer, who is no approver
 	origin string
+	// bridges is the bridge service the page is part of.
+	bridges *BridgeService
 }
 
 const pageRPID = "approve.example.test"
@@ -82,7 +87,7 @@ func newPageServerAt(t *testing.T, origin string) *pageServer {
 	if bs.Page == nil || bs.Page.Origin() != origin {
 		t.Fatalf("the bridge service has no approval page of %s", origin)
 	}
-	return &pageServer{w: w, srv: bs.Page, viewer: viewer, origin: origin}
+	return &pageServer{w: w, srv: bs.Page, viewer: viewer, origin: origin, bridges: bs}
 }
 
 // do sends a request to the page as a browser at origin would, with the
@@ -178,6 +183,24 @@ func (p *pageServer) leaks(body string) string {
 func TestApprovalPageApproves(t *testing.T) {
 	p := newPageServer(t)
 	w := p.w
+	// The decision's link, in status and in the bridges' messages.
+	link := testPageOrigin + "/approve/" + w.fp
+	if _, stdout, _ := w.h.run("status", w.fp); !strings.Contains(stdout, "page:        "+link+" ") {
+		t.Fatalf("status does not link the approval page:\n%s", stdout)
+	}
+	if _, stdout, _ := w.h.run("status", w.fp, "--json"); !strings.Contains(stdout, `"approval_page": "`+link+`"`) {
+		t.Fatalf("status --json has no approval_page:\n%s", stdout)
+	}
+	bv, err := bridge.Describe(p.bridges.Attestor.Source, w.fp, w.record, w.h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := githubbridge.Body(bv); !strings.Contains(body, "with your passkey: "+link) {
+		t.Fatalf("the GitHub message does not link the page:\n%s", body)
+	}
+	if b, err := json.Marshal(slackbridge.Blocks(bv)); err != nil || !strings.Contains(string(b), "with your passkey: "+link) {
+		t.Fatalf("the Slack message does not link the page: %s", b)
+	}
 	cookie := p.login(t, w.alice)
 	rec := p.do(t, "GET", "/api/decision/"+w.fp, "", cookie, nil)
 	var v struct {
