@@ -57,7 +57,9 @@ func selfSigned(t *testing.T) (tls.Certificate, string) {
 // resident key, user verification) holding alice's credential, the one
 // enrolled in the test's trust.toml. She opens the decision's link, sees
 // nothing of the plan until she signs in with her passkey, sees the plan,
-// approves with a reason; the gate is then open and the plan runs.
+// approves with a reason; the gate is then open and the plan runs. On a
+// second plan, a challenge swapped in the page records nothing, and a
+// deny is recorded and the plan does not run.
 // Screenshots at phone and desktop width go to the test's directory.
 func TestApprovalPageInChromium(t *testing.T) {
 	if _, err := os.Stat(chromiumPath); err != nil {
@@ -197,5 +199,49 @@ func TestApprovalPageInChromium(t *testing.T) {
 	}
 	if code, _, stderr := w.h.run("run", w.fp); code != 0 {
 		t.Fatalf("run approved in the browser: %d %s", code, stderr)
+	}
+
+	// A second plan. The page's state tampered with: the challenge the
+	// server handed over is swapped before the passkey signs it. The
+	// assertion is then of another statement, and nothing is recorded.
+	fp2, _ := w.planAndFile(t, "api")
+	decided := func(what string) string {
+		t.Helper()
+		msg, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const m = document.getElementById("message").textContent; return m.startsWith("Recorded") || m.startsWith("Not recorded") ? m : false })()`))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return msg
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(origin+"/approve/"+fp2), chromedp.WaitVisible(chromedp.CSS("#approve"))); err != nil {
+		t.Fatalf("opening the second plan (signed in still): %v", err)
+	}
+	tamper := `(() => { const f = window.fetch; window.fetch = async (u, i) => { const r = await f(u, i);
+		if (!String(u).endsWith("/api/challenge")) return r;
+		const o = await r.json(); o.publicKey.challenge = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+		return new Response(JSON.stringify(o), { status: r.status, headers: { "Content-Type": "application/json" } }); }; return true })()`
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](tamper)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#approve"))); err != nil {
+		t.Fatal(err)
+	}
+	if msg := decided("approving with a swapped challenge"); !strings.HasPrefix(msg, "Not recorded") {
+		t.Fatalf("an approval over a swapped challenge: the page says %q", msg)
+	}
+	if ev := p.w.evidence(t, fp2); ev != 1 {
+		t.Fatalf("after the swapped challenge the plan has %d records, want its certainty record only", ev)
+	}
+
+	// Denied the same way, untampered (the page loaded again).
+	if err := chromedp.Do(ctx, chromedp.Navigate(origin+"/approve/"+fp2), chromedp.WaitVisible(chromedp.CSS("#deny")),
+		chromedp.SendKeys(chromedp.CSS("#reason"), "not today"), chromedp.Click(chromedp.CSS("#deny"))); err != nil {
+		t.Fatal(err)
+	}
+	if msg := decided("denying"); !strings.HasPrefix(msg, "Recorded: deny by alice (user verified)") {
+		t.Fatalf("after deny the page says %q", msg)
+	}
+	if code, _, _ := w.h.run("run", fp2); code == 0 {
+		t.Fatal("a plan denied in the browser ran")
 	}
 }
