@@ -366,6 +366,17 @@ func TestApprovalPageRefuses(t *testing.T) {
 			t.Fatalf("GET /api/challenge: %d", rec.Code)
 		}
 	})
+	t.Run("another principal's passkey in the session", func(t *testing.T) {
+		ch, _ := options(t, p.do(t, "POST", "/api/challenge", testPageOrigin, cookie, decide))
+		cred, err := p.viewer.AssertJSON(ch, testPageOrigin, pageRPID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := p.do(t, "POST", "/api/decide", testPageOrigin, cookie, map[string]any{"fingerprint": w.fp, "decision": "approve", "credential": json.RawMessage(cred)})
+		if rec.Code != http.StatusForbidden {
+			t.Fatalf("decide in alice's session with viewer's passkey: %d %s; want 403", rec.Code, rec.Body)
+		}
+	})
 	t.Run("a challenge swapped in the page", func(t *testing.T) {
 		st, err := store.OpenDir(filepath.Join(w.h.dir, "state", "store"))
 		if err != nil {

@@ -71,6 +71,9 @@ const (
 	maxPending = 10000
 	// maxReason bounds a decision's reason.
 	maxReason = 1000
+	// maxBegun bounds the decisions one session has begun and not
+	// finished (each is a statement the service keeps).
+	maxBegun = 16
 )
 
 // API is what the page asks of the runner service: the statement a
@@ -566,6 +569,12 @@ func (s *Server) challenge(r *http.Request, body []byte) (any, error) {
 	_, v, err := s.judge(req.Fingerprint)
 	if err != nil {
 		return nil, err
+	}
+	s.mu.Lock()
+	begun := len(se.pending)
+	s.mu.Unlock()
+	if begun >= maxBegun {
+		return nil, fail(http.StatusTooManyRequests, "too many decisions begun and not finished in this session; sign in again")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
