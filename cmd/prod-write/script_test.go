@@ -67,6 +67,7 @@ func TestScript(t *testing.T) {
 			"waitsock":        cmdWaitSock,
 			"waittcp":         cmdWaitTCP,
 			"httpget":         cmdHTTPGet,
+			"pageauthn":       cmdPageAuthn,
 			"mcpcall":         cmdMCPCall,
 			"mcphttp":         cmdMCPHTTP,
 			"freeaddr":        cmdFreeAddr,
