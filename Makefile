@@ -10,7 +10,7 @@ DESTDIR     ?=
 # administrator installs (not under PREFIX, where systemd does not look).
 UNITDIR     ?= /etc/systemd/system
 
-.PHONY: build test test-stress demo bench fuzz lint man clean mutants install
+.PHONY: build test test-stress demo bench fuzz lint man clean mutants install screenshots
 
 # Static binaries (no cgo): they start in a third of the time of dynamically
 # linked ones, and run's latency is mostly start-up (docs/PERFORMANCE.md).
@@ -81,6 +81,12 @@ man:
 
 clean:
 	rm -rf bin
+
+## screenshots: the approval page at phone and desktop width, as the
+## browser test sees it, into bin/screenshots (not committed).
+screenshots:
+	mkdir -p bin/screenshots
+	PROD_WRITE_REQUIRE_SERVERS=1 PROD_WRITE_SCREENSHOTS=$(CURDIR)/bin/screenshots $(GO) test -count=1 -run '^TestApprovalPageInChromium$$' ./pkg/cli
 
 ## mutants: turn each security-critical defence of testdata/mutants/*.toml
 ## off in a scratch copy and check that its tests fail (issue 23).

@@ -101,3 +101,16 @@ if [ "$have" != "$VERSITYGW_VERSION" ]; then
 fi
 
 install_omniwitness
+
+# Debian's chromium, for the approval page's browser test (pkg/cli's
+# TestApprovalPageInChromium, driven over the DevTools protocol by
+# chromedp): from the distribution, as root, when it is missing.
+if ! command -v chromium >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test-deps: installing chromium (apt)" >&2
+		apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2
+	else
+		echo "test-deps: chromium is missing; install Debian's chromium as root (apt-get install chromium) for the browser test" >&2
+	fi
+fi

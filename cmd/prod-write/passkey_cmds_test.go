@@ -1,8 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -46,4 +56,97 @@ func cmdPasteUnder(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	src = src[:end] + ts.ReadFile(args[0]) + "\n" + src[end:]
 	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(src), 0o644))
+}
+
+// cmdPageAuthn is a software authenticator kept in a file, that signs in
+// to the approval page and decides there, over HTTP, as the page's
+// script does in a browser at ORIGIN (the page is reached at BASE, the
+// address a TLS proxy would forward to):
+//
+//	pageauthn new AUTH SNIPPET                 a credential, and its trust.toml table
+//	pageauthn decide AUTH BASE ORIGIN FP VERDICT REASON
+//
+// decide prints each step's status and the decision's answer.
+func cmdPageAuthn(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: pageauthn new AUTH SNIPPET | decide AUTH BASE ORIGIN FP VERDICT REASON")
+	}
+	type stored struct {
+		Key   []byte `json:"key"`
+		ID    []byte `json:"id"`
+		Count uint32 `json:"count"`
+	}
+	switch {
+	case args[0] == "new" && len(args) == 3:
+		a, err := passkeytest.New()
+		ts.Check(err)
+		k, err := x509.MarshalPKCS8PrivateKey(a.Key)
+		ts.Check(err)
+		b, err := json.Marshal(stored{Key: k, ID: a.ID})
+		ts.Check(err)
+		ts.Check(os.WriteFile(ts.MkAbs(args[1]), b, 0o600))
+		cose, err := a.COSE()
+		ts.Check(err)
+		snippet := fmt.Sprintf("[[principal.passkey]]\nid = %q\npublic_key = \"cose:%s\"\nuser_verification = \"required\"\n", a.CredentialID(), base64.RawURLEncoding.EncodeToString(cose))
+		ts.Check(os.WriteFile(ts.MkAbs(args[2]), []byte(snippet), 0o644))
+	case args[0] == "decide" && len(args) == 7:
+		var st stored
+		ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[1])), &st))
+		k, err := x509.ParsePKCS8PrivateKey(st.Key)
+		ts.Check(err)
+		a := &passkeytest.Authenticator{Key: k.(*ecdsa.PrivateKey), ID: st.ID, Count: st.Count}
+		base, origin, fp := args[2], args[3], args[4]
+		u, err := url.Parse(origin)
+		ts.Check(err)
+		cookie := ""
+		post := func(path string, body any) (int, []byte) {
+			b, err := json.Marshal(body)
+			ts.Check(err)
+			req, err := http.NewRequest("POST", base+path, bytes.NewReader(b))
+			ts.Check(err)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Origin", origin)
+			if cookie != "" {
+				req.Header.Set("Cookie", cookie)
+			}
+			resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+			ts.Check(err)
+			defer resp.Body.Close()
+			out, err := io.ReadAll(resp.Body)
+			ts.Check(err)
+			for _, c := range resp.Cookies() {
+				cookie = c.Name + "=" + c.Value
+			}
+			fmt.Fprintf(ts.Stdout(), "%s: %d\n", path, resp.StatusCode)
+			return resp.StatusCode, out
+		}
+		sign := func(options []byte) json.RawMessage {
+			var o struct {
+				PublicKey struct {
+					Challenge string `json:"challenge"`
+				} `json:"publicKey"`
+			}
+			ts.Check(json.Unmarshal(options, &o))
+			ch, err := base64.RawURLEncoding.DecodeString(o.PublicKey.Challenge)
+			ts.Check(err)
+			cred, err := a.AssertJSON(ch, origin, u.Hostname())
+			ts.Check(err)
+			return cred
+		}
+		if code, out := post("/api/login/begin", struct{}{}); code == 200 {
+			if code, _ := post("/api/login/finish", map[string]any{"credential": sign(out)}); code == 200 {
+				if code, out := post("/api/challenge", map[string]string{"fingerprint": fp, "decision": args[5]}); code == 200 {
+					_, out := post("/api/decide", map[string]any{"fingerprint": fp, "decision": args[5], "reason": args[6], "credential": sign(out)})
+					fmt.Fprintf(ts.Stdout(), "%s\n", out)
+				} else {
+					fmt.Fprintf(ts.Stdout(), "%s\n", out)
+				}
+			}
+		}
+		b, err := json.Marshal(stored{Key: st.Key, ID: st.ID, Count: a.Count})
+		ts.Check(err)
+		ts.Check(os.WriteFile(ts.MkAbs(args[1]), b, 0o600))
+	default:
+		ts.Fatalf("usage: pageauthn new AUTH SNIPPET | decide AUTH BASE ORIGIN FP VERDICT REASON")
+	}
 }

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +66,8 @@ func TestScript(t *testing.T) {
 			"appendenv":       cmdAppendEnv,
 			"waitsock":        cmdWaitSock,
 			"waittcp":         cmdWaitTCP,
+			"httpget":         cmdHTTPGet,
+			"pageauthn":       cmdPageAuthn,
 			"mcpcall":         cmdMCPCall,
 			"mcphttp":         cmdMCPHTTP,
 			"freeaddr":        cmdFreeAddr,
@@ -171,6 +176,32 @@ func cmdWaitTCP(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Fatalf("nothing accepts connections at %s after 10s: %v", args[0], err)
+}
+
+// cmdHTTPGet GETs URL and prints the answer's status, its headers (one
+// "Name: value" a line, sorted) and its body on stdout.
+//
+//	httpget URL
+func cmdHTTPGet(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: httpget URL")
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(args[0])
+	ts.Check(err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	ts.Check(err)
+	var names []string
+	for k := range resp.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(ts.Stdout(), "status: %d\n", resp.StatusCode)
+	for _, k := range names {
+		fmt.Fprintf(ts.Stdout(), "%s: %s\n", k, strings.Join(resp.Header[k], ", "))
+	}
+	fmt.Fprintf(ts.Stdout(), "\n%s", body)
 }
 
 // cmdReachableDir sets VAR to a new directory that another account (a

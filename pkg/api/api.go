@@ -11,7 +11,8 @@
 // the calls that add a signed record to a plan (file, decide, gera,
 // withdraw, freeze grant, break-glass and its review), run, receipts list,
 // show, checkpoint, export, prove and consistency, replay, passkey
-// enrolment (a one-time code, begin and finish) and shell completion's
+// enrolment (a one-time code, begin and finish), the approval page's
+// passkey challenge and attested decision, and shell completion's
 // (docs/API.md).
 package api
 
@@ -121,6 +122,15 @@ type API interface {
 	// enrolment whose challenge it answers (spending it) and returns the
 	// credential as a trust.toml snippet.
 	PasskeyEnrollFinish(ctx context.Context, req PasskeyEnrollFinishRequest) (*PasskeyEnrollFinishResult, error)
+	// PasskeyChallenge issues the statement an approver's passkey signs
+	// on the approval page, with a single-use nonce (a caller whose key
+	// holds role bridge).
+	PasskeyChallenge(ctx context.Context, req PasskeyChallengeRequest) (*PasskeyChallengeResult, error)
+	// PasskeyAttested stores a passkey decision the approval page's
+	// server signed with its bridge key, once its nonce is the service's
+	// for exactly its statement, unspent, and its assertion verifies in
+	// the gate.
+	PasskeyAttested(ctx context.Context, req PasskeyAttestedRequest) (*PasskeyAttestedResult, error)
 	// ReceiptsShow returns the journal entries of one run or one
 	// sequence number; a caller with no key of the policy reads them
 	// redacted (ReceiptEntry).
@@ -186,6 +196,10 @@ type StatusResult struct {
 	Refusal               *refusal.Error          `json:"refusal,omitempty"`
 	Request               *bridge.DecisionRequest `json:"request,omitempty"`
 	Target                string                  `json:"target"`
+	// ApprovalPage is the plan's page on the approval page, where an
+	// approver decides with a passkey; absent when the deployment serves
+	// none ([bridge] page_listen, docs/adr/0048-approval-page.md).
+	ApprovalPage string `json:"approval_page,omitempty"`
 }
 
 // RedactedStatus is the status a caller with no key of the policy reads

@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/prod-write/prod-write/approval"
 )
 
 // PasskeyCodeRequest asks for a one-time code that authorises one passkey
@@ -60,4 +62,49 @@ type PasskeyEnrollFinishResult struct {
 	UserVerification string    `json:"user_verification"`
 	Enrolled         time.Time `json:"enrolled"`
 	Snippet          string    `json:"snippet"`
+}
+
+// PasskeyChallengeRequest asks the service for the statement an
+// approver's passkey is to sign on the approval page: Decision (approve or
+// deny) of the certainty record Record of the plan Fingerprint
+// (docs/adr/0048-approval-page.md). Only a caller whose key is of a
+// principal with role bridge (the page's server) is answered.
+type PasskeyChallengeRequest struct {
+	Fingerprint string `json:"fingerprint"`
+	Decision    string `json:"decision"`
+	Record      string `json:"record,omitempty"`
+}
+
+// PasskeyChallengeResult is the version 2 statement the service issued,
+// with its nonce (single use, remembered until Expires) and the WebAuthn
+// challenge computed from it (approval.PasskeyChallenge).
+type PasskeyChallengeResult struct {
+	FormatVersion int       `json:"format_version"`
+	Fingerprint   string    `json:"fingerprint"`
+	Decision      string    `json:"decision"`
+	Record        string    `json:"record,omitempty"`
+	Version       int       `json:"version"`
+	Nonce         []byte    `json:"nonce"`
+	Issued        time.Time `json:"issued"`
+	Expires       time.Time `json:"expires"`
+	Challenge     []byte    `json:"challenge"`
+}
+
+// PasskeyAttestedRequest is a passkey decision (approval.TypePasskey: the
+// statement's fields, the raw assertion and the approver) that the
+// approval page's server signed with its bridge key.
+type PasskeyAttestedRequest struct {
+	Envelope *approval.Envelope `json:"envelope"`
+}
+
+// PasskeyAttestedResult is the passkey decision stored: its record id,
+// whose, which credential signed it and whether the user was verified.
+type PasskeyAttestedResult struct {
+	FormatVersion int    `json:"format_version"`
+	ID            string `json:"id"`
+	Fingerprint   string `json:"fingerprint"`
+	Approver      string `json:"approver"`
+	Decision      string `json:"decision"`
+	Credential    string `json:"credential"`
+	UserVerified  bool   `json:"user_verified"`
 }

@@ -32,6 +32,7 @@ package bridge
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
@@ -63,6 +64,9 @@ type Source struct {
 	// [Gather] reads. Every envelope it returns is verified here, so the
 	// service can withhold what it holds but not make anything up.
 	Read func(fp string) (*Input, error)
+	// Page, when set, is the origin of the approval page the deployment
+	// serves: views link to it (docs/adr/0048-approval-page.md).
+	Page string
 }
 
 // Input is what a judgement of one plan reads of the store: the plan,
@@ -148,6 +152,9 @@ type View struct {
 	// decision is open (see [DiffRules]).
 	Diffs []FileDiff
 	Now   time.Time
+	// PageURL is the decision on the approval page, or "" when none is
+	// served.
+	PageURL string
 }
 
 // AnswerView is one Trinity answer as the gate assessed it.
@@ -196,6 +203,8 @@ type Judgement struct {
 	Now     time.Time
 	// Diffs are the rules the view's diffs are read by; nil reads none.
 	Diffs *DiffRules
+	// Page is the approval page's origin, or "".
+	Page string
 	// Runs is how many runs of the plan the store has counted: the uses
 	// spent of its evidence (a run spends one use of the anchor it ran
 	// on; docs/adr/0006-consumption.md).
@@ -231,7 +240,7 @@ func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 	}
 	dec, gateErr := approval.Evaluate(approval.Input{Plan: in.Plan, Evidence: in.Evidence, Unreadable: append(runner.ProblemStrings(in.Problems), in.HistoryProblems...),
 		Policy: src.Policy, Op: op, Now: now, Used: in.Used, BreakGlass: in.History, PreconditionUnchecked: true})
-	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now, Diffs: src.Diffs}
+	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now, Diffs: src.Diffs, Page: src.Page}
 	for _, n := range in.Used {
 		j.Runs += n
 	}
@@ -247,6 +256,9 @@ func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 func (j *Judgement) View(recordID string) *View {
 	plan, op, dec, now, fp := j.Plan, j.Op, j.Decision, j.Now, j.Plan.Fingerprint
 	v := &View{Plan: plan, RecordID: recordID, Gate: "open", Approvers: op.Approval.Approvers, Now: now}
+	if j.Page != "" {
+		v.PageURL = j.Page + "/approve/" + url.PathEscape(fp)
+	}
 	if r := j.Refusal; r != nil {
 		v.Gate, v.GateWhy, v.Missing = string(r.Code), r.Reason, r.Missing
 		v.Withdrawn = r.Code == refusal.Withdrawn

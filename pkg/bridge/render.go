@@ -153,6 +153,16 @@ func UseLines(v *View) []string {
 	return lines
 }
 
+// PageLines point approvers at the decision on the approval page, where
+// they sign their answer with their own passkey; none when no page is
+// served or the decision is closed.
+func PageLines(v *View) []string {
+	if v.PageURL == "" || v.Closed() {
+		return nil
+	}
+	return []string{"Approve or deny with your passkey: " + v.PageURL}
+}
+
 // DiffLines show what a file parameter changes: a unified diff against
 // the file it replaces, or why none is shown (see [DiffRules]).
 func DiffLines(d FileDiff) []string {

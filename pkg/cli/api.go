@@ -12,6 +12,7 @@ import (
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -91,7 +92,23 @@ func (a localAPI) Status(_ context.Context, req api.StatusRequest) (*api.StatusR
 	if err != nil {
 		return nil, err
 	}
-	return s.Result(FormatVersion), nil
+	r := s.Result(FormatVersion)
+	r.ApprovalPage = a.f.approvalPage(r.Fingerprint)
+	return r, nil
+}
+
+// approvalPage is the address of the decision on fp on the deployment's
+// approval page, or "" when it serves none.
+func (f *Factory) approvalPage(fp string) string {
+	c, err := f.loadConfig()
+	if err != nil || !pageEnabled(c.Bridge) {
+		return ""
+	}
+	p, err := f.Policy(c)
+	if o := pageOrigin(c, p); err == nil && o != "" {
+		return approvalpage.URL(o, fp)
+	}
+	return ""
 }
 
 // PlansComplete reads nothing but the store's plan names. Never handed
@@ -460,6 +477,22 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			return ExitUsage, err
 		}
 		result, err = a.PasskeyEnrollFinish(ctx, r)
+	// The approval page's: a statement only for a caller whose key holds
+	// role bridge (localAPI.PasskeyChallenge); a decision stored only when
+	// a bridge signed it, its nonce is this service's for exactly its
+	// statement and unspent, and the gate verifies it, whoever the caller.
+	case "passkey-challenge":
+		var r api.PasskeyChallengeRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyChallenge(ctx, r)
+	case "passkey-attested":
+		var r api.PasskeyAttestedRequest
+		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyAttested(ctx, r)
 	default:
 		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
 	}

@@ -6,7 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/passkeyapprove"
 	"github.com/prod-write/prod-write/pkg/passkeyenroll"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
@@ -109,6 +112,82 @@ func (a serviceAPI) PasskeyEnrollBegin(ctx context.Context, req api.PasskeyEnrol
 func (a serviceAPI) PasskeyEnrollFinish(ctx context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {
 	var r api.PasskeyEnrollFinishResult
 	if err := a.call(ctx, "passkey-enroll-finish", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// The approval page's calls (docs/adr/0048-approval-page.md). The page's
+// server is a bridge: it asks for a statement with its bridge key, and
+// hands back the approver's assertion in a decision it signed with that
+// key. What it sends is a stranger's input all the same: the service
+// compares the statement with the one it issued, spends the nonce once,
+// and stores the decision only when the gate verifies it.
+
+// approvals is the passkey-approval state of f's deployment and the source
+// its decisions are judged against.
+func (f *Factory) approvals() (*passkeyapprove.Issuer, bridge.Source, error) {
+	c, err := f.Config()
+	if err != nil {
+		return nil, bridge.Source{}, err
+	}
+	p, err := f.Policy(c)
+	if err != nil {
+		return nil, bridge.Source{}, err
+	}
+	reg, err := f.Registry(c)
+	if err != nil {
+		return nil, bridge.Source{}, err
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return nil, bridge.Source{}, err
+	}
+	return &passkeyapprove.Issuer{Dir: filepath.Join(c.State, "passkey-approve"), Now: f.Now}, bridge.Source{Policy: p, Registry: reg, Store: st}, nil
+}
+
+func (a localAPI) PasskeyChallenge(_ context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error) {
+	iss, src, err := a.f.approvals()
+	if err != nil {
+		return nil, err
+	}
+	// Only the page's server (a bridge) has statements issued: a nonce
+	// is state the service keeps, not for any caller to pile up.
+	if _, _, err := a.f.Actor(src.Policy, approval.RoleBridge); err != nil {
+		return nil, err
+	}
+	st, err := iss.Challenge(src, req.Fingerprint, req.Decision, req.Record)
+	if err != nil {
+		return nil, err
+	}
+	return &api.PasskeyChallengeResult{FormatVersion: FormatVersion, Fingerprint: st.Fingerprint, Decision: st.Decision, Record: st.Record,
+		Version: st.Version, Nonce: st.Nonce, Issued: st.Issued, Expires: st.Expires, Challenge: st.Challenge[:]}, nil
+}
+
+func (a localAPI) PasskeyAttested(_ context.Context, req api.PasskeyAttestedRequest) (*api.PasskeyAttestedResult, error) {
+	iss, src, err := a.f.approvals()
+	if err != nil {
+		return nil, err
+	}
+	r, err := iss.Admit(src, req.Envelope, a.f.Now().UTC())
+	if err != nil {
+		return nil, err
+	}
+	return &api.PasskeyAttestedResult{FormatVersion: FormatVersion, ID: r.ID, Fingerprint: r.Fingerprint, Approver: r.Approver, Decision: r.Decision,
+		Credential: r.Credential, UserVerified: r.UserVerified}, nil
+}
+
+func (a serviceAPI) PasskeyChallenge(ctx context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error) {
+	var r api.PasskeyChallengeResult
+	if err := a.call(ctx, "passkey-challenge", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (a serviceAPI) PasskeyAttested(ctx context.Context, req api.PasskeyAttestedRequest) (*api.PasskeyAttestedResult, error) {
+	var r api.PasskeyAttestedResult
+	if err := a.call(ctx, "passkey-attested", req, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil

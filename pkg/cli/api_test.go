@@ -45,6 +45,8 @@ type apiWorld struct {
 	// configuration.
 	factory      func(env map[string]string) *Factory
 	clientConfig string
+	// passkey is alice's, listed in the policy.
+	passkey *passkeytest.Authenticator
 	// clock is the world's time as the service reads it (another
 	// goroutine): setNow moves it and h's together.
 	clock atomic.Value
@@ -101,7 +103,13 @@ func newAPIWorld(t *testing.T) *apiWorld {
 	if err := tf.Close(); err != nil {
 		t.Fatal(err)
 	}
-	w := &apiWorld{h: h}
+	// Alice's passkey, for the approval page's calls.
+	pk, err := passkeytest.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pasteUnder(t, h, "alice", credentialSnippet(t, pk))
+	w := &apiWorld{h: h, passkey: pk}
 	w.clock.Store(h.now)
 	factory := func(env map[string]string) *Factory {
 		return &Factory{
@@ -188,8 +196,20 @@ func asJSON(t *testing.T, v any) any {
 func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 	w := newAPIWorld(t)
 	fp := w.h.plan("noop", "--param", "name=alpha")
-	if code, _, stderr := w.h.run("file", fp, "--key", w.h.key("smith"), "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"); code != 0 {
+	code, stdout, stderr := w.h.run("file", fp, "--key", w.h.key("smith"), "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high", "--json")
+	var rec struct {
+		ID string `json:"id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &rec) != nil {
 		t.Fatal(stderr)
+	}
+	filed := rec.ID
+	bridgeLocal, bridgeClient := w.as("slackbridge")
+	asBridge := func(a api.API) api.API {
+		if _, ok := a.(localAPI); ok {
+			return localAPI{f: bridgeLocal}
+		}
+		return serviceAPI{f: bridgeClient}
 	}
 	// A run, so that the journal has entries to show.
 	ran := w.h.plan("noop", "--param", "name=ran")
@@ -348,6 +368,46 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 				return nil, err
 			}
 			return a.PasskeyEnrollFinish(ctx, api.PasskeyEnrollFinishRequest{Response: resp})
+		}},
+		// The approval page's calls (ADR 0048), made with the bridge's
+		// key; the nonce and issued time are the service's, so the
+		// statement is compared for its form.
+		{"passkey challenge by a caller that is not a bridge refused", func(a api.API) (any, error) {
+			return a.PasskeyChallenge(ctx, api.PasskeyChallengeRequest{Fingerprint: fp, Decision: approval.Approve, Record: filed})
+		}},
+		{"passkey challenge and attested", func(a api.API) (any, error) {
+			b := asBridge(a)
+			st, err := b.PasskeyChallenge(ctx, api.PasskeyChallengeRequest{Fingerprint: fp, Decision: approval.Approve, Record: filed})
+			if err != nil {
+				return nil, err
+			}
+			slack, err := keys.Load(w.h.key("slackbridge"))
+			if err != nil {
+				return nil, err
+			}
+			env := assertAndSign(t, w.passkey, slack, decision(st, "alice"), "https://approve.example.test")
+			r, err := b.PasskeyAttested(ctx, api.PasskeyAttestedRequest{Envelope: env})
+			if err != nil {
+				return nil, err
+			}
+			return []any{st.FormatVersion, st.Fingerprint, st.Decision, st.Record, st.Version, len(st.Nonce), st.Expires.Sub(st.Issued),
+				r.FormatVersion, r.Fingerprint, r.Approver, r.Decision, r.Credential, r.UserVerified}, nil
+		}},
+		{"passkey attested of a nonce not issued refused", func(a api.API) (any, error) {
+			slack, err := keys.Load(w.h.key("slackbridge"))
+			if err != nil {
+				return nil, err
+			}
+			st := &api.PasskeyChallengeResult{Fingerprint: fp, Decision: approval.Approve, Record: filed, Nonce: make([]byte, 32), Issued: w.h.now, Expires: w.h.now.Add(time.Hour)}
+			return a.PasskeyAttested(ctx, api.PasskeyAttestedRequest{Envelope: assertAndSign(t, w.passkey, slack, decision(st, "alice"), "https://approve.example.test")})
+		}},
+		{"passkey attested not signed by a bridge refused", func(a api.API) (any, error) {
+			alice, err := keys.Load(w.h.key("alice"))
+			if err != nil {
+				return nil, err
+			}
+			st := &api.PasskeyChallengeResult{Fingerprint: fp, Decision: approval.Approve, Record: filed, Nonce: make([]byte, 32), Issued: w.h.now, Expires: w.h.now.Add(time.Hour)}
+			return a.PasskeyAttested(ctx, api.PasskeyAttestedRequest{Envelope: assertAndSign(t, w.passkey, alice, decision(st, "alice"), "https://approve.example.test")})
 		}},
 	}
 	if err := os.WriteFile(filepath.Join(w.h.dir, "config.toml"), []byte("a = 1\n"), 0o644); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/runner"
@@ -84,6 +85,15 @@ cleanly on SIGINT or SIGTERM.`,
 // on.
 func slackEnabled(b config.Bridge) bool  { return b.SlackChannel != "" }
 func githubEnabled(b config.Bridge) bool { return b.GitHubRepo != "" }
+func pageEnabled(b config.Bridge) bool   { return b.PageListen != "" }
+
+// pageOrigin is the approval page's origin when c serves one, else "".
+func pageOrigin(c *config.Config, p *approval.Policy) string {
+	if !pageEnabled(c.Bridge) || p == nil || p.Passkey == nil {
+		return ""
+	}
+	return p.Passkey.Origin
+}
 
 func secret(f *Factory, c *config.Config, env, key, file string) (bridge.Secret, error) {
 	s, err := bridge.LoadSecret(f.LookupEnv, env, "bridge."+key, c.Abs(file))
@@ -165,7 +175,7 @@ func notifyFiled(f *Factory, pc *planContext, record string) {
 	if len(ps) == 0 {
 		return
 	}
-	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store, Diffs: diffRules(pc.Config)}
+	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store, Diffs: diffRules(pc.Config), Page: pageOrigin(pc.Config, pc.Policy)}
 	v, err := bridge.Describe(src, pc.Plan.Fingerprint, record, f.Now().UTC())
 	if err != nil {
 		warnf(f, "the decision was not posted: %v", err)
@@ -254,6 +264,9 @@ type BridgeService struct {
 	Requests   bridge.Settings
 	CheckEvery time.Duration
 	Events     *bridge.Events
+	// Page is the approval page, served on Bridge.PageListen; nil when
+	// page_listen is not set.
+	Page *approvalpage.Server
 	// Now is the service's clock.
 	Now func() time.Time
 }
@@ -268,8 +281,8 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 		return err
 	}
 	b := c.Bridge
-	if !slackEnabled(b) && !githubEnabled(b) {
-		return &config.Error{Path: c.Path, Msg: "no bridge is configured: set [bridge] slack_channel and/or github_repo"}
+	if !slackEnabled(b) && !githubEnabled(b) && !pageEnabled(b) {
+		return &config.Error{Path: c.Path, Msg: "no bridge is configured: set [bridge] slack_channel, github_repo and/or page_listen"}
 	}
 	reg, err := f.Registry(c)
 	if err != nil {
@@ -315,7 +328,7 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 	if b.Key == "" {
 		return nil, &config.Error{Path: c.Path, Msg: "[bridge] key is required: the bridge's own key, of a principal with role bridge"}
 	}
-	src := bridge.Source{Policy: policy, Registry: reg, Diffs: diffRules(c)}
+	src := bridge.Source{Policy: policy, Registry: reg, Diffs: diffRules(c), Page: pageOrigin(c, policy)}
 	if through == nil {
 		st, err := f.Store(c)
 		if err != nil {
@@ -339,6 +352,23 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 	s := &BridgeService{Bridge: b, Attestor: att, Ledger: bridge.LedgerOf(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil)), Events: bridge.EventsOf(c), Now: f.Now}
 	if s.Requests, s.CheckEvery, err = bridge.RequestSettings(c); err != nil {
 		return nil, err
+	}
+	if pageEnabled(b) {
+		if policy.Passkey == nil {
+			return nil, &config.Error{Path: c.Path, Msg: "[bridge] page_listen needs the approval page's origin: trust.toml's [passkey] origin"}
+		}
+		// The page is a client of the typed API with the bridge's key:
+		// the service's socket when this is a client of the service,
+		// else this process's own (ADR 0048).
+		pageAPI := through
+		if pageAPI == nil {
+			g := *f
+			g.KeyPath = b.Key
+			pageAPI = localAPI{f: &g}
+		}
+		if s.Page, err = approvalpage.New(approvalpage.Config{Source: src, API: pageAPI, Key: key, Now: f.Now, Log: s.Log}); err != nil {
+			return nil, err
+		}
 	}
 	if len(att.Principal().Roles) > 1 {
 		s.Log.Warn("the bridge's principal holds roles besides bridge; give the bridge a principal of its own", "principal", att.Principal().ID)

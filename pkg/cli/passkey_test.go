@@ -26,11 +26,17 @@ const testPageOrigin = "https://approve.example.test"
 // passkeys required on targets.
 func addPasskeyTable(t *testing.T, h *runHarness, targets string) {
 	t.Helper()
+	addPasskeyTableAt(t, h, testPageOrigin, targets)
+}
+
+// addPasskeyTableAt is addPasskeyTable with the page at origin.
+func addPasskeyTableAt(t *testing.T, h *runHarness, origin, targets string) {
+	t.Helper()
 	tf, err := os.OpenFile(filepath.Join(h.dir, "trust.toml"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tf.WriteString("\n[passkey]\norigin = \"" + testPageOrigin + "\"\nrequired_targets = " + targets + "\n"); err != nil {
+	if _, err := tf.WriteString("\n[passkey]\norigin = \"" + origin + "\"\nrequired_targets = " + targets + "\n"); err != nil {
 		t.Fatal(err)
 	}
 	if err := tf.Close(); err != nil {

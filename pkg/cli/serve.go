@@ -239,7 +239,7 @@ func serveRun(o *ServeOptions) error {
 		}
 	}
 	var bridges *BridgeService
-	if slackEnabled(c.Bridge) || githubEnabled(c.Bridge) {
+	if slackEnabled(c.Bridge) || githubEnabled(c.Bridge) || pageEnabled(c.Bridge) {
 		lp := st.current()
 		if bridges, err = newBridgeService(f, c, lp.reg, lp.policy, nil); err != nil {
 			return err

@@ -123,6 +123,9 @@ func printStatus(f *Factory, s *api.StatusResult) error {
 		fmt.Fprintf(w, "problem:     %s\n", p)
 	}
 	fmt.Fprintf(w, "why:         %s\n", s.Explanation.Sentence)
+	if s.ApprovalPage != "" {
+		fmt.Fprintf(w, "page:        %s (approve or deny with your passkey)\n", s.ApprovalPage)
+	}
 	if rq := s.Request; rq != nil {
 		fmt.Fprintf(w, "request:     %s: %s\n", rq.ID, rq.Sentence())
 		for _, a := range rq.Asked {

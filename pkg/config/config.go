@@ -108,6 +108,10 @@ type Bridge struct {
 	// (docs/BRIDGES.md, "What approvers see"). Absolute; none means no
 	// diff is ever shown.
 	DiffRoots []string `toml:"diff_roots"`
+	// PageListen, when set, is the address the approval page is served
+	// on (behind TLS termination at trust.toml's [passkey] origin,
+	// docs/adr/0048-approval-page.md).
+	PageListen string `toml:"page_listen"`
 }
 
 // Requests configures the decision requests of plans that need a human

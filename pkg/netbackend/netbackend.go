@@ -134,8 +134,33 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 		log.Info("github webhooks on", "path", githubbridge.WebhookPath)
 	}
 
-	log.Info("bridge serving", "principal", s.Attestor.Principal().ID, "slack", b.SlackChannel != "", "github", poller != nil, "listen", addrOf(ln))
-	errc := make(chan error, 1)
+	// The approval page (ADR 0048), on its own listener, behind the TLS
+	// termination of trust.toml's [passkey] origin.
+	var pageSrv *http.Server
+	var pageLn net.Listener
+	if s.Page != nil {
+		pageSrv = &http.Server{Handler: s.Page, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		var err error
+		if pageLn, err = net.Listen("tcp", b.PageListen); err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			return fmt.Errorf("listening on %s: %w", b.PageListen, err)
+		}
+		log.Info("approval page on", "listen", addrOf(pageLn), "origin", s.Page.Origin())
+	}
+
+	log.Info("bridge serving", "principal", s.Attestor.Principal().ID, "slack", b.SlackChannel != "", "github", poller != nil, "page", s.Page != nil, "listen", addrOf(ln))
+	errc := make(chan error, 2)
+	if pageSrv != nil {
+		go func() {
+			if err := pageSrv.Serve(pageLn); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
 	if srv != nil {
 		go func() {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -197,6 +222,11 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
+	}
+	if pageSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = pageSrv.Shutdown(sctx)
 	}
 	<-done
 	<-updated

@@ -154,3 +154,19 @@ func (a *Authenticator) Assert(challenge []byte, origin, rpID string) (approval.
 	}
 	return approval.PasskeyAssertion{CredentialID: a.ID, AuthenticatorData: ad, ClientDataJSON: cdj, Signature: sig}, nil
 }
+
+// AssertJSON is [Authenticator.Assert] as a browser hands it to a page:
+// the JSON of the PublicKeyCredential navigator.credentials.get returns,
+// its binary fields base64url.
+func (a *Authenticator) AssertJSON(challenge []byte, origin, rpID string) ([]byte, error) {
+	as, err := a.Assert(challenge, origin, rpID)
+	if err != nil {
+		return nil, err
+	}
+	b64 := base64.RawURLEncoding.EncodeToString
+	return json.Marshal(map[string]any{
+		"id": b64(as.CredentialID), "rawId": b64(as.CredentialID), "type": "public-key",
+		"response":               map[string]any{"clientDataJSON": b64(as.ClientDataJSON), "authenticatorData": b64(as.AuthenticatorData), "signature": b64(as.Signature)},
+		"clientExtensionResults": map[string]any{},
+	})
+}

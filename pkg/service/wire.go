@@ -65,6 +65,7 @@ var Ops = []string{
 	"plan", "status", "status-wait", "file", "decide", "gera", "freeze-grant", "break-glass", "break-glass-review", "withdraw", "run",
 	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "receipts-export", "receipts-prove", "receipts-consistency", "replay",
 	"whoami", "plans-complete", "answer-attested", "decision-data", "passkey-code", "passkey-enroll-begin", "passkey-enroll-finish",
+	"passkey-challenge", "passkey-attested",
 }
 
 // Request opens a call.

@@ -185,6 +185,9 @@ func Body(v *bridge.View) string {
 	fence(&b, bridge.UseLines(v))
 	b.WriteString("### Status\n\n")
 	fence(&b, bridge.StatusLines(v))
+	for _, l := range bridge.PageLines(v) {
+		b.WriteString(l + "\n\n")
+	}
 	fmt.Fprintf(&b, "Only comments by GitHub accounts mapped to an approver in the trust policy (by numeric user id, "+
 		"with the login it names) count. The planner (%s) and the filer may deny, never approve. An edited comment never counts. "+
 		"On a decision pull request, a review (Approve or Request changes) whose first line is the matching command "+

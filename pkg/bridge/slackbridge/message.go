@@ -117,6 +117,9 @@ func Blocks(v *bridge.View) []slack.Block {
 		blocks = append(blocks, sections(bridge.DiffLines(d))...)
 	}
 	blocks = append(blocks, slack.NewDividerBlock(), section(bridge.UseLines(v)), slack.NewDividerBlock(), section(status))
+	if page := bridge.PageLines(v); page != nil {
+		blocks = append(blocks, section(page))
+	}
 	if v.Closed() {
 		return blocks
 	}
