@@ -3,7 +3,9 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -408,7 +410,12 @@ func (h *handlers) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		sent++
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: sent, Message: msg})
 	}
+	ask, done := h.elicitApproval(req, in.Fingerprint)
+	if ask != nil {
+		return ask, nil
+	}
 	report, r, pending, err := h.b.Wait(ctx, in.Fingerprint, time.Duration(timeout)*time.Second, progress)
+	done(ctx, !pending && err == nil)
 	if err != nil {
 		return h.failure(err), nil
 	}
@@ -492,6 +499,82 @@ func (h *handlers) explain(_ context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 	}
 	return h.failure(argError(req, "%s names no plan or intent receipt to explain (an outcome's run id explains its run)", in.ID)), nil
+}
+
+// approvalInput names the input request a wait makes for the approval page.
+const approvalInput = "approval_page"
+
+// elicitApproval, for a client that takes URL-mode elicitation, shows
+// the agent's user the plan's approval page when a wait starts on a
+// decision that needs a human (issue 31, docs/adr/0048-approval-page.md):
+// a link, never a form, since what an approver decides there is signed by
+// the approver's own passkey, which neither the agent nor its client can
+// answer for. Nothing is asked when the deployment serves no page, the
+// gate is open, or the decision is no longer pending.
+//
+// It is a multi-round-trip input request (SEP-2322; the go-sdk asks a
+// client of an older protocol itself): the first call returns it in
+// place of a result (ask), and the client calls again with its response,
+// whatever the user did with the link; that call waits. The returned done
+// then says, once the wait ends decided, that the elicitation is
+// complete (notifications/elicitation/complete).
+func (h *handlers) elicitApproval(req *mcp.CallToolRequest, fp string) (ask *mcp.CallToolResult, done func(ctx context.Context, decided bool)) {
+	nothing := func(context.Context, bool) {}
+	ss := req.Session
+	if ss == nil {
+		return nil, nothing
+	}
+	if _, answered := req.Params.InputResponses[approvalInput]; answered {
+		// The elicitation id came back as the request state: only ever a
+		// notification to this same client, and only in its own form.
+		eid := req.Params.RequestState
+		if len(eid) != 32 || strings.Trim(eid, "0123456789abcdef") != "" {
+			return nil, nothing
+		}
+		return nil, func(ctx context.Context, decided bool) {
+			if decided {
+				_ = ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: eid})
+			}
+		}
+	}
+	ip := ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil || ip.Capabilities.Elicitation.URL == nil {
+		return nil, nothing
+	}
+	report, r, err := h.b.Status(fp)
+	if err != nil || r == nil {
+		return nil, nothing
+	}
+	page, pending := approvalPageOf(report)
+	if page == "" || !pending {
+		return nil, nothing
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, nothing
+	}
+	eid := hex.EncodeToString(id[:])
+	return &mcp.CallToolResult{
+		InputRequests: mcp.InputRequestMap{approvalInput: &mcp.ElicitParams{Mode: "url", URL: page, ElicitationID: eid,
+			Message: "This plan needs an approver's decision, made with their passkey on the approval page. Share the link with an approver."}},
+		RequestState: eid,
+	}, nothing
+}
+
+// approvalPageOf reads a status report's approval page and whether its
+// decision request is pending.
+func approvalPageOf(report any) (page string, pending bool) {
+	var st struct {
+		ApprovalPage string `json:"approval_page"`
+		Request      struct {
+			State string `json:"state"`
+		} `json:"request"`
+	}
+	b, err := json.Marshal(report)
+	if err != nil || json.Unmarshal(b, &st) != nil {
+		return "", false
+	}
+	return st.ApprovalPage, st.Request.State == "pending"
 }
 
 func (h *handlers) run(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
