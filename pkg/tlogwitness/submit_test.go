@@ -124,17 +124,28 @@ func newFakeNoServer(t testing.TB, l *logKit, name string) *fakeWitness {
 	return f
 }
 
-func (f *fakeWitness) serve(w http.ResponseWriter, r *http.Request) {
+// callCount is how many requests the fake has had.
+func (f *fakeWitness) callCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.calls
+}
+
+func (f *fakeWitness) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
 	f.calls++
+	call, misdo := f.calls, f.misdo
+	f.mu.Unlock()
 	if r.Method != http.MethodPost || r.URL.Path != "/add-checkpoint" {
 		http.Error(w, "no", http.StatusNotFound)
 		return
 	}
-	if f.misdo != nil && f.misdo(w, r, f.calls) {
+	// Outside the lock: a misdoing witness may hold its answer back.
+	if misdo != nil && misdo(w, r, call) {
 		return
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	body, _ := io.ReadAll(r.Body)
 	br := bufio.NewReader(bytes.NewReader(body))
 	first, _ := br.ReadString('\n')
@@ -261,8 +272,8 @@ func TestSubmitToFakes(t *testing.T) {
 			if st.Cosigned != "kept" || st.Cosignature != "— kept\n" || st.Error == "" {
 				t.Errorf("state after a failure %+v; want the cosignature kept before, and the error", st)
 			}
-			if f.calls > 3 {
-				t.Errorf("%d requests; at most 3", f.calls)
+			if n := f.callCount(); n > 3 {
+				t.Errorf("%d requests; at most 3", n)
 			}
 		})
 	}
@@ -330,7 +341,14 @@ func TestSubmitToFakes(t *testing.T) {
 		return true
 	}, func(err error) bool { var se *tlogwitness.StatusError; return errors.As(err, &se) && se.Code == 307 })
 	fail("a witness that does not answer", func(w http.ResponseWriter, r *http.Request, call int) bool {
-		time.Sleep(2500 * time.Millisecond)
+		// Until the client gives up: its timeout is what is tested. The
+		// body is read first, so the server notices the client leave
+		// (it watches the connection only once the body is consumed).
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
 		return true
 	}, func(err error) bool {
 		return strings.Contains(err.Error(), "Timeout") || strings.Contains(err.Error(), "deadline")
