@@ -16,6 +16,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 )
 
 // The two implementations of the application API (pkg/api): in-process,
@@ -236,8 +237,8 @@ func (a serviceAPI) Status(ctx context.Context, req api.StatusRequest) (*api.Sta
 // error) as an api.Answer, a status redacted for a caller that may not
 // read plans. It returns the exit status, and an error only for a call it
 // could not answer at all (which the caller prints).
-func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
-	req := sc.c.Request
+func (h *serviceHandler) serveAPI(f *Factory, sc *servicecall.Call) (int, error) {
+	req := sc.Socket.Request
 	if req.API != api.Version {
 		return ExitUsage, &usageError{msg: "this service speaks version 1 of the typed API"}
 	}
@@ -277,7 +278,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		if o.Wait {
 			return ExitUsage, &usageError{msg: "status --wait is the call status-wait"}
 		}
-		if sc.mayReadPlans() {
+		if sc.MayReadPlans() {
 			result, err = a.Status(ctx, api.StatusRequest{Fingerprint: o.Fingerprint})
 		} else {
 			// Judged with nothing of the caller's: judging would ask
@@ -289,7 +290,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
 			return ExitUsage, err
 		}
-		if !sc.mayReadPlans() {
+		if !sc.MayReadPlans() {
 			// A redacted status says nothing of the gate's judgement:
 			// there is nothing a keyless caller could wait on.
 			err = refusal.New(refusal.PrincipalUnknown, "status --wait shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
@@ -362,7 +363,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		if err := decodeArgs(req.Op, req.Args, &r); err != nil {
 			return ExitUsage, err
 		}
-		if !sc.mayReadPlans() {
+		if !sc.MayReadPlans() {
 			err = refusal.New(refusal.PrincipalUnknown, "decision data shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
 			break
 		}
@@ -373,7 +374,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 			return ExitUsage, err
 		}
 		// The call's files are the descriptors the client handed over
-		// (serviceCall.file: identity from the object). A caller with no
+		// (servicecall.Call.File: identity from the object). A caller with no
 		// key of the policy plans as plans.Plan lets it: a dry run, with
 		// the files it handed over, or nothing; it is asked for no file
 		// it did not hand over, nor told a stored plan's path.
@@ -387,16 +388,16 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		// plan whose approval needs no key (a standing go) runs for a
 		// caller with none. What such a caller is told is the run
 		// order's: a file it did not hand over is asked of it only with
-		// a key (serviceCall.file), and a refusal names the operation and
+		// a key (servicecall.Call.File), and a refusal names the operation and
 		// fingerprint. The program's stdin is the descriptor handed over,
 		// its output goes through the call's relay (Serve), never onto
 		// a descriptor of the caller's.
 		result, err = a.Run(ctx, api.RunRequest{Fingerprint: r.Fingerprint, Stdin: f.IO.In, Stdout: f.IO.Out, Stderr: f.IO.Err})
-		if sc.finishOutput != nil {
+		if sc.FinishOutput != nil {
 			// The relay's sender is done before the reply is sent, on
 			// the same socket (a refusal ends the relay here; a run
 			// did, before its outcome receipt).
-			sc.finishOutput()
+			sc.FinishOutput()
 		}
 	case "receipts-list":
 		var r api.ReceiptsListRequest
@@ -455,7 +456,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 		}
 		// A caller with no key of the policy reads each entry redacted:
 		// what names and hashes the run, nothing the plan binds.
-		result, err = serveReceiptsShow(ctx, a, r, sc.mayReadPlans())
+		result, err = serveReceiptsShow(ctx, a, r, sc.MayReadPlans())
 	// Passkey enrolment: a code only for the service's operator
 	// (localAPI.PasskeyCode); a begin by the caller's key or a code; a
 	// finish judged against a challenge this service issued, once.
@@ -518,7 +519,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *serviceCall) (int, error) {
 	if err != nil {
 		return ExitSoftware, err
 	}
-	if err := sc.c.Reply(b); err != nil {
+	if err := sc.Socket.Reply(b); err != nil {
 		// The client stopped reading or went: nobody to tell.
 		return ExitIOErr, nil
 	}

@@ -46,7 +46,7 @@ func filesUnder(t *testing.T, dir string) map[string][]byte {
 // of the service's disk), and kept nowhere.
 func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 	w := newAPIWorld(t)
-	hosted, err := w.st.mcpBackend(w.base, "agent")
+	hosted, err := hostedMCPBackend(w.st, w.base, "agent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 // with a refusal that quotes none of the content, and nothing stored.
 func TestMCPHTTPInlineFilesAttackerInput(t *testing.T) {
 	w := newAPIWorld(t)
-	hosted, err := w.st.mcpBackend(w.base, "agent")
+	hosted, err := hostedMCPBackend(w.st, w.base, "agent")
 	if err != nil {
 		t.Fatal(err)
 	}

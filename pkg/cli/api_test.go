@@ -28,6 +28,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -36,8 +37,8 @@ import (
 // the same clock.
 type apiWorld struct {
 	h       *runHarness
-	st      *serviceState // the service's, which MCP over HTTP's backend shares
-	base    *Factory      // the service's own Factory
+	st      *servicecall.State // the service's, which MCP over HTTP's backend shares
+	base    *Factory           // the service's own Factory
 	local   *Factory
 	client  *Factory // a client of the service, with the agent's key
 	keyless *Factory // a client of the service, with no key
@@ -151,15 +152,15 @@ func newAPIWorld(t *testing.T) *apiWorld {
 		t.Fatal("copying agent's key for MCP over HTTP", err)
 	}
 	cfg.Service.MCPKeys, cfg.Service.MCPCwd = mcpKeys, h.dir
-	st := &serviceState{cfg: cfg, log: log.New(io.Discard, "", 0), uid: ^uint32(0)}
-	if err := st.load(); err != nil {
+	st := &servicecall.State{Cfg: cfg, Log: log.New(io.Discard, "", 0), UID: ^uint32(0)}
+	if err := st.Load(); err != nil {
 		t.Fatal(err)
 	}
-	if st.starter, err = execute.NewCaplessStarter(); err != nil {
+	if st.Starter, err = execute.NewCaplessStarter(); err != nil {
 		t.Fatal(err)
 	}
 	w.st, w.base = st, factory(nil)
-	srv := &service.Server{Handler: &serviceHandler{st: st, base: w.base}, Classify: st.pools}
+	srv := &service.Server{Handler: &serviceHandler{st: st, base: w.base}, Classify: st.Pools}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
@@ -677,7 +678,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 	// The MCP tools return the API's results: in-process, through the
 	// service, and over HTTP (the service's hosted backend, as
 	// mcpserver's HTTP handler calls it), field by field.
-	hosted, err := w.st.mcpBackend(w.base, "agent")
+	hosted, err := hostedMCPBackend(w.st, w.base, "agent")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,10 +101,10 @@ func serveWait(f *Factory, a localAPI, req api.WaitRequest) (*api.WaitResult, er
 	defer cancel()
 	// The client says it waits once told: from here a stop or its going
 	// ends this wait (ctx), and the log says so.
-	f.call.c.Hold()
+	f.call.Socket.Hold()
 	r, err := a.Wait(ctx, req)
 	if f.serviceStopping() {
-		f.call.stopped = true
+		f.call.Stopped = true
 	}
 	return r, err
 }

@@ -27,6 +27,8 @@ import (
 	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
@@ -140,7 +142,7 @@ type Factory struct {
 	// client (serve.go). Then every input the caller owns comes from the
 	// call's descriptors and questions, never from a path it names, nor
 	// from this process's environment, working directory or limits.
-	call *serviceCall
+	call *servicecall.Call
 	// cfg is the configuration as found and parsed, before any hand-over.
 	cfg *config.Config
 	// viaMCP says a run was asked for over MCP (the decision log's
@@ -157,7 +159,7 @@ func NewFactory() *Factory {
 // environment say, once.
 func (f *Factory) loadConfig() (*config.Config, error) {
 	if f.call != nil {
-		return f.call.svc.cfg, nil
+		return f.call.State.Cfg, nil
 	}
 	if f.cfg != nil {
 		return f.cfg, nil
@@ -206,9 +208,9 @@ func (f *Factory) Registry(c *config.Config) (*operations.Registry, error) {
 // registry is Registry, its warnings to stderr (nil: none).
 func (f *Factory) registry(c *config.Config, stderr io.Writer) (*operations.Registry, error) {
 	if f.call != nil {
-		return f.call.svc.current().reg, nil
+		return f.call.State.Current().Registry, nil
 	}
-	reg, err := loadOps(c)
+	reg, err := runner.LoadRegistry(c)
 	if err == nil && stderr != nil {
 		// Files that look meant as operations but are not read
 		// (k8s.TOML, k8s.toml.bak): named, never silently ignored.
@@ -219,19 +221,10 @@ func (f *Factory) registry(c *config.Config, stderr io.Writer) (*operations.Regi
 	return reg, err
 }
 
-// loadOps loads c's registry on this host: named by c's host when set,
-// so that an operation unavailable here says which host of the fleet.
-func loadOps(c *config.Config) (*operations.Registry, error) {
-	if c.Host != "" {
-		return operations.LoadOn(c.Registry, c.SecurePath, c.Host)
-	}
-	return operations.Load(c.Registry, c.SecurePath)
-}
-
 // Policy loads the trust policy (in the service: the one it loaded last).
 func (f *Factory) Policy(c *config.Config) (*approval.Policy, error) {
 	if f.call != nil {
-		return f.call.svc.current().policy, nil
+		return f.call.State.Current().Policy, nil
 	}
 	return approval.LoadPolicy(c.Trust)
 }
@@ -264,10 +257,10 @@ func (f *Factory) KeyFile() string {
 // it is bound into the fingerprint by value.
 func (f *Factory) passEnv(name string) (string, bool) {
 	if f.call != nil {
-		if f.call.c == nil {
+		if f.call.Socket == nil {
 			return "", false // MCP over HTTP: no caller environment at all
 		}
-		v, ok, err := f.call.c.Env(name)
+		v, ok, err := f.call.Socket.Env(name)
 		return v, ok && err == nil
 	}
 	return f.LookupEnv(name)
@@ -277,7 +270,7 @@ func (f *Factory) passEnv(name string) (string, bool) {
 // over) a key.
 func (f *Factory) hasKey() bool {
 	if f.call != nil {
-		return f.call.key != nil
+		return f.call.Key != nil
 	}
 	return f.KeyFile() != ""
 }
@@ -288,10 +281,10 @@ func (f *Factory) hasKey() bool {
 // read the runner's.
 func (f *Factory) loadKey() (*keys.Private, string, error) {
 	if f.call != nil {
-		if f.call.key == nil {
+		if f.call.Key == nil {
 			return nil, "", &usageError{msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
 		}
-		k, err := keys.LoadFile(f.call.key, "the key handed over")
+		k, err := keys.LoadFile(f.call.Key, "the key handed over")
 		return k, "the key handed over", err
 	}
 	path := f.KeyFile()
@@ -332,13 +325,13 @@ func keyName(name string) string {
 // which comes from the registry.
 func (f *Factory) resolveDir(dir string) (string, error) {
 	if f.call != nil {
-		if dir == "" && f.call.hosted {
+		if dir == "" && f.call.Hosted {
 			return "", refusal.New(refusal.ParamInvalid, "the operation declares no cwd, and MCP over HTTP has no working directory of its own: nothing was planned").Needs("a cwd in the operation, or [service] mcp_cwd in the service's configuration")
 		}
 		if dir == "" {
 			return "", &usageError{msg: "the client handed over no working directory"}
 		}
-		if dir == f.call.cwdPath {
+		if dir == f.call.CwdPath {
 			return dir, nil
 		}
 	}

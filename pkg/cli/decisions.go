@@ -114,7 +114,7 @@ func (d *decisionRecord) Finish(err error) {
 	// refusal stays a refusal), and the lost line is said.
 	if werr := d.write(e); werr != nil {
 		if d.f.call != nil {
-			d.f.call.svc.log.Printf("warning: decision %s (%s) not logged: %v", e.DecisionID, e.Decision, werr)
+			d.f.call.State.Log.Printf("warning: decision %s (%s) not logged: %v", e.DecisionID, e.Decision, werr)
 			fmt.Fprintf(d.stderr, "prod-write: warning: the service could not write decision %s to its decision log (its log says why)\n", e.DecisionID)
 			return
 		}
@@ -210,7 +210,7 @@ func (d *decisionRecord) failed(err error, done string) error {
 		msg += ", so " + done
 	}
 	if d.f.call != nil {
-		d.f.call.svc.log.Printf("decision %s (allowed) not logged, the run stopped: %v", d.id, err)
+		d.f.call.State.Log.Printf("decision %s (allowed) not logged, the run stopped: %v", d.id, err)
 		return &ExitError{Code: ExitIOErr, Msg: msg + " (the service's log says why)"}
 	}
 	return &ExitError{Code: ExitIOErr, Msg: msg + ": " + err.Error()}
@@ -221,7 +221,7 @@ func (d *decisionRecord) failed(err error, done string) error {
 // configuration names. Nil when off.
 func (f *Factory) decisionSink() (decisionlog.Sink, error) {
 	if f.call != nil {
-		return f.call.svc.decisions, nil
+		return f.call.State.Decisions, nil
 	}
 	c, err := f.loadConfig()
 	if err != nil {
@@ -252,8 +252,8 @@ func callerUID(f *Factory) int {
 	switch {
 	case f.call == nil:
 		return os.Getuid()
-	case f.call.c != nil:
-		return int(f.call.c.Peer.UID)
+	case f.call.Socket != nil:
+		return int(f.call.Socket.Peer.UID)
 	}
 	return -1
 }
@@ -261,7 +261,7 @@ func callerUID(f *Factory) int {
 // surface names where a run was asked for, for the decision log.
 func (f *Factory) surface() string {
 	switch {
-	case f.call != nil && f.call.c == nil:
+	case f.call != nil && f.call.Socket == nil:
 		return "mcp_http"
 	case f.call != nil:
 		return "service"

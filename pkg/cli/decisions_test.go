@@ -17,6 +17,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/decisionlog"
 	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -125,7 +126,7 @@ func TestUnloggedAllowedDecisionStopsTheRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var svcLog, stderr bytes.Buffer
-			f := &Factory{Now: time.Now, call: &serviceCall{svc: &serviceState{cfg: &config.Config{}, decisions: tc.sink, log: log.New(&svcLog, "", 0)}}}
+			f := &Factory{Now: time.Now, call: &servicecall.Call{State: &servicecall.State{Cfg: &config.Config{}, Decisions: tc.sink, Log: log.New(&svcLog, "", 0)}}}
 			d, err := f.startDecision("sha256:ab", &stderr)
 			if err != nil {
 				t.Fatal(err)

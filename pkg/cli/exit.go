@@ -12,6 +12,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/service"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/pkg/store"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -75,6 +76,7 @@ func ExitCode(err error) int {
 	var (
 		exitErr   *ExitError
 		usage     *usageError
+		badCwd    *servicecall.CwdError
 		refused   *refusal.Error
 		cfgErr    *config.Error
 		defErr    *operations.DefinitionError
@@ -102,7 +104,7 @@ func ExitCode(err error) int {
 	case errors.As(err, &apiErr):
 		// As the service judged it.
 		return apiErr.Exit
-	case errors.As(err, &usage):
+	case errors.As(err, &usage), errors.As(err, &badCwd):
 		return ExitUsage
 	case errors.As(err, &badIn):
 		return ExitDataErr

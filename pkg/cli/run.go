@@ -54,8 +54,8 @@ ran).`,
 // service: the runner key it loaded).
 func (f *Factory) runnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *approval.Principal, error) {
 	if f.call != nil {
-		st := f.call.svc.current()
-		return st.runnerKey, st.runner, st.runnerErr
+		st := f.call.State.Current()
+		return st.RunnerKey, st.Runner, st.RunnerErr
 	}
 	return runner.LoadIdentity(c, p)
 }
@@ -98,16 +98,16 @@ func (f *Factory) runner() *runner.Runner {
 	}
 	if sc := f.call; sc != nil {
 		r.PolicyShared = true
-		r.CallerCwd = sc.getwd
-		r.OpenFile = sc.file
-		r.Secret = sc.svc.secret
-		r.Credential = sc.credential
-		r.Prepare = sc.prepare
-		r.Snapshots = &sc.svc.snapshots
-		r.FinishOutput = sc.finishOutput
+		r.CallerCwd = sc.Getwd
+		r.OpenFile = sc.File
+		r.Secret = sc.State.Secret
+		r.Credential = sc.Credential
+		r.Prepare = sc.Prepare
+		r.Snapshots = &sc.State.Snapshots
+		r.FinishOutput = sc.FinishOutput
 		r.Signals = func() <-chan os.Signal {
-			if sc.c != nil {
-				return sc.c.Signals()
+			if sc.Socket != nil {
+				return sc.Socket.Signals()
 			}
 			return nil // MCP over HTTP: no client to relay any
 		}
@@ -119,7 +119,7 @@ func (f *Factory) runner() *runner.Runner {
 // caller has it; but for the key, which only planning asks for
 // (localAPI.Plan).
 func (f *Factory) plans() *plans.Deps {
-	return &plans.Deps{Runner: f.runner(), Reloaded: f.policyReplaced, Getwd: f.Getwd, Hosted: f.call != nil && f.call.hosted}
+	return &plans.Deps{Runner: f.runner(), Reloaded: f.policyReplaced, Getwd: f.Getwd, Hosted: f.call != nil && f.call.Hosted}
 }
 
 // runRun runs the plan through the API (in-process, or the runner
@@ -199,8 +199,8 @@ func invoker(f *Factory, p *approval.Policy) receipts.Invoker {
 	inv := receipts.Invoker{UID: os.Getuid()}
 	if f.call != nil {
 		inv.UID = -1 // MCP over HTTP: a token, no account
-		if f.call.c != nil {
-			inv.UID = int(f.call.c.Peer.UID)
+		if f.call.Socket != nil {
+			inv.UID = int(f.call.Socket.Peer.UID)
 		}
 	}
 	if f.hasKey() {

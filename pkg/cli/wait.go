@@ -23,7 +23,7 @@ func (f *Factory) policyReplaced() <-chan struct{} {
 	if f.call == nil {
 		return nil
 	}
-	return f.call.svc.current().replaced
+	return f.call.State.Current().Replaced
 }
 
 // waitTimeout parses --timeout; 0 means none.
@@ -83,10 +83,10 @@ func statusWait(o *StatusOptions) error {
 // over HTTP, only when cancelled.
 func (f *Factory) clientContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
-	if f.call == nil || f.call.c == nil {
+	if f.call == nil || f.call.Socket == nil {
 		return ctx, cancel
 	}
-	gone, stop := f.call.c.Gone(), f.call.stop
+	gone, stop := f.call.Socket.Gone(), f.call.Stop
 	go func() {
 		select {
 		case <-gone:
@@ -101,11 +101,11 @@ func (f *Factory) clientContext() (context.Context, context.CancelFunc) {
 
 // serviceStopping reports whether the service serving f's call stops.
 func (f *Factory) serviceStopping() bool {
-	if f.call == nil || f.call.stop == nil {
+	if f.call == nil || f.call.Stop == nil {
 		return false
 	}
 	select {
-	case <-f.call.stop:
+	case <-f.call.Stop:
 		return true
 	default:
 		return false
@@ -114,11 +114,11 @@ func (f *Factory) serviceStopping() bool {
 
 // clientGone reports whether the client of a call in the service has gone.
 func (f *Factory) clientGone() bool {
-	if f.call == nil || f.call.c == nil {
+	if f.call == nil || f.call.Socket == nil {
 		return false
 	}
 	select {
-	case <-f.call.c.Gone():
+	case <-f.call.Socket.Gone():
 		return true
 	default:
 		return false

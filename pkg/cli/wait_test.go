@@ -20,6 +20,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 )
 
 // A wait says once that it waits, however often it judges again.
@@ -270,15 +271,15 @@ paths = ["record+approvals"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &serviceState{cfg: cfg, log: log.New(io.Discard, "", 0)}
-	if err := st.load(); err != nil {
+	st := &servicecall.State{Cfg: cfg, Log: log.New(io.Discard, "", 0)}
+	if err := st.Load(); err != nil {
 		t.Fatal(err)
 	}
 	f := &Factory{
 		IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: time.Now,
 		LookupEnv: func(string) (string, bool) { return "", false },
 		Getwd:     func() (string, error) { return h.dir, nil },
-		call:      &serviceCall{svc: st, files: map[string]*os.File{}, cwdPath: h.dir},
+		call:      &servicecall.Call{State: st, Files: map[string]*os.File{}, CwdPath: h.dir},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -297,7 +298,7 @@ paths = ["record+approvals"]
 	if err := os.Remove(opPath); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.load(); err != nil {
+	if err := st.Load(); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -14,6 +14,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/pkg/tlogwitness"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -105,8 +106,8 @@ func cosignedNote(c *config.Config, note []byte) ([]byte, error) {
 // the start when the journal is shorter than it was. Witnesses that
 // fail are logged and tried again at the next turn; no run waits on any
 // of it.
-func (s *serviceState) witnessLoop(ctx context.Context) {
-	c := s.cfg
+func witnessLoop(ctx context.Context, s *servicecall.State) {
+	c := s.Cfg
 	if len(c.Witnesses) == 0 {
 		return
 	}
@@ -128,7 +129,7 @@ func (s *serviceState) witnessLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		if err := j.catchUp(); err != nil {
-			s.log.Printf("witnesses: reading the journal: %v", err)
+			s.Log.Printf("witnesses: reading the journal: %v", err)
 			continue
 		}
 		size := j.tree.Size()
@@ -146,27 +147,27 @@ func (s *serviceState) witnessLoop(ctx context.Context) {
 		if !due {
 			continue
 		}
-		lp := s.current()
-		if lp.runnerErr != nil {
-			s.log.Printf("witnesses: no checkpoint signed: %v", lp.runnerErr)
+		lp := s.Current()
+		if lp.RunnerErr != nil {
+			s.Log.Printf("witnesses: no checkpoint signed: %v", lp.RunnerErr)
 			continue
 		}
-		note, err := receipts.SignNoteCheckpoint(lp.runnerKey, receipts.NoteOrigin(runner.JournalHost(c.Host)), j.tree, size)
+		note, err := receipts.SignNoteCheckpoint(lp.RunnerKey, receipts.NoteOrigin(runner.JournalHost(c.Host)), j.tree, size)
 		if err != nil {
-			s.log.Printf("witnesses: signing the checkpoint: %v", err)
+			s.Log.Printf("witnesses: signing the checkpoint: %v", err)
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*tlogwitness.DefaultTimeout)
-		answers, err := sendToWitnesses(sctx, c, lp.policy, j.tree, note)
+		answers, err := sendToWitnesses(sctx, c, lp.Policy, j.tree, note)
 		cancel()
 		if err != nil {
-			s.log.Printf("witnesses: %v", err)
+			s.Log.Printf("witnesses: %v", err)
 		}
 		retry = false
 		for _, a := range answers {
 			if a.Error != "" {
 				retry = true
-				s.log.Printf("witnesses: checkpoint of %d entries: %s (tried again in %s)", size, a.Error, interval)
+				s.Log.Printf("witnesses: checkpoint of %d entries: %s (tried again in %s)", size, a.Error, interval)
 			}
 		}
 		sent, waiting = size, time.Time{}

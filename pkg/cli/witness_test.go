@@ -23,6 +23,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/pkg/testservers"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -179,13 +180,13 @@ func TestReceiptsCheckpointWitness(t *testing.T) {
 	}
 	c2.Service.WitnessEvery, c2.Service.WitnessInterval = 1, "1s"
 	var logged bytes.Buffer
-	st := &serviceState{cfg: c2, log: log.New(&syncWriter{w: &logged}, "", 0)}
-	if err := st.load(); err != nil {
+	st := &servicecall.State{Cfg: c2, Log: log.New(&syncWriter{w: &logged}, "", 0)}
+	if err := st.Load(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { st.witnessLoop(ctx); close(done) }()
+	go func() { witnessLoop(ctx, st); close(done) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		states, err := witnessStore(c2).Load()

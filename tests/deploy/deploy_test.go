@@ -736,7 +736,7 @@ func TestRunnerServiceBoundary(t *testing.T) {
 
 	// Defences: files travel as descriptors the agent's client opened
 	// (pkg/cli/client.go callService, pkg/service Call.File); the program
-	// runs as run_as (serviceCall.credential). Without the first, the
+	// runs as run_as (servicecall.Call.Credential). Without the first, the
 	// service (pwtest-svc) could not read the agent's 0600 file and plan
 	// would fail; without the second, the file would be the agent's or the
 	// service's, not pwtest-deploy's.
@@ -800,7 +800,7 @@ func TestRunnerServiceBoundary(t *testing.T) {
 	})
 
 	// Defences: secrets come only from the service's credentials
-	// directory (serviceState.secret; the service reads no environment for
+	// directory (servicecall.State.Secret; the service reads no environment for
 	// a call), which only the service can read; the program runs as
 	// another account than the agent, so the agent cannot read its
 	// environ; receipts bind secrets by name only. Each assertion fails if
@@ -918,7 +918,7 @@ func TestRunnerServiceBoundary(t *testing.T) {
 		}
 	})
 
-	// Defence: serviceCall.credential refuses run_as = the caller's own
+	// Defence: servicecall.Call.Credential refuses run_as = the caller's own
 	// account and run_as = the service's, before anything is consumed.
 	// Without it the first program would run as the agent (guarding
 	// nothing), the second as the service (able to rewrite the journal and

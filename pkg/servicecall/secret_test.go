@@ -1,4 +1,4 @@
-package cli
+package servicecall_test
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 )
 
 // The service reads a secret from its credentials directory only as a
@@ -61,14 +62,14 @@ func TestSecretFromTheCredentialsDirectory(t *testing.T) {
 			if err := tc.make(filepath.Join(dir, "PW_SECRET")); err != nil {
 				t.Fatal(err)
 			}
-			s := &serviceState{cfg: &config.Config{Service: config.Service{Credentials: dir}}}
+			s := &servicecall.State{Cfg: &config.Config{Service: config.Service{Credentials: dir}}}
 			type result struct {
 				v   string
 				err error
 			}
 			done := make(chan result, 1)
 			go func() {
-				v, err := s.secret("PW_SECRET")
+				v, err := s.Secret("PW_SECRET")
 				done <- result{v, err}
 			}()
 			var got result
