@@ -735,6 +735,44 @@ func (d *doctor) keyFiles() {
 	if k := c.Service.MCPTLSKey; k != "" {
 		optional(c.Service.MCPListen != "", "mcp-tls-key", k, "MCP TLS key", "write the key of service.mcp_tls_cert into "+k+" (mode 0600, owned by the service account)")
 	}
+	// Token introspection's client secrets (ADR 0047): serve reads each
+	// at load and refuses one others can read, or none.
+	for _, p := range introspectionSecrets(c.Service.MCPTokens) {
+		optional(c.Service.MCPListen != "", "mcp-introspection-secret", p, "MCP introspection client secret", "write the introspection client's secret into "+p+" (mode 0600, owned by the service account)")
+	}
+}
+
+// introspectionSecrets are the client_secret_file paths of the MCP tokens
+// file's [[oauth.introspection]] entries, relative ones resolved against
+// the file's directory as serve resolves them. A tokens file that cannot
+// be read or decoded names none here: serve refuses it, and reach says
+// who can change it.
+func introspectionSecrets(tokens string) []string {
+	if tokens == "" {
+		return nil
+	}
+	var f struct {
+		OAuth struct {
+			Introspection []struct {
+				ClientSecretFile string `toml:"client_secret_file"`
+			} `toml:"introspection"`
+		} `toml:"oauth"`
+	}
+	if _, err := toml.DecodeFile(tokens, &f); err != nil {
+		return nil
+	}
+	var out []string
+	for _, in := range f.OAuth.Introspection {
+		p := in.ClientSecretFile
+		if p == "" {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(tokens), p)
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 type namedFile struct {

@@ -377,6 +377,15 @@ func TestEachWeaknessIsFound(t *testing.T) {
 		{"MCP TLS key missing", func(t *testing.T, d *dep) {
 			d.config(t, "mcp_listen = \"127.0.0.1:8443\"\nmcp_tokens = \"tokens.toml\"\nmcp_tls_cert = \"cert.pem\"\nmcp_tls_key = \"keys/mcp-tls.key\"\n", "")
 		}, "mcp-tls-key-missing", Critical, "MCP TLS key"},
+		{"MCP introspection secret readable by others", func(t *testing.T, d *dep) {
+			must(t, os.WriteFile(filepath.Join(d.dir, "keys", "introspect.secret"), []byte("s"), 0o644))
+			write(t, filepath.Join(d.dir, "tokens.toml"), introspectionTokens("keys/introspect.secret"))
+			d.config(t, "mcp_listen = \"127.0.0.1:8443\"\nmcp_tokens = \"tokens.toml\"\n", "")
+		}, "key-mode", Critical, "MCP introspection client secret"},
+		{"MCP introspection secret missing", func(t *testing.T, d *dep) {
+			write(t, filepath.Join(d.dir, "tokens.toml"), introspectionTokens(filepath.Join(d.dir, "keys", "none.secret")))
+			d.config(t, "mcp_listen = \"127.0.0.1:8443\"\nmcp_tokens = \"tokens.toml\"\n", "")
+		}, "mcp-introspection-secret-missing", Critical, "none.secret"},
 		{"trust policy missing", func(t *testing.T, d *dep) { must(t, os.Remove(filepath.Join(d.dir, "trust.toml"))) }, "policy-unreadable", Critical, ""},
 		{"trust policy does not load", func(t *testing.T, d *dep) {
 			write(t, filepath.Join(d.dir, "trust.toml"), "[[principal]]\nid = \"x\"\nroles = [\"king\"]\nkey = \"ed25519:AAAA\"\n")
@@ -578,4 +587,18 @@ func TestEnvPassCredentialIsFlagged(t *testing.T) {
 			t.Errorf("env.pass = [%s]: severity %s, want a warning", tc.names, f.Severity)
 		}
 	}
+}
+
+// introspectionTokens is an MCP tokens file with one introspection
+// endpoint whose client secret is in secretFile.
+func introspectionTokens(secretFile string) string {
+	return `[oauth]
+resource = "https://mcp.example/mcp"
+issuers = ["https://idp.example"]
+
+[[oauth.introspection]]
+endpoint = "https://idp.example/introspect"
+client_id = "prod-write"
+client_secret_file = "` + secretFile + `"
+`
 }
