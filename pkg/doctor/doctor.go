@@ -42,6 +42,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
@@ -328,17 +329,9 @@ func (d *doctor) add(sev, check, path, msg, fix string) {
 	d.out = append(d.out, Finding{Severity: sev, Check: check, Path: path, Message: msg, Fix: fix})
 }
 
-// loadOps loads c's registry on c's host (operations.LoadOn).
-func loadOps(c *config.Config) (*operations.Registry, error) {
-	if c.Host != "" {
-		return operations.LoadOn(c.Registry, c.SecurePath, c.Host)
-	}
-	return operations.Load(c.Registry, c.SecurePath)
-}
-
 func examine(c *config.Config, a Account, named bool) []Finding {
 	d := &doctor{c: c, a: a}
-	reg, err := loadOps(c)
+	reg, err := runner.LoadRegistry(c)
 	if err != nil {
 		d.add(Critical, "registry-invalid", c.Registry, err.Error(), "fix the registry: nothing can run while it does not load")
 	} else {
