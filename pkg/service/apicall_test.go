@@ -1,0 +1,131 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// replyHandler answers a typed call with what it was handed: the
+// descriptors' names and the bytes of each file:, or, for op "mute",
+// when the request is "mute", no reply at all and exit 70.
+type replyHandler struct{ calls atomic.Int64 }
+
+func (h *replyHandler) Serve(ctx context.Context, c *Call) int {
+	h.calls.Add(1)
+	if string(c.Request.Args) == `"mute"` {
+		return 70
+	}
+	got := map[string]any{"op": c.Request.Op, "api": c.Request.API, "args": string(c.Request.Args)}
+	var names []string
+	files := map[string]string{}
+	for _, n := range c.Request.FDs {
+		names = append(names, n)
+		if strings.HasPrefix(n, "file:") || n == "key" {
+			b, _ := io.ReadAll(c.Files[n])
+			files[n] = string(b)
+		}
+	}
+	got["fds"], got["files"] = names, files
+	b, _ := json.Marshal(got)
+	if err := c.Reply(b); err != nil {
+		return 70
+	}
+	return 0
+}
+
+// The socket client hands over the caller's directory, key and named
+// files as descriptors it opened, in a fixed order, and says which of the
+// caller's inputs failed by type, before it connects: a key or file it
+// cannot open is never replaced by anything, and nothing is sent.
+func TestAPICall(t *testing.T) {
+	h := &replyHandler{}
+	sock := startServer(t, h, nil)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	key, a, b := write("agent.key", "KEY"), write("a", "AAA"), write("b", "BBB")
+	base := APICall{Socket: sock, Op: "plan", API: 3, Args: map[string]int{"n": 1}, Cwd: dir, Stdout: io.Discard, Stderr: io.Discard}
+
+	t.Run("round trip", func(t *testing.T) {
+		c := base
+		c.Key = key
+		c.Files = []HandOver{{Name: "file:b", Path: b}, {Name: "file:a", Path: a}}
+		body, err := c.Do(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Op    string            `json:"op"`
+			API   int               `json:"api"`
+			Args  string            `json:"args"`
+			FDs   []string          `json:"fds"`
+			Files map[string]string `json:"files"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if got.Op != "plan" || got.API != 3 || got.Args != `{"n":1}` {
+			t.Errorf("request %+v", got)
+		}
+		if strings.Join(got.FDs, ",") != "cwd,key,file:a,file:b" {
+			t.Errorf("descriptors %v; want cwd, key, then the files in name order", got.FDs)
+		}
+		if got.Files["key"] != "KEY" || got.Files["file:a"] != "AAA" || got.Files["file:b"] != "BBB" {
+			t.Errorf("files %v", got.Files)
+		}
+	})
+
+	before := h.calls.Load()
+	for _, tc := range []struct {
+		name  string
+		tune  func(*APICall)
+		check func(error) bool
+	}{
+		{"no service", func(c *APICall) { c.Socket = filepath.Join(dir, "none.sock") }, func(err error) bool {
+			var e *UnreachableError
+			return errors.As(err, &e) && strings.HasSuffix(e.Socket, "none.sock")
+		}},
+		{"a key that cannot be opened", func(c *APICall) { c.Key = filepath.Join(dir, "nokey") }, func(err error) bool {
+			var e *OpenError
+			return errors.As(err, &e) && e.Name == "key" && errors.Is(err, os.ErrNotExist)
+		}},
+		{"a file that cannot be opened", func(c *APICall) { c.Files = []HandOver{{Name: "file:x", Path: filepath.Join(dir, "nofile")}} }, func(err error) bool {
+			var e *OpenError
+			return errors.As(err, &e) && e.Name == "file:x"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.tune(&c)
+			body, err := c.Do(context.Background())
+			if err == nil || !tc.check(err) {
+				t.Fatalf("got %q, %v", body, err)
+			}
+		})
+	}
+	if n := h.calls.Load() - before; n != 0 {
+		t.Errorf("%d calls reached the service; a call whose inputs failed sends nothing", n)
+	}
+
+	t.Run("no typed reply", func(t *testing.T) {
+		c := base
+		c.Args = "mute"
+		_, err := c.Do(context.Background())
+		var e *UnansweredError
+		if !errors.As(err, &e) || e.Code != 70 {
+			t.Fatalf("got %v; want the call's exit status", err)
+		}
+	})
+}
