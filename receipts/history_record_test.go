@@ -11,6 +11,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -48,12 +49,12 @@ func copyFile(t *testing.T, from, to string) {
 func (p *protected) record(t *testing.T, at time.Time, rollout string) []receipts.Change {
 	t.Helper()
 	var out, errb bytes.Buffer
-	f := &cli.Factory{
+	f := &cli.Factory{Env: localapi.Env{
 		IO:        &cli.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb},
 		Now:       func() time.Time { return at },
 		LookupEnv: func(string) (string, bool) { return "", false },
 		Getwd:     func() (string, error) { return p.w.dir, nil },
-	}
+	}}
 	args := []string{"history", "record", "--trust", p.trust, "--registry", p.registry, "--history", p.history, "--rollout", rollout, "--json"}
 	if code := cli.Run(args, f); code != 0 {
 		t.Fatalf("history record: exit %d\n%s%s", code, out.String(), errb.String())
@@ -168,8 +169,8 @@ func TestHistoryRecordSupersedes(t *testing.T) {
 		p.record(t, first.Add(-time.Hour), "1h")
 		addHistory(t, p.history, []byte("# another policy\n"))
 		var out, errb bytes.Buffer
-		f := &cli.Factory{IO: &cli.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb}, Now: time.Now,
-			LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return w.dir, nil }}
+		f := &cli.Factory{Env: localapi.Env{IO: &cli.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb}, Now: time.Now,
+			LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return w.dir, nil }}}
 		path := filepath.Join(t.TempDir(), "r.jsonl")
 		os.WriteFile(path, []byte(strings.Join(w.journal, "\n")+"\n"), 0o644)
 		code := cli.Run([]string{"replay", path, "--trust", p.trust, "--registry", p.registry, "--history", p.history}, f)

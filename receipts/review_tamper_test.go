@@ -13,6 +13,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -79,12 +80,12 @@ func (w *world) replayAlone(lines []string) (int, []receipts.Result) {
 		w.t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	f := &cli.Factory{
+	f := &cli.Factory{Env: localapi.Env{
 		IO:        &cli.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb},
 		Now:       time.Now,
 		LookupEnv: func(string) (string, bool) { return "", false },
 		Getwd:     func() (string, error) { return ci, nil },
-	}
+	}}
 	code := cli.Run([]string{"replay", path, "--json", "--fail-unreviewed-break-glass",
 		"--trust", filepath.Join(w.dir, "trust.toml"), "--registry", filepath.Join(w.dir, "operations")}, f)
 	var rep struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -34,7 +35,7 @@ var fpRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
 func (w *world) pw(args ...string) string {
 	w.t.Helper()
 	var out, errb bytes.Buffer
-	f := &cli.Factory{
+	f := &cli.Factory{Env: localapi.Env{
 		IO:  &cli.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb},
 		Now: time.Now,
 		LookupEnv: func(k string) (string, bool) {
@@ -44,7 +45,7 @@ func (w *world) pw(args ...string) string {
 			return "", false
 		},
 		Getwd: func() (string, error) { return w.dir, nil },
-	}
+	}}
 	if code := cli.Run(args, f); code != 0 {
 		w.t.Fatalf("prod-write %v: exit %d\n%s%s", args, code, out.String(), errb.String())
 	}
@@ -114,12 +115,12 @@ func (w *world) replay(lines []string, extra ...string) verdict {
 		w.t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	f := &cli.Factory{
+	f := &cli.Factory{Env: localapi.Env{
 		IO:        &cli.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb},
 		Now:       time.Now,
 		LookupEnv: func(string) (string, bool) { return "", false },
 		Getwd:     func() (string, error) { return w.dir, nil },
-	}
+	}}
 	v := verdict{code: cli.Run(append([]string{"replay", path, "--json"}, extra...), f), codes: map[int][]string{}, warnings: map[int][]string{}}
 	var rep struct {
 		Receipts []receipts.Result `json:"receipts"`
@@ -447,8 +448,8 @@ func TestTamperSuite(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "x")
 		os.WriteFile(path, []byte("hello\nworld\n"), 0o644)
 		var out, errb bytes.Buffer
-		f := &cli.Factory{IO: &cli.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb}, Now: time.Now,
-			LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return w.dir, nil }}
+		f := &cli.Factory{Env: localapi.Env{IO: &cli.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb}, Now: time.Now,
+			LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return w.dir, nil }}}
 		v.code = cli.Run([]string{"replay", path}, f)
 		if v.code != 65 {
 			t.Fatalf("exit %d, want 65: %s", v.code, errb.String())

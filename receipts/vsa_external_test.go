@@ -13,6 +13,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -27,8 +28,8 @@ func replayVSA(t *testing.T, w *world, lines []string, ciKey string) (int, []byt
 	}
 	out := filepath.Join(dir, "vsa.json")
 	var o, e bytes.Buffer
-	f := &cli.Factory{IO: &cli.IOStreams{In: strings.NewReader(""), Out: &o, Err: &e}, Now: time.Now,
-		LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return w.dir, nil }}
+	f := &cli.Factory{Env: localapi.Env{IO: &cli.IOStreams{In: strings.NewReader(""), Out: &o, Err: &e}, Now: time.Now,
+		LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return w.dir, nil }}}
 	code := cli.Run([]string{"replay", path, "--vsa", out, "--vsa-key", ciKey}, f)
 	b, err := os.ReadFile(out)
 	if err != nil {

@@ -32,10 +32,10 @@ var (
 // api returns the API this caller reaches: the service's when its
 // configuration names one (and this is not the service), else in-process.
 func (f *Factory) api() (api.API, error) {
-	if f.call != nil {
+	if f.Call != nil {
 		return localAPI{f: f}, nil
 	}
-	c, err := f.loadConfig()
+	c, err := f.LoadConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -89,19 +89,19 @@ func (a localAPI) Whoami(context.Context) (*api.WhoamiResult, error) {
 }
 
 func (a localAPI) Status(_ context.Context, req api.StatusRequest) (*api.StatusResult, error) {
-	s, err := plans.Status(a.f.plans(), req.Fingerprint, operations.HashDigester{Progress: a.progress})
+	s, err := plans.Status(a.f.Plans(), req.Fingerprint, operations.HashDigester{Progress: a.progress})
 	if err != nil {
 		return nil, err
 	}
 	r := s.Result(FormatVersion)
-	r.ApprovalPage = a.f.approvalPage(r.Fingerprint)
+	r.ApprovalPage = a.f.ApprovalPage(r.Fingerprint)
 	return r, nil
 }
 
-// approvalPage is the address of the decision on fp on the deployment's
+// ApprovalPage is the address of the decision on fp on the deployment's
 // approval page, or "" when it serves none.
-func (f *Factory) approvalPage(fp string) string {
-	c, err := f.loadConfig()
+func (f *Factory) ApprovalPage(fp string) string {
+	c, err := f.LoadConfig()
 	if err != nil || !pageEnabled(c.Bridge) {
 		return ""
 	}
@@ -120,7 +120,7 @@ func (a localAPI) PlansComplete(_ context.Context, req api.PlansCompleteRequest)
 	if len(h) > 64 || strings.Trim(h, "0123456789abcdef") != "" {
 		return nil, &usageError{msg: fmt.Sprintf("%q is not a fingerprint prefix: want lowercase hex digits", req.Prefix)}
 	}
-	c, err := a.f.loadConfig()
+	c, err := a.f.LoadConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (a serviceAPI) call(ctx context.Context, op string, args, result any) error
 
 // callWith is call handing over the caller's files too.
 func (a serviceAPI) callWith(ctx context.Context, op string, args any, files []handover, result any) error {
-	c, err := a.f.loadConfig()
+	c, err := a.f.LoadConfig()
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func (a localAPI) BreakGlass(_ context.Context, req api.BreakGlassRequest) (*api
 		return nil, &usageError{msg: "--reason and --incident are required"}
 	}
 	f := a.f
-	f.postsDecisions = true // notifying needs prod-write-net
+	f.PostsDecisions = true // notifying needs prod-write-net
 	pc, err := loadPlan(f, req.Fingerprint)
 	if err != nil {
 		return nil, err

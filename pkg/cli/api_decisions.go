@@ -27,7 +27,7 @@ func (a localAPI) File(_ context.Context, req api.FileRequest) (*api.FileResult,
 		return nil, &usageError{msg: "--certainty must be high, medium or low"}
 	}
 	f := a.f
-	f.postsDecisions = true // posting needs prod-write-net
+	f.PostsDecisions = true // posting needs prod-write-net
 	pc, err := loadPlan(f, req.Fingerprint)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func (a localAPI) Gera(_ context.Context, req api.GeraRequest) (*api.GeraResult,
 
 func (a localAPI) Withdraw(_ context.Context, req api.WithdrawRequest) (*api.WithdrawResult, error) {
 	f := a.f
-	f.postsDecisions = true // posting needs prod-write-net
+	f.PostsDecisions = true // posting needs prod-write-net
 	pc, err := loadPlan(f, req.Fingerprint)
 	if err != nil {
 		return nil, err

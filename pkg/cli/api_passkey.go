@@ -21,8 +21,8 @@ import (
 // before hashing it, names files only by hashes, and verifies the
 // response with go-webauthn against a challenge it issued, once.
 
-// enroller is the enrolment state of f's deployment, judged by its policy.
-func (f *Factory) enroller() (*passkeyenroll.Enroller, error) {
+// Enroller is the enrolment state of f's deployment, judged by its policy.
+func (f *Factory) Enroller() (*passkeyenroll.Enroller, error) {
 	c, err := f.Config()
 	if err != nil {
 		return nil, err
@@ -35,13 +35,13 @@ func (f *Factory) enroller() (*passkeyenroll.Enroller, error) {
 }
 
 func (a localAPI) PasskeyCode(_ context.Context, req api.PasskeyCodeRequest) (*api.PasskeyCodeResult, error) {
-	if !a.f.isOperator() {
+	if !a.f.IsOperator() {
 		return nil, refusal.New(refusal.RoleMissing, "only the service's operator (root or the service's own account) issues passkey enrolment codes").Needs("run as root or the service's account")
 	}
 	if strings.TrimSpace(req.Principal) == "" {
 		return nil, &usageError{msg: "passkey code needs the principal it enrols"}
 	}
-	e, err := a.f.enroller()
+	e, err := a.f.Enroller()
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func (a localAPI) PasskeyCode(_ context.Context, req api.PasskeyCodeRequest) (*a
 }
 
 func (a localAPI) PasskeyEnrollBegin(_ context.Context, req api.PasskeyEnrollBeginRequest) (*api.PasskeyEnrollBeginResult, error) {
-	e, err := a.f.enroller()
+	e, err := a.f.Enroller()
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (a localAPI) PasskeyEnrollFinish(_ context.Context, req api.PasskeyEnrollFi
 	if len(req.Response) == 0 {
 		return nil, &usageError{msg: "passkey enroll finish needs the registration response"}
 	}
-	e, err := a.f.enroller()
+	e, err := a.f.Enroller()
 	if err != nil {
 		return nil, err
 	}
@@ -124,9 +124,9 @@ func (a serviceAPI) PasskeyEnrollFinish(ctx context.Context, req api.PasskeyEnro
 // compares the statement with the one it issued, spends the nonce once,
 // and stores the decision only when the gate verifies it.
 
-// approvals is the passkey-approval state of f's deployment and the source
+// Approvals is the passkey-approval state of f's deployment and the source
 // its decisions are judged against.
-func (f *Factory) approvals() (*passkeyapprove.Issuer, bridge.Source, error) {
+func (f *Factory) Approvals() (*passkeyapprove.Issuer, bridge.Source, error) {
 	c, err := f.Config()
 	if err != nil {
 		return nil, bridge.Source{}, err
@@ -147,7 +147,7 @@ func (f *Factory) approvals() (*passkeyapprove.Issuer, bridge.Source, error) {
 }
 
 func (a localAPI) PasskeyChallenge(_ context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error) {
-	iss, src, err := a.f.approvals()
+	iss, src, err := a.f.Approvals()
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (a localAPI) PasskeyChallenge(_ context.Context, req api.PasskeyChallengeRe
 }
 
 func (a localAPI) PasskeyAttested(_ context.Context, req api.PasskeyAttestedRequest) (*api.PasskeyAttestedResult, error) {
-	iss, src, err := a.f.approvals()
+	iss, src, err := a.f.Approvals()
 	if err != nil {
 		return nil, err
 	}

@@ -14,8 +14,8 @@ import (
 // runner service, and the service's answer to it.
 
 func (a localAPI) Plan(_ context.Context, req api.PlanRequest) (*api.PlanResult, error) {
-	d := a.f.plans()
-	if a.f.hasKey() {
+	d := a.f.Plans()
+	if a.f.HasKey() {
 		d.Actor = a.f.Actor
 	}
 	p, err := plans.Plan(d, req, operations.HashDigester{Progress: a.progress})

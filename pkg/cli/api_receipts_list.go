@@ -72,7 +72,7 @@ func (a localAPI) ReceiptsList(_ context.Context, req api.ReceiptsListRequest) (
 		// is reviewed may be said by any later line. A caller with no key
 		// of the policy reads no breaker's reason or incident: free text
 		// about the plan, as the evidence is (ADR 0040).
-		r.Redacted = !a.f.mayReadPlans()
+		r.Redacted = !a.f.MayReadPlans()
 		var warning string
 		r.BreakGlass, warning, err = breakGlassRunsOf(a.f, io.NewSectionReader(fl, page.From, page.To-page.From), r.Redacted)
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 // writes to them (docs/adr/0036-the-service-never-waits-on-a-caller.md).
 
 func (a localAPI) Run(_ context.Context, req api.RunRequest) (*api.RunResult, error) {
-	r := a.f.runner()
+	r := a.f.Runner()
 	r.Stdin, r.Stdout, r.Stderr = req.Stdin, orDiscard(req.Stdout), orDiscard(req.Stderr)
 	r.Progress = a.progress
 	ran, err := r.Run(req.Fingerprint)

@@ -24,6 +24,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -113,11 +114,11 @@ func newAPIWorld(t *testing.T) *apiWorld {
 	w := &apiWorld{h: h, passkey: pk}
 	w.clock.Store(h.now)
 	factory := func(env map[string]string) *Factory {
-		return &Factory{
+		return &Factory{Env: localapi.Env{
 			IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: func() time.Time { return w.clock.Load().(time.Time) },
 			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 			Getwd:     func() (string, error) { return h.dir, nil },
-		}
+		}}
 	}
 	w.factory = factory
 	w.local = factory(map[string]string{"PROD_WRITE_CONFIG": filepath.Join(h.dir, "prod-write.toml"), "PROD_WRITE_KEY": h.key("agent")})

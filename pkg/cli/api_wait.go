@@ -16,7 +16,7 @@ func (a localAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResul
 	if req.Timeout > 0 {
 		deadline = a.f.Now().Add(req.Timeout)
 	}
-	s, err := plans.Wait(ctx, a.f.plans(), req.Fingerprint, deadline, operations.HashDigester{Progress: a.progress}, func(s *plans.Report) {
+	s, err := plans.Wait(ctx, a.f.Plans(), req.Fingerprint, deadline, operations.HashDigester{Progress: a.progress}, func(s *plans.Report) {
 		if req.Progress != nil {
 			req.Progress(s.Result(FormatVersion))
 		}
@@ -101,10 +101,10 @@ func serveWait(f *Factory, a localAPI, req api.WaitRequest) (*api.WaitResult, er
 	defer cancel()
 	// The client says it waits once told: from here a stop or its going
 	// ends this wait (ctx), and the log says so.
-	f.call.Socket.Hold()
+	f.Call.Socket.Hold()
 	r, err := a.Wait(ctx, req)
 	if f.serviceStopping() {
-		f.call.Stopped = true
+		f.Call.Stopped = true
 	}
 	return r, err
 }

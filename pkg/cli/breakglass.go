@@ -223,7 +223,7 @@ func breakGlassReview(f *Factory, o api.BreakGlassReviewRequest) (*api.BreakGlas
 	}
 	// The review receipt needs the runner key: settled before anything is
 	// stored.
-	rk, rp, err := f.runnerIdentity(c, p)
+	rk, rp, err := f.RunnerIdentity(c, p)
 	if err != nil {
 		return nil, err
 	}

@@ -242,39 +242,10 @@ func where(p bridge.Post) string {
 	return ""
 }
 
-// BridgeService is what bridge serve runs, checked and loaded: [Net]
-// serves it.
-type BridgeService struct {
-	Bridge   config.Bridge
-	Attestor *bridge.Attestor
-	Ledger   *bridge.Ledger
-	Log      *slog.Logger
-	// With the Slack bridge on: the secrets that verify Slack's requests
-	// and answer them.
-	SlackSigning, SlackToken bridge.Secret
-	// With the GitHub bridge on: its token and how often it polls.
-	GitHubToken bridge.Secret
-	GitHubPoll  time.Duration
-	// GitHubWebhookSecret verifies GitHub's webhook deliveries; empty when
-	// github_webhook_secret_file is not set (polling only).
-	GitHubWebhookSecret bridge.Secret
-	// Requests are the reminder and escalation rules of [requests];
-	// CheckEvery how often open requests are looked at; Events where
-	// what was done about them is recorded.
-	Requests   bridge.Settings
-	CheckEvery time.Duration
-	Events     *bridge.Events
-	// Page is the approval page, served on Bridge.PageListen; nil when
-	// page_listen is not set.
-	Page *approvalpage.Server
-	// Now is the service's clock.
-	Now func() time.Time
-}
-
 func bridgeServeRun(o *BridgeServeOptions) error {
 	f := o.F
 	if f.Net == nil {
-		return f.handOff("it serves the bridges")
+		return f.HandOff("it serves the bridges")
 	}
 	c, err := f.Config()
 	if err != nil {

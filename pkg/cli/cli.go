@@ -26,9 +26,9 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/runner"
-	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
@@ -95,74 +95,32 @@ func versionOf(bi *debug.BuildInfo, ok bool) string {
 }
 
 // IOStreams are a command's standard streams.
-type IOStreams struct {
-	In       io.Reader
-	Out, Err io.Writer
-	// ErrTTY reports whether Err is a terminal: progress is shown only then.
-	ErrTTY bool
-}
+type IOStreams = localapi.Streams
 
 // System returns the process's own streams.
 func System() *IOStreams {
 	return &IOStreams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, ErrTTY: term.IsTerminal(int(os.Stderr.Fd()))}
 }
 
-// Factory holds what commands depend on; tests swap each field.
+// Factory holds what commands depend on: the in-process API's Env, whose
+// fields tests swap.
 type Factory struct {
-	IO        *IOStreams
-	Now       func() time.Time
-	LookupEnv func(string) (string, bool)
-	Getwd     func() (string, error)
-
-	// AWS holds the distributed backends and Net the bridges and the MCP
-	// server; both are nil in prod-write, which hands the commands that
-	// need them to prod-write-net (handoff.go).
-	AWS AWS
-	Net Net
-	// postsDecisions is set by the commands that post to the bridges
-	// (file, withdraw): Config hands them over when bridges are on.
-	postsDecisions bool
-	// Args are the command line's arguments, for that hand-over.
-	Args []string
-	// Executable and Exec find and start prod-write-net; nil means
-	// os.Executable and execve(2).
-	Executable func() (string, error)
-	Exec       func(path string, argv, env []string) error
-
-	// JournalSync, if set, replaces the journal's fsync (tests: a failing
-	// disk, the order of sync and exec).
-	JournalSync func(*os.File) error
-
-	// Global flags.
-	ConfigPath string
-	KeyPath    string
-	JSON       bool
-
-	// call is set when the command runs inside the runner service for a
-	// client (serve.go). Then every input the caller owns comes from the
-	// call's descriptors and questions, never from a path it names, nor
-	// from this process's environment, working directory or limits.
-	call *servicecall.Call
-	// cfg is the configuration as found and parsed, before any hand-over.
-	cfg *config.Config
-	// viaMCP says a run was asked for over MCP (the decision log's
-	// surface).
-	viaMCP bool
+	localapi.Env
 }
 
 // NewFactory returns a factory for the real process.
 func NewFactory() *Factory {
-	return &Factory{IO: System(), Now: time.Now, LookupEnv: os.LookupEnv, Getwd: os.Getwd}
+	return &Factory{Env: localapi.Env{IO: System(), Now: time.Now, LookupEnv: os.LookupEnv, Getwd: os.Getwd}}
 }
 
-// loadConfig finds and parses prod-write.toml as the global flags and
+// LoadConfig finds and parses prod-write.toml as the global flags and
 // environment say, once.
-func (f *Factory) loadConfig() (*config.Config, error) {
-	if f.call != nil {
-		return f.call.State.Cfg, nil
+func (f *Factory) LoadConfig() (*config.Config, error) {
+	if f.Call != nil {
+		return f.Call.State.Cfg, nil
 	}
-	if f.cfg != nil {
-		return f.cfg, nil
+	if f.Cfg != nil {
+		return f.Cfg, nil
 	}
 	cwd, err := f.Getwd()
 	if err != nil {
@@ -173,24 +131,24 @@ func (f *Factory) loadConfig() (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.cfg, err = config.Load(path); err != nil {
+	if f.Cfg, err = config.Load(path); err != nil {
 		return nil, err
 	}
-	return f.cfg, nil
+	return f.Cfg, nil
 }
 
 // Config loads prod-write.toml for a command that acts here, handing the
 // command over to prod-write-net when it needs backends this build lacks.
 func (f *Factory) Config() (*config.Config, error) {
-	c, err := f.loadConfig()
-	if err != nil || f.call != nil {
+	c, err := f.LoadConfig()
+	if err != nil || f.Call != nil {
 		return c, err
 	}
 	if why := needsAWS(c); why != "" && f.AWS == nil {
-		return nil, f.handOff(why)
+		return nil, f.HandOff(why)
 	}
-	if why := needsNet(c, f.postsDecisions); why != "" && f.Net == nil {
-		return nil, f.handOff(why)
+	if why := needsNet(c, f.PostsDecisions); why != "" && f.Net == nil {
+		return nil, f.HandOff(why)
 	}
 	return c, nil
 }
@@ -202,13 +160,13 @@ func (f *Factory) Registry(c *config.Config) (*operations.Registry, error) {
 	if f.IO != nil {
 		stderr = f.IO.Err
 	}
-	return f.registry(c, stderr)
+	return f.RegistryTo(c, stderr)
 }
 
-// registry is Registry, its warnings to stderr (nil: none).
-func (f *Factory) registry(c *config.Config, stderr io.Writer) (*operations.Registry, error) {
-	if f.call != nil {
-		return f.call.State.Current().Registry, nil
+// RegistryTo is Registry, its warnings to stderr (nil: none).
+func (f *Factory) RegistryTo(c *config.Config, stderr io.Writer) (*operations.Registry, error) {
+	if f.Call != nil {
+		return f.Call.State.Current().Registry, nil
 	}
 	reg, err := runner.LoadRegistry(c)
 	if err == nil && stderr != nil {
@@ -223,8 +181,8 @@ func (f *Factory) registry(c *config.Config, stderr io.Writer) (*operations.Regi
 
 // Policy loads the trust policy (in the service: the one it loaded last).
 func (f *Factory) Policy(c *config.Config) (*approval.Policy, error) {
-	if f.call != nil {
-		return f.call.State.Current().Policy, nil
+	if f.Call != nil {
+		return f.Call.State.Current().Policy, nil
 	}
 	return approval.LoadPolicy(c.Trust)
 }
@@ -251,40 +209,40 @@ func (f *Factory) KeyFile() string {
 	return v
 }
 
-// passEnv reads the caller's value of a variable an operation passes by
+// PassEnv reads the caller's value of a variable an operation passes by
 // value (env.pass): in the service, the client is asked for that one name.
 // It is the only part of a caller's environment the service ever sees, and
 // it is bound into the fingerprint by value.
-func (f *Factory) passEnv(name string) (string, bool) {
-	if f.call != nil {
-		if f.call.Socket == nil {
+func (f *Factory) PassEnv(name string) (string, bool) {
+	if f.Call != nil {
+		if f.Call.Socket == nil {
 			return "", false // MCP over HTTP: no caller environment at all
 		}
-		v, ok, err := f.call.Socket.Env(name)
+		v, ok, err := f.Call.Socket.Env(name)
 		return v, ok && err == nil
 	}
 	return f.LookupEnv(name)
 }
 
-// hasKey reports whether the caller named (or, to the service, handed
+// HasKey reports whether the caller named (or, to the service, handed
 // over) a key.
-func (f *Factory) hasKey() bool {
-	if f.call != nil {
-		return f.call.Key != nil
+func (f *Factory) HasKey() bool {
+	if f.Call != nil {
+		return f.Call.Key != nil
 	}
 	return f.KeyFile() != ""
 }
 
-// loadKey reads the caller's key, returning it and how to name it in
+// LoadKey reads the caller's key, returning it and how to name it in
 // messages. In the service it is the descriptor the client opened: the
 // service never opens a key path a caller names, so it cannot be made to
 // read the runner's.
-func (f *Factory) loadKey() (*keys.Private, string, error) {
-	if f.call != nil {
-		if f.call.Key == nil {
+func (f *Factory) LoadKey() (*keys.Private, string, error) {
+	if f.Call != nil {
+		if f.Call.Key == nil {
 			return nil, "", &usageError{msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
 		}
-		k, err := keys.LoadFile(f.call.Key, "the key handed over")
+		k, err := keys.LoadFile(f.Call.Key, "the key handed over")
 		return k, "the key handed over", err
 	}
 	path := f.KeyFile()
@@ -298,7 +256,7 @@ func (f *Factory) loadKey() (*keys.Private, string, error) {
 // Actor loads the acting key and finds its principal, refusing an unknown
 // key or one without role.
 func (f *Factory) Actor(p *approval.Policy, role string) (*keys.Private, *approval.Principal, error) {
-	k, name, err := f.loadKey()
+	k, name, err := f.LoadKey()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -319,19 +277,19 @@ func keyName(name string) string {
 	return "the key in " + name
 }
 
-// resolveDir resolves the working directory a plan is bound to. In the
+// ResolveDir resolves the working directory a plan is bound to. In the
 // service, the caller's is the directory it handed over (the kernel's name
 // for it, symlinks resolved); any other is an operation's declared cwd,
 // which comes from the registry.
-func (f *Factory) resolveDir(dir string) (string, error) {
-	if f.call != nil {
-		if dir == "" && f.call.Hosted {
+func (f *Factory) ResolveDir(dir string) (string, error) {
+	if f.Call != nil {
+		if dir == "" && f.Call.Hosted {
 			return "", refusal.New(refusal.ParamInvalid, "the operation declares no cwd, and MCP over HTTP has no working directory of its own: nothing was planned").Needs("a cwd in the operation, or [service] mcp_cwd in the service's configuration")
 		}
 		if dir == "" {
 			return "", &usageError{msg: "the client handed over no working directory"}
 		}
-		if dir == f.call.CwdPath {
+		if dir == f.Call.CwdPath {
 			return dir, nil
 		}
 	}

@@ -7,18 +7,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 func testFactory(t *testing.T, dir string) (*Factory, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	env := map[string]string{}
-	f := &Factory{
+	f := &Factory{Env: localapi.Env{
 		IO:        &IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb},
 		Now:       time.Now,
 		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		Getwd:     func() (string, error) { return dir, nil },
-	}
+	}}
 	return f, &out, &errb
 }
 

@@ -23,7 +23,7 @@ import (
 
 // completeRegistry loads the registry for a completion, or nil.
 func completeRegistry(f *Factory) *operations.Registry {
-	c, err := f.loadConfig()
+	c, err := f.LoadConfig()
 	if err != nil {
 		return nil
 	}
@@ -135,7 +135,7 @@ func completeArgs(f *Factory, words ...[]string) cobra.CompletionFunc {
 			}
 			return out, cobra.ShellCompDirectiveNoFileComp
 		}
-		c, err := f.loadConfig()
+		c, err := f.LoadConfig()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

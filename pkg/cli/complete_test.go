@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // The plans-complete call lists the stored plans whose fingerprint starts
@@ -44,7 +45,7 @@ func TestPlansWithPrefix(t *testing.T) {
 		{prefix: "sha256:" + a + "0", usage: true},
 	} {
 		t.Run(tt.prefix, func(t *testing.T) {
-			f := &Factory{IO: &IOStreams{Out: io.Discard}, Getwd: func() (string, error) { return h.dir, nil }, LookupEnv: func(string) (string, bool) { return "", false }}
+			f := &Factory{Env: localapi.Env{IO: &IOStreams{Out: io.Discard}, Getwd: func() (string, error) { return h.dir, nil }, LookupEnv: func(string) (string, bool) { return "", false }}}
 			r, err := localAPI{f: f}.PlansComplete(context.Background(), api.PlansCompleteRequest{Prefix: tt.prefix})
 			var usage *usageError
 			if tt.usage != errors.As(err, &usage) || (!tt.usage && err != nil) {

@@ -32,13 +32,13 @@ type decisionRecord struct {
 
 var _ runner.DecisionLog = (*decisionRecord)(nil)
 
-// startDecision begins the record of a run of the plan asked for. It
+// StartDecision begins the record of a run of the plan asked for. It
 // refuses a configuration whose decision log this process cannot write
 // (standard output in local mode is the program's).
-func (f *Factory) startDecision(asked string, stderr io.Writer) (*decisionRecord, error) {
+func (f *Factory) StartDecision(asked string, stderr io.Writer) (*decisionRecord, error) {
 	d := &decisionRecord{f: f, stderr: stderr, id: decisionlog.NewID(), asked: asked}
-	if f.call == nil {
-		if c, err := f.loadConfig(); err == nil && c.DecisionsPath() == "-" {
+	if f.Call == nil {
+		if c, err := f.LoadConfig(); err == nil && c.DecisionsPath() == "-" {
 			return nil, &config.Error{Path: c.Path, Msg: `log.decisions = "-" is the standard output of prod-write serve; a local run's standard output is its program's: name a file`}
 		}
 	}
@@ -113,8 +113,8 @@ func (d *decisionRecord) Finish(err error) {
 	// The attempt failed already: its own error stays the result (a
 	// refusal stays a refusal), and the lost line is said.
 	if werr := d.write(e); werr != nil {
-		if d.f.call != nil {
-			d.f.call.State.Log.Printf("warning: decision %s (%s) not logged: %v", e.DecisionID, e.Decision, werr)
+		if d.f.Call != nil {
+			d.f.Call.State.Log.Printf("warning: decision %s (%s) not logged: %v", e.DecisionID, e.Decision, werr)
 			fmt.Fprintf(d.stderr, "prod-write: warning: the service could not write decision %s to its decision log (its log says why)\n", e.DecisionID)
 			return
 		}
@@ -151,7 +151,7 @@ func (d *decisionRecord) entry(decision string) decisionlog.Entry {
 	if askedFingerprint(d.asked) {
 		e.Fingerprint = d.asked
 	}
-	c, err := f.loadConfig()
+	c, err := f.LoadConfig()
 	if err == nil {
 		e.Host = runner.JournalHost(c.Host)
 	}
@@ -209,8 +209,8 @@ func (d *decisionRecord) failed(err error, done string) error {
 	if done != "" {
 		msg += ", so " + done
 	}
-	if d.f.call != nil {
-		d.f.call.State.Log.Printf("decision %s (allowed) not logged, the run stopped: %v", d.id, err)
+	if d.f.Call != nil {
+		d.f.Call.State.Log.Printf("decision %s (allowed) not logged, the run stopped: %v", d.id, err)
 		return &ExitError{Code: ExitIOErr, Msg: msg + " (the service's log says why)"}
 	}
 	return &ExitError{Code: ExitIOErr, Msg: msg + ": " + err.Error()}
@@ -220,10 +220,10 @@ func (d *decisionRecord) failed(err error, done string) error {
 // service's own (a caller never names it); else the file the
 // configuration names. Nil when off.
 func (f *Factory) decisionSink() (decisionlog.Sink, error) {
-	if f.call != nil {
-		return f.call.State.Decisions, nil
+	if f.Call != nil {
+		return f.Call.State.Decisions, nil
 	}
-	c, err := f.loadConfig()
+	c, err := f.LoadConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -250,10 +250,10 @@ func decisionSinkFor(c *config.Config, stdout *decisionlog.Stream) (decisionlog.
 // kernel's SO_PEERCRED in the service, -1 for MCP over HTTP.
 func callerUID(f *Factory) int {
 	switch {
-	case f.call == nil:
+	case f.Call == nil:
 		return os.Getuid()
-	case f.call.Socket != nil:
-		return int(f.call.Socket.Peer.UID)
+	case f.Call.Socket != nil:
+		return int(f.Call.Socket.Peer.UID)
 	}
 	return -1
 }
@@ -261,11 +261,11 @@ func callerUID(f *Factory) int {
 // surface names where a run was asked for, for the decision log.
 func (f *Factory) surface() string {
 	switch {
-	case f.call != nil && f.call.Socket == nil:
+	case f.Call != nil && f.Call.Socket == nil:
 		return "mcp_http"
-	case f.call != nil:
+	case f.Call != nil:
 		return "service"
-	case f.viaMCP:
+	case f.ViaMCP:
 		return "mcp"
 	}
 	return "cli"

@@ -16,6 +16,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/decisionlog"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/receipts"
@@ -126,8 +127,8 @@ func TestUnloggedAllowedDecisionStopsTheRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var svcLog, stderr bytes.Buffer
-			f := &Factory{Now: time.Now, call: &servicecall.Call{State: &servicecall.State{Cfg: &config.Config{}, Decisions: tc.sink, Log: log.New(&svcLog, "", 0)}}}
-			d, err := f.startDecision("sha256:ab", &stderr)
+			f := &Factory{Env: localapi.Env{Now: time.Now, Call: &servicecall.Call{State: &servicecall.State{Cfg: &config.Config{}, Decisions: tc.sink, Log: log.New(&svcLog, "", 0)}}}}
+			d, err := f.StartDecision("sha256:ab", &stderr)
 			if err != nil {
 				t.Fatal(err)
 			}

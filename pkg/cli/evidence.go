@@ -26,7 +26,7 @@ type planContext struct {
 
 // loadPlan loads the plan stored under fp, as f's caller sees it.
 func loadPlan(f *Factory, fp string) (*planContext, error) {
-	pc, err := f.runner().Load(fp)
+	pc, err := f.Runner().Load(fp)
 	if err != nil {
 		return nil, err
 	}
@@ -37,9 +37,9 @@ func loadPlan(f *Factory, fp string) (*planContext, error) {
 // as git's abbreviated object names.
 const MinFingerprintPrefix = 12
 
-// resolveFingerprint takes a whole fingerprint, or a unique prefix of one
+// ResolveFingerprint takes a whole fingerprint, or a unique prefix of one
 // (at least 12 hex digits, with or without "sha256:") of a stored plan.
-func (f *Factory) resolveFingerprint(c *config.Config, fp string) (string, error) {
+func (f *Factory) ResolveFingerprint(c *config.Config, fp string) (string, error) {
 	if store.CheckFingerprint(fp) == nil {
 		return fp, nil
 	}

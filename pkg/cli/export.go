@@ -108,7 +108,7 @@ func (a localAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequ
 	if !req.InToto {
 		return nil, &usageError{msg: "export needs a format: --in-toto"}
 	}
-	if !a.f.mayReadPlans() {
+	if !a.f.MayReadPlans() {
 		// Each attestation carries the plan's argv, cwd and evidence
 		// (docs/adr/0036-the-service-never-waits-on-a-caller.md).
 		return nil, refusal.New(refusal.PrincipalUnknown, "receipts export shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")

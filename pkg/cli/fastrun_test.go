@@ -10,12 +10,13 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/prod-write/prod-write/pkg/fastrun"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // cobraRun parses args with the real command tree and returns what `run`
 // would get, or ok false when the tree would not call run's RunE with them.
 func cobraRun(args []string) (fastrun.Line, bool) {
-	f := &Factory{IO: &IOStreams{Out: io.Discard, Err: io.Discard}}
+	f := &Factory{Env: localapi.Env{IO: &IOStreams{Out: io.Discard, Err: io.Discard}}}
 	root := NewCmdRoot(f)
 	root.SetOut(io.Discard)
 	root.SetErr(io.Discard)
@@ -81,7 +82,7 @@ func TestFastrunErrorAsTree(t *testing.T) {
 	err := errors.New("reading the runner service's reply: EOF")
 	for _, asJSON := range []bool{false, true} {
 		var tree, fast bytes.Buffer
-		printError(&Factory{IO: &IOStreams{Err: &tree}, JSON: asJSON}, err)
+		printError(&Factory{Env: localapi.Env{IO: &IOStreams{Err: &tree}, JSON: asJSON}}, err)
 		fastrun.PrintError(&fast, asJSON, err)
 		if tree.String() != fast.String() {
 			t.Errorf("json %v: the tree prints %q, fastrun %q", asJSON, tree.String(), fast.String())

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // A prefix two stored plans share is ambiguous: a usage error, never a
@@ -27,15 +29,15 @@ func TestFingerprintPrefixAmbiguous(t *testing.T) {
 		t.Fatalf("status with an ambiguous prefix: %d %s", code, stderr)
 	}
 	var usage *usageError
-	f := &Factory{Getwd: func() (string, error) { return h.dir, nil }, LookupEnv: func(string) (string, bool) { return "", false }}
-	c, err := f.loadConfig()
+	f := &Factory{Env: localapi.Env{Getwd: func() (string, error) { return h.dir, nil }, LookupEnv: func(string) (string, bool) { return "", false }}}
+	c, err := f.LoadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.resolveFingerprint(c, "sha256:"+strings.Repeat("ab", 6)+strings.Repeat("0", 51)+"1"); err != nil {
+	if _, err := f.ResolveFingerprint(c, "sha256:"+strings.Repeat("ab", 6)+strings.Repeat("0", 51)+"1"); err != nil {
 		t.Fatalf("a unique 63-digit prefix: %v", err)
 	}
-	if _, err := f.resolveFingerprint(c, "ABABABABABAB"); !errors.As(err, &usage) {
+	if _, err := f.ResolveFingerprint(c, "ABABABABABAB"); !errors.As(err, &usage) {
 		t.Fatalf("upper-case hex: %v, want a usage error", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 )
 
@@ -102,7 +103,7 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	}
 
 	// Every command is in one of the tables.
-	root := NewCmdRoot(&Factory{IO: &IOStreams{}})
+	root := NewCmdRoot(&Factory{Env: localapi.Env{IO: &IOStreams{}}})
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, sub := range c.Commands() {
@@ -128,12 +129,12 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	run := func(doc, stream string, args ...string) (int, []map[string]any) {
 		t.Helper()
 		var out, errb bytes.Buffer
-		f := &Factory{
+		f := &Factory{Env: localapi.Env{
 			IO:        &IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb},
 			Now:       time.Now,
 			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 			Getwd:     func() (string, error) { return dir, nil },
-		}
+		}}
 		code := Run(append(args, "--json"), f)
 		src := out.Bytes()
 		if stream == "stderr" {
@@ -314,8 +315,8 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 		file string
 		size uint64 // 0: all
 	}{{oldNote, 1}, {newNote, 0}} {
-		f := &Factory{IO: &IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Now: time.Now,
-			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Getwd: func() (string, error) { return dir, nil }}
+		f := &Factory{Env: localapi.Env{IO: &IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Now: time.Now,
+			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Getwd: func() (string, error) { return dir, nil }}}
 		r, err := localAPI{f: f}.ReceiptsProve(context.Background(), api.ReceiptsProveRequest{Seq: 1, Size: n.size})
 		if err != nil {
 			t.Fatal(err)
@@ -352,8 +353,8 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 		mustExit(0, code, "replay verify-vsa")
 	}
 	export := filepath.Join(dir, "runs.intoto.jsonl")
-	if c := Run([]string{"receipts", "export", "--in-toto", "--out", export}, &Factory{IO: &IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard},
-		Now: time.Now, LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return dir, nil }}); c != 0 {
+	if c := Run([]string{"receipts", "export", "--in-toto", "--out", export}, &Factory{Env: localapi.Env{IO: &IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard},
+		Now: time.Now, LookupEnv: func(string) (string, bool) { return "", false }, Getwd: func() (string, error) { return dir, nil }}}); c != 0 {
 		t.Fatalf("receipts export: exit %d", c)
 	}
 	runnerKey, err := keys.Load(key("runner"))

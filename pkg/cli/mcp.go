@@ -55,7 +55,7 @@ approves or records a decision is ever served. See docs/AGENTS.md.`,
 func mcpRun(o *MCPOptions) error {
 	f := o.F
 	if f.Net == nil {
-		return f.handOff("it serves MCP")
+		return f.HandOff("it serves MCP")
 	}
 	b := newMCPBackend(f)
 	if f.KeyFile() == "" {
@@ -101,9 +101,9 @@ func newMCPBackend(f *Factory) *mcpBackend {
 	g := *f
 	g.IO = &IOStreams{Out: io.Discard, Err: io.Discard}
 	g.JSON = true
-	g.viaMCP = true
+	g.ViaMCP = true
 	b := &mcpBackend{f: &g}
-	if c, err := g.loadConfig(); err == nil && c.Service.Socket != "" && g.call == nil {
+	if c, err := g.LoadConfig(); err == nil && c.Service.Socket != "" && g.Call == nil {
 		b.remote = true
 	}
 	return b
@@ -124,7 +124,7 @@ func (b *mcpBackend) Registry() (*operations.Registry, error) {
 }
 
 func (b *mcpBackend) Principal() (*approval.Principal, error) {
-	if !b.f.hasKey() {
+	if !b.f.HasKey() {
 		return nil, nil
 	}
 	if b.remote {

@@ -15,6 +15,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/store"
@@ -68,7 +69,7 @@ func newPageWorldAt(t *testing.T, origin string) *pageWorld {
 // factory is a Factory of h acting with principal's key ("": none).
 func (w *pageWorld) factory(principal string) *Factory {
 	h := w.h
-	return &Factory{
+	return &Factory{Env: localapi.Env{
 		IO:  &IOStreams{In: strings.NewReader(""), Out: &strings.Builder{}, Err: &strings.Builder{}},
 		Now: func() time.Time { return h.now },
 		LookupEnv: func(k string) (string, bool) {
@@ -79,7 +80,7 @@ func (w *pageWorld) factory(principal string) *Factory {
 			return v, ok
 		},
 		Getwd: func() (string, error) { return h.dir, nil },
-	}
+	}}
 }
 
 // planAndFile plans config-push of service and has smith file a record.

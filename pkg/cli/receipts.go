@@ -209,7 +209,7 @@ func openSigningJournal(f *Factory) (*signingJournal, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, pr, err := f.runnerIdentity(c, p)
+	k, pr, err := f.RunnerIdentity(c, p)
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +463,7 @@ no receipts.`,
 				// caller's own rights: replay needs no privilege.
 				return replayRun(opts)
 			}
-			if c, err := f.loadConfig(); err == nil && c.Service.Socket != "" {
+			if c, err := f.LoadConfig(); err == nil && c.Service.Socket != "" {
 				return replayThroughService(cmd.Context(), f)
 			}
 			return replayRun(opts)
@@ -641,7 +641,7 @@ func openReplayJournal(path string, configured bool) (io.ReadCloser, string, err
 // prefix must not pass as an empty, verified archive.
 func replayArchive(f *Factory, rp *receipts.Replayer, url string) error {
 	if f.AWS == nil {
-		return f.handOff("replay reads an S3 archive")
+		return f.HandOff("replay reads an S3 archive")
 	}
 	c, err := f.Config()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/receipts"
@@ -50,36 +51,36 @@ ran).`,
 	}
 }
 
-// runnerIdentity is this host's signing identity for receipts (in the
+// RunnerIdentity is this host's signing identity for receipts (in the
 // service: the runner key it loaded).
-func (f *Factory) runnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *approval.Principal, error) {
-	if f.call != nil {
-		st := f.call.State.Current()
+func (f *Factory) RunnerIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *approval.Principal, error) {
+	if f.Call != nil {
+		st := f.Call.State.Current()
 		return st.RunnerKey, st.Runner, st.RunnerErr
 	}
 	return runner.LoadIdentity(c, p)
 }
 
-// runner is the run order and plan context (pkg/runner) as f's caller has
+// Runner is the run order and plan context (pkg/Runner) as f's caller has
 // them: in local mode this process's configuration, environment and
 // stdio; in the service the call's descriptors and the service's own
 // policy, credentials and run_as accounts.
-func (f *Factory) runner() *runner.Runner {
+func (f *Factory) Runner() *runner.Runner {
 	r := &runner.Runner{
 		Now:                f.Now,
 		Config:             f.Config,
-		Registry:           f.registry,
+		Registry:           f.RegistryTo,
 		Policy:             f.Policy,
 		Store:              f.Store,
-		ResolveFingerprint: f.resolveFingerprint,
-		Identity:           f.runnerIdentity,
-		PassEnv:            f.passEnv,
-		ResolveDir:         f.resolveDir,
+		ResolveFingerprint: f.ResolveFingerprint,
+		Identity:           f.RunnerIdentity,
+		PassEnv:            f.PassEnv,
+		ResolveDir:         f.ResolveDir,
 		LookupEnv:          f.LookupEnv,
 		JournalSync:        f.JournalSync,
 		Invoker:            func(p *approval.Policy) receipts.Invoker { return invoker(f, p) },
 		StartDecision: func(asked string, stderr io.Writer) (runner.DecisionLog, error) {
-			d, err := f.startDecision(asked, stderr)
+			d, err := f.StartDecision(asked, stderr)
 			if err != nil {
 				return nil, err
 			}
@@ -96,7 +97,7 @@ func (f *Factory) runner() *runner.Runner {
 			r.Progress = progressPrinter(f.IO.Err)
 		}
 	}
-	if sc := f.call; sc != nil {
+	if sc := f.Call; sc != nil {
 		r.PolicyShared = true
 		r.CallerCwd = sc.Getwd
 		r.OpenFile = sc.File
@@ -115,11 +116,11 @@ func (f *Factory) runner() *runner.Runner {
 	return r
 }
 
-// plans is what the calls on plans (pkg/plans) depend on, as f's
+// Plans is what the calls on Plans (pkg/Plans) depend on, as f's
 // caller has it; but for the key, which only planning asks for
 // (localAPI.Plan).
-func (f *Factory) plans() *plans.Deps {
-	return &plans.Deps{Runner: f.runner(), Reloaded: f.policyReplaced, Getwd: f.Getwd, Hosted: f.call != nil && f.call.Hosted}
+func (f *Factory) Plans() *plans.Deps {
+	return &plans.Deps{Runner: f.Runner(), Reloaded: f.PolicyReplaced, Getwd: f.Getwd, Hosted: f.Call != nil && f.Call.Hosted}
 }
 
 // runRun runs the plan through the API (in-process, or the runner
@@ -131,7 +132,7 @@ func runRun(o *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	if la, ok := a.(localAPI); ok && f.call == nil {
+	if la, ok := a.(localAPI); ok && f.Call == nil {
 		go keys.Warm()
 		// run is short and allocates little: collecting garbage would only
 		// add latency in front of the program (docs/PERFORMANCE.md). A
@@ -176,7 +177,7 @@ func printRun(f *Factory, r *api.RunResult) error {
 // as `run` does through serviceAPI, and returns the exit status
 // (pkg/fastrun's Env.Answer).
 func runAnswer(body []byte, asJSON, errTTY bool, stderr io.Writer) int {
-	f := &Factory{IO: &IOStreams{Out: io.Discard, Err: stderr, ErrTTY: errTTY}, JSON: asJSON}
+	f := &Factory{Env: localapi.Env{IO: &IOStreams{Out: io.Discard, Err: stderr, ErrTTY: errTTY}, JSON: asJSON}}
 	var r api.RunResult
 	err := api.Decode(body, &r)
 	if err == nil && r.Outcome != "ran" {
@@ -197,14 +198,14 @@ func runAnswer(body []byte, asJSON, errTTY bool, stderr io.Writer) int {
 // the key it presented, if any.
 func invoker(f *Factory, p *approval.Policy) receipts.Invoker {
 	inv := receipts.Invoker{UID: os.Getuid()}
-	if f.call != nil {
+	if f.Call != nil {
 		inv.UID = -1 // MCP over HTTP: a token, no account
-		if f.call.Socket != nil {
-			inv.UID = int(f.call.Socket.Peer.UID)
+		if f.Call.Socket != nil {
+			inv.UID = int(f.Call.Socket.Peer.UID)
 		}
 	}
-	if f.hasKey() {
-		if k, _, err := f.loadKey(); err == nil {
+	if f.HasKey() {
+		if k, _, err := f.LoadKey(); err == nil {
 			if pr, ok := p.ByKey(k.Public().ID()); ok {
 				inv.Principal = pr.ID
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -67,14 +68,14 @@ func newRunHarness(t *testing.T) *runHarness {
 
 func (h *runHarness) run(args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
-	f := &Factory{
+	f := &Factory{Env: localapi.Env{
 		IO:        &IOStreams{In: strings.NewReader(""), Out: &stdout, Err: &stderr, ErrTTY: h.errTTY},
 		Now:       func() time.Time { return h.now },
 		LookupEnv: func(k string) (string, bool) { v, ok := h.env[k]; return v, ok },
 		Getwd:     func() (string, error) { return h.dir, nil },
 
 		JournalSync: h.journalSync,
-	}
+	}}
 	code := Run(args, f)
 	return code, stdout.String(), stderr.String()
 }
@@ -266,7 +267,7 @@ func TestRunAnswerRendersAsTheCommand(t *testing.T) {
 				code := runAnswer(body, asJSON, errTTY, &got)
 
 				var want bytes.Buffer
-				f := &Factory{IO: &IOStreams{Out: io.Discard, Err: &want, ErrTTY: errTTY}, JSON: asJSON}
+				f := &Factory{Env: localapi.Env{IO: &IOStreams{Out: io.Discard, Err: &want, ErrTTY: errTTY}, JSON: asJSON}}
 				err := c.err
 				if err == nil {
 					err = printRun(f, c.r)

@@ -27,6 +27,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/decisionlog"
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -84,7 +85,7 @@ func serveRun(o *ServeOptions) error {
 	if f.Net == nil {
 		// The service also serves the bridges and MCP, and posts
 		// decisions: it is prod-write-net (docs/adr/0011-runner-service.md).
-		return f.handOff("the runner service serves the bridges and MCP")
+		return f.HandOff("the runner service serves the bridges and MCP")
 	}
 	c, err := f.Config()
 	if err != nil {
@@ -292,11 +293,11 @@ func hostedMCPBackend(s *servicecall.State, base *Factory, principal string) (mc
 			return nil, err
 		}
 	}
-	f := &Factory{
-		IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: base.Now, JSON: true, AWS: base.AWS, Net: base.Net, call: sc,
+	f := &Factory{Env: localapi.Env{
+		IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: base.Now, JSON: true, AWS: base.AWS, Net: base.Net, Call: sc,
 		Getwd:     sc.Getwd,
 		LookupEnv: func(string) (string, bool) { return "", false },
-	}
+	}}
 	return &hostedBackend{mcpBackend: newMCPBackend(f), pr: pr, sc: sc}, nil
 }
 
@@ -382,7 +383,7 @@ func (f *Factory) storedPlan(fp string) (*operations.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fp, err = f.resolveFingerprint(c, fp); err != nil {
+	if fp, err = f.ResolveFingerprint(c, fp); err != nil {
 		return nil, err
 	}
 	return plans.StoredPlan(st, p, fp)
@@ -426,7 +427,7 @@ func (h *hostedBackend) forCall(operation string, names []string, inline map[str
 		sc.Inline[name] = fl
 	}
 	g := *h.mcpBackend.f
-	g.call, g.Getwd = &sc, sc.Getwd
+	g.Call, g.Getwd = &sc, sc.Getwd
 	return &mcpBackend{f: &g}, done, nil
 }
 
@@ -441,24 +442,24 @@ type serviceHandler struct {
 // client to take the output still buffered for it.
 const relayGrace = time.Second
 
-// isOperator reports whether f's caller is the service's operator: in
+// IsOperator reports whether f's caller is the service's operator: in
 // this process (local mode: whoever can write the state directory, or
 // the service's own calls), or a service call's caller that is
 // (servicecall.Call.IsOperator). MCP over HTTP's callers are principals, not
 // operators.
-func (f *Factory) isOperator() bool {
-	if f.call == nil {
+func (f *Factory) IsOperator() bool {
+	if f.Call == nil {
 		return true
 	}
-	return f.call.Socket != nil && f.call.IsOperator()
+	return f.Call.Socket != nil && f.Call.IsOperator()
 }
 
-// mayReadPlans reports whether f's caller may read what plans bind: in
+// MayReadPlans reports whether f's caller may read what plans bind: in
 // this process (local mode, or the service's own calls and MCP over
 // HTTP's, whose callers are principals), or a service call's caller that
 // may (servicecall.Call.MayReadPlans).
-func (f *Factory) mayReadPlans() bool {
-	return f.call == nil || f.call.Socket == nil || f.call.MayReadPlans()
+func (f *Factory) MayReadPlans() bool {
+	return f.Call == nil || f.Call.Socket == nil || f.Call.MayReadPlans()
 }
 
 // Serve implements service.Handler.
@@ -470,19 +471,19 @@ func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
 			sc.Files[name] = fl
 		}
 	}
-	f := &Factory{
+	f := &Factory{Env: localapi.Env{
 		IO:    &IOStreams{Out: io.Discard, Err: io.Discard},
 		Now:   h.base.Now,
 		JSON:  c.Request.JSON,
 		AWS:   h.base.AWS,
 		Net:   h.base.Net,
-		call:  sc,
+		Call:  sc,
 		Getwd: sc.Getwd,
 		// The service reads no environment for a call: not the caller's
 		// (it has none here) and not its own, so a bridge token or a
 		// secret can only come from the service's files.
 		LookupEnv: func(string) (string, bool) { return "", false },
-	}
+	}}
 	if fl := c.Files["stdin"]; fl != nil {
 		// Handed to a program that runs, as it is; never read here.
 		f.IO.In = fl

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // A missing service account is refused, by name, before anything is
@@ -15,7 +17,7 @@ import (
 // uid nobody holds yet would be given to whoever is created next with it.
 func TestSetupServiceRefusesAMissingAccount(t *testing.T) {
 	root := t.TempDir()
-	f := &Factory{IO: &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}}
+	f := &Factory{Env: localapi.Env{IO: &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}}}
 	err := setupServiceRun(&SetupServiceOptions{
 		F: f, Root: root, Etc: "/etc/prod-write", State: "/var/lib/prod-write", Socket: "/run/prod-write/prod-write.sock",
 		User: "pw-missing", SocketGroup: "",
@@ -36,7 +38,7 @@ func TestSetupServiceRefusesAMissingAccount(t *testing.T) {
 // root as the service account is refused: the service must not be root.
 func TestSetupServiceRefusesRoot(t *testing.T) {
 	root := t.TempDir()
-	f := &Factory{IO: &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}}
+	f := &Factory{Env: localapi.Env{IO: &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}}}
 	err := setupServiceRun(&SetupServiceOptions{
 		F: f, Root: root, Etc: "/etc/prod-write", State: "/var/lib/prod-write", Socket: "/run/prod-write/prod-write.sock",
 		User: "root",

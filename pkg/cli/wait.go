@@ -17,13 +17,13 @@ import (
 // again.
 const serviceWaitMax = 30 * time.Second
 
-// policyReplaced is closed once the runner service replaces the policy
+// PolicyReplaced is closed once the runner service replaces the policy
 // and registry f's call judges by (a reload); nil outside the service.
-func (f *Factory) policyReplaced() <-chan struct{} {
-	if f.call == nil {
+func (f *Factory) PolicyReplaced() <-chan struct{} {
+	if f.Call == nil {
 		return nil
 	}
-	return f.call.State.Current().Replaced
+	return f.Call.State.Current().Replaced
 }
 
 // waitTimeout parses --timeout; 0 means none.
@@ -83,10 +83,10 @@ func statusWait(o *StatusOptions) error {
 // over HTTP, only when cancelled.
 func (f *Factory) clientContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
-	if f.call == nil || f.call.Socket == nil {
+	if f.Call == nil || f.Call.Socket == nil {
 		return ctx, cancel
 	}
-	gone, stop := f.call.Socket.Gone(), f.call.Stop
+	gone, stop := f.Call.Socket.Gone(), f.Call.Stop
 	go func() {
 		select {
 		case <-gone:
@@ -101,11 +101,11 @@ func (f *Factory) clientContext() (context.Context, context.CancelFunc) {
 
 // serviceStopping reports whether the service serving f's call stops.
 func (f *Factory) serviceStopping() bool {
-	if f.call == nil || f.call.Stop == nil {
+	if f.Call == nil || f.Call.Stop == nil {
 		return false
 	}
 	select {
-	case <-f.call.Stop:
+	case <-f.Call.Stop:
 		return true
 	default:
 		return false
@@ -114,11 +114,11 @@ func (f *Factory) serviceStopping() bool {
 
 // clientGone reports whether the client of a call in the service has gone.
 func (f *Factory) clientGone() bool {
-	if f.call == nil || f.call.Socket == nil {
+	if f.Call == nil || f.Call.Socket == nil {
 		return false
 	}
 	select {
-	case <-f.call.Socket.Gone():
+	case <-f.Call.Socket.Gone():
 		return true
 	default:
 		return false

@@ -17,6 +17,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
@@ -47,12 +48,12 @@ paths = ["record+approvals"]
 	defer func(d time.Duration) { plans.WatchFallback = d }(plans.WatchFallback)
 	plans.WatchFallback = 10 * time.Millisecond
 	var stdout, stderr bytes.Buffer
-	f := &Factory{
+	f := &Factory{Env: localapi.Env{
 		IO:        &IOStreams{In: strings.NewReader(""), Out: &stdout, Err: &stderr},
 		Now:       time.Now,
 		LookupEnv: func(string) (string, bool) { return "", false },
 		Getwd:     func() (string, error) { return h.dir, nil },
-	}
+	}}
 	judged := 0
 	r, err := localAPI{f: f}.Wait(context.Background(), api.WaitRequest{Fingerprint: fp, Timeout: 300 * time.Millisecond, Progress: func(*api.StatusResult) { judged++ }})
 	if err != nil || !r.Pending {
@@ -275,18 +276,18 @@ paths = ["record+approvals"]
 	if err := st.Load(); err != nil {
 		t.Fatal(err)
 	}
-	f := &Factory{
+	f := &Factory{Env: localapi.Env{
 		IO: &IOStreams{Out: io.Discard, Err: io.Discard}, Now: time.Now,
 		LookupEnv: func(string) (string, bool) { return "", false },
 		Getwd:     func() (string, error) { return h.dir, nil },
-		call:      &servicecall.Call{State: st, Files: map[string]*os.File{}, CwdPath: h.dir},
-	}
+		Call:      &servicecall.Call{State: st, Files: map[string]*os.File{}, CwdPath: h.dir},
+	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	waiting := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		_, err := plans.Wait(ctx, f.plans(), fp, time.Time{}, operations.HashDigester{}, func(*plans.Report) {
+		_, err := plans.Wait(ctx, f.Plans(), fp, time.Time{}, operations.HashDigester{}, func(*plans.Report) {
 			select {
 			case waiting <- struct{}{}:
 			default:

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/cli"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
 	"github.com/prod-write/prod-write/pkg/netbackend"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -65,7 +66,7 @@ func (d *deployment) key(who string) string {
 // in DIR would use.
 func (d *deployment) factory(key string) (*cli.Factory, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
-	return &cli.Factory{
+	return &cli.Factory{Env: localapi.Env{
 		IO:         &cli.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errb},
 		Now:        time.Now,
 		LookupEnv:  func(k string) (string, bool) { v, ok := d.env[k]; return v, ok },
@@ -73,7 +74,7 @@ func (d *deployment) factory(key string) (*cli.Factory, *bytes.Buffer, *bytes.Bu
 		ConfigPath: filepath.Join(d.dir, "prod-write.toml"),
 		KeyPath:    key,
 		Net:        netbackend.Backend{}, // as in prod-write-net, which serves mcp
-	}, &out, &errb
+	}}, &out, &errb
 }
 
 // cli runs prod-write in-process, as the principal whose key is named

@@ -1,0 +1,71 @@
+// Package localapi is the application API in this process (pkg/api):
+// what it depends on (Env: configuration, policy, store, registry, keys,
+// clock, environment, and the runner service's call when it answers
+// one), and the calls themselves. It knows no cobra and renders nothing:
+// the commands (pkg/cli) render its typed results on the caller's side
+// (docs/adr/0049-service-call-package.md).
+package localapi
+
+import (
+	"io"
+	"os"
+	"time"
+
+	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/servicecall"
+)
+
+// Streams are a call's standard streams: the program's for run, warnings
+// and progress on Err. In the runner service they are the call's relay,
+// never a descriptor the caller handed over.
+type Streams struct {
+	In       io.Reader
+	Out, Err io.Writer
+	// ErrTTY reports whether Err is a terminal: progress is shown only then.
+	ErrTTY bool
+}
+
+// Env holds what the in-process API depends on; tests swap each field.
+// The CLI's Factory embeds it.
+type Env struct {
+	IO *Streams
+
+	Now       func() time.Time
+	LookupEnv func(string) (string, bool)
+	Getwd     func() (string, error)
+
+	// AWS holds the distributed backends and Net the bridges and the MCP
+	// server; both are nil in prod-write, which hands the commands that
+	// need them to prod-write-net (handoff.go).
+	AWS AWS
+	Net Net
+	// PostsDecisions is set by the commands that post to the bridges
+	// (file, withdraw): Config hands them over when bridges are on.
+	PostsDecisions bool
+	// Args are the command line's arguments, for that hand-over.
+	Args []string
+	// Executable and Exec find and start prod-write-net; nil means
+	// os.Executable and execve(2).
+	Executable func() (string, error)
+	Exec       func(path string, argv, env []string) error
+
+	// JournalSync, if set, replaces the journal's fsync (tests: a failing
+	// disk, the order of sync and exec).
+	JournalSync func(*os.File) error
+
+	// Global flags.
+	ConfigPath string
+	KeyPath    string
+	JSON       bool
+
+	// Call is set when the command runs inside the runner service for a
+	// client (serve.go). Then every input the caller owns comes from the
+	// Call's descriptors and questions, never from a path it names, nor
+	// from this process's environment, working directory or limits.
+	Call *servicecall.Call
+	// Cfg is the configuration as found and parsed, before any hand-over.
+	Cfg *config.Config
+	// ViaMCP says a run was asked for over MCP (the decision log's
+	// surface).
+	ViaMCP bool
+}
