@@ -25,7 +25,7 @@ import (
 // return the same types, and the commands render them on the caller's
 // side (docs/adr/0038-one-typed-api.md).
 var (
-	_ api.API = localAPI{}
+	_ api.API = API{}
 	_ api.API = serviceAPI{}
 )
 
@@ -33,35 +33,35 @@ var (
 // configuration names one (and this is not the service), else in-process.
 func (f *Factory) api() (api.API, error) {
 	if f.Call != nil {
-		return localAPI{f: f}, nil
+		return API{Env: f}, nil
 	}
 	c, err := f.LoadConfig()
 	if err != nil {
 		return nil, err
 	}
 	if c.Service.Socket == "" {
-		return localAPI{f: f}, nil
+		return API{Env: f}, nil
 	}
 	return serviceAPI{f: f}, nil
 }
 
-// localAPI is the API in this process.
-type localAPI struct {
-	f *Factory
-	// progress, when set, hears the hashing of large files.
-	progress func(name string, done, total int64)
+// API is the API in this process.
+type API struct {
+	Env *Factory
+	// Progress, when set, hears the hashing of large files.
+	Progress func(name string, done, total int64)
 }
 
-func (a localAPI) Ops(context.Context) (*api.OpsResult, error) {
-	reg, err := loadRegistry(a.f)
+func (a API) Ops(context.Context) (*api.OpsResult, error) {
+	reg, err := LoadRegistry(a.Env)
 	if err != nil {
 		return nil, err
 	}
-	return &api.OpsResult{Operations: nonNil(reg.All())}, nil
+	return &api.OpsResult{Operations: NonNil(reg.All())}, nil
 }
 
-func (a localAPI) OpsShow(_ context.Context, req api.OpsShowRequest) (*api.OpsShowResult, error) {
-	reg, err := loadRegistry(a.f)
+func (a API) OpsShow(_ context.Context, req api.OpsShowRequest) (*api.OpsShowResult, error) {
+	reg, err := LoadRegistry(a.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -72,29 +72,29 @@ func (a localAPI) OpsShow(_ context.Context, req api.OpsShowRequest) (*api.OpsSh
 	return &api.OpsShowResult{Operation: op}, nil
 }
 
-func (a localAPI) Whoami(context.Context) (*api.WhoamiResult, error) {
-	c, err := a.f.Config()
+func (a API) Whoami(context.Context) (*api.WhoamiResult, error) {
+	c, err := a.Env.Config()
 	if err != nil {
 		return nil, err
 	}
-	p, err := a.f.Policy(c)
+	p, err := a.Env.Policy(c)
 	if err != nil {
 		return nil, err
 	}
-	_, pr, err := a.f.Actor(p, "")
+	_, pr, err := a.Env.Actor(p, "")
 	if err != nil {
 		return nil, err
 	}
 	return &api.WhoamiResult{Principal: pr}, nil
 }
 
-func (a localAPI) Status(_ context.Context, req api.StatusRequest) (*api.StatusResult, error) {
-	s, err := plans.Status(a.f.Plans(), req.Fingerprint, operations.HashDigester{Progress: a.progress})
+func (a API) Status(_ context.Context, req api.StatusRequest) (*api.StatusResult, error) {
+	s, err := plans.Status(a.Env.Plans(), req.Fingerprint, operations.HashDigester{Progress: a.Progress})
 	if err != nil {
 		return nil, err
 	}
 	r := s.Result(FormatVersion)
-	r.ApprovalPage = a.f.ApprovalPage(r.Fingerprint)
+	r.ApprovalPage = a.Env.ApprovalPage(r.Fingerprint)
 	return r, nil
 }
 
@@ -102,11 +102,11 @@ func (a localAPI) Status(_ context.Context, req api.StatusRequest) (*api.StatusR
 // approval page, or "" when it serves none.
 func (f *Factory) ApprovalPage(fp string) string {
 	c, err := f.LoadConfig()
-	if err != nil || !pageEnabled(c.Bridge) {
+	if err != nil || !PageEnabled(c.Bridge) {
 		return ""
 	}
 	p, err := f.Policy(c)
-	if o := pageOrigin(c, p); err == nil && o != "" {
+	if o := PageOrigin(c, p); err == nil && o != "" {
 		return approvalpage.URL(o, fp)
 	}
 	return ""
@@ -115,16 +115,16 @@ func (f *Factory) ApprovalPage(fp string) string {
 // PlansComplete reads nothing but the store's plan names. Never handed
 // over to prod-write-net: only the embedded store lists plans by prefix; a
 // store that looks up whole fingerprints only completes nothing.
-func (a localAPI) PlansComplete(_ context.Context, req api.PlansCompleteRequest) (*api.PlansCompleteResult, error) {
+func (a API) PlansComplete(_ context.Context, req api.PlansCompleteRequest) (*api.PlansCompleteResult, error) {
 	h := strings.TrimPrefix(req.Prefix, "sha256:")
 	if len(h) > 64 || strings.Trim(h, "0123456789abcdef") != "" {
-		return nil, &usageError{msg: fmt.Sprintf("%q is not a fingerprint prefix: want lowercase hex digits", req.Prefix)}
+		return nil, &UsageError{Msg: fmt.Sprintf("%q is not a fingerprint prefix: want lowercase hex digits", req.Prefix)}
 	}
-	c, err := a.f.LoadConfig()
+	c, err := a.Env.LoadConfig()
 	if err != nil {
 		return nil, err
 	}
-	st, err := a.f.Store(c)
+	st, err := a.Env.Store(c)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func (a serviceAPI) Ops(ctx context.Context) (*api.OpsResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api.OpsResult{Operations: nonNil(reg.All())}, nil
+	return &api.OpsResult{Operations: NonNil(reg.All())}, nil
 }
 
 // registryOf is the registry of definitions the service sent, each checked
@@ -240,12 +240,12 @@ func (a serviceAPI) Status(ctx context.Context, req api.StatusRequest) (*api.Sta
 func (h *serviceHandler) serveAPI(f *Factory, sc *servicecall.Call) (int, error) {
 	req := sc.Socket.Request
 	if req.API != api.Version {
-		return ExitUsage, &usageError{msg: "this service speaks version 1 of the typed API"}
+		return ExitUsage, &UsageError{Msg: "this service speaks version 1 of the typed API"}
 	}
-	a := localAPI{f: f}
+	a := API{Env: f}
 	if req.ErrTTY && !req.JSON {
 		// Sent as text to the client's stderr, as it happens.
-		a.progress = progressPrinter(f.IO.Err)
+		a.Progress = ProgressPrinter(f.IO.Err)
 	}
 	ctx := context.Background()
 	var result any
@@ -276,7 +276,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *servicecall.Call) (int, error)
 			return ExitUsage, err
 		}
 		if o.Wait {
-			return ExitUsage, &usageError{msg: "status --wait is the call status-wait"}
+			return ExitUsage, &UsageError{Msg: "status --wait is the call status-wait"}
 		}
 		if sc.MayReadPlans() {
 			result, err = a.Status(ctx, api.StatusRequest{Fingerprint: o.Fingerprint})
@@ -495,7 +495,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *servicecall.Call) (int, error)
 		}
 		result, err = a.PasskeyAttested(ctx, r)
 	default:
-		return ExitUsage, &usageError{msg: "the service has no typed form of " + req.Op}
+		return ExitUsage, &UsageError{Msg: "the service has no typed form of " + req.Op}
 	}
 	var ans api.Answer
 	code := ExitOK
@@ -539,7 +539,7 @@ func keylessStatus(f *Factory, fp string) (*api.StatusResult, error) {
 // apiError is err as the service reports it to a typed call.
 func apiError(err error) *api.Error {
 	e := &api.Error{Code: errorCode(err), Exit: ExitCode(err), Message: err.Error()}
-	var usage *usageError
+	var usage *UsageError
 	switch {
 	case errors.As(err, &usage):
 		e.Hint = "see 'prod-write --help'"
@@ -552,12 +552,12 @@ func apiError(err error) *api.Error {
 // decodeArgs decodes a call's arguments strictly.
 func decodeArgs(op string, b []byte, v any) error {
 	if len(b) == 0 {
-		return &usageError{msg: "the request carries no arguments"}
+		return &UsageError{Msg: "the request carries no arguments"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return &usageError{msg: fmt.Sprintf("arguments of %s: %v", op, err)}
+		return &UsageError{Msg: fmt.Sprintf("arguments of %s: %v", op, err)}
 	}
 	return nil
 }

@@ -13,13 +13,13 @@ import (
 // service: signed with the caller's key (role break-glass, role approver),
 // so a caller with no key of the policy is refused by the key lookup.
 
-func (a localAPI) BreakGlass(_ context.Context, req api.BreakGlassRequest) (*api.BreakGlassResult, error) {
+func (a API) BreakGlass(_ context.Context, req api.BreakGlassRequest) (*api.BreakGlassResult, error) {
 	// Checked here, not only by the command line: the service takes the
 	// request from any client.
 	if strings.TrimSpace(req.Reason) == "" || strings.TrimSpace(req.Incident) == "" {
-		return nil, &usageError{msg: "--reason and --incident are required"}
+		return nil, &UsageError{Msg: "--reason and --incident are required"}
 	}
-	f := a.f
+	f := a.Env
 	f.PostsDecisions = true // notifying needs prod-write-net
 	pc, err := loadPlan(f, req.Fingerprint)
 	if err != nil {
@@ -46,8 +46,8 @@ func (a localAPI) BreakGlass(_ context.Context, req api.BreakGlassRequest) (*api
 	return &api.BreakGlassResult{Written: api.Written{FormatVersion: FormatVersion, Kind: approval.KindBreakGlass, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "break-glass", Incident: b.Incident, Issued: now, Expires: b.Expires}}, nil
 }
 
-func (a localAPI) BreakGlassReview(_ context.Context, req api.BreakGlassReviewRequest) (*api.BreakGlassReviewResult, error) {
-	return breakGlassReview(a.f, req)
+func (a API) BreakGlassReview(_ context.Context, req api.BreakGlassReviewRequest) (*api.BreakGlassReviewResult, error) {
+	return breakGlassReview(a.Env, req)
 }
 
 func (a serviceAPI) BreakGlass(ctx context.Context, req api.BreakGlassRequest) (*api.BreakGlassResult, error) {

@@ -14,12 +14,12 @@ import (
 // registry, store and clock: in the service, the service's. Any caller
 // may ask; what is stored is only what a principal with role bridge
 // signed and the checks make.
-func (a localAPI) AnswerAttested(_ context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
+func (a API) AnswerAttested(_ context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
 	src, err := a.bridgeSource()
 	if err != nil {
 		return nil, err
 	}
-	r, err := src.Admit(bridgeRequest(req), req.Envelope, a.f.Now().UTC())
+	r, err := src.Admit(bridgeRequest(req), req.Envelope, a.Env.Now().UTC())
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (a serviceAPI) AnswerAttested(ctx context.Context, req api.AnswerAttestedRe
 // req.Fingerprint (bridge.Gather): through the service, only for a caller
 // with a key of the policy (serveAPI), since the plan and its evidence are
 // what plans bind.
-func (a localAPI) DecisionData(_ context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
+func (a API) DecisionData(_ context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
 	src, err := a.bridgeSource()
 	if err != nil {
 		return nil, err
@@ -64,7 +64,7 @@ func (a serviceAPI) DecisionData(ctx context.Context, req api.DecisionDataReques
 // readThrough is a bridge source's Read through a.
 func readThrough(a api.API) func(string) (*bridge.Input, error) {
 	return func(fp string) (*bridge.Input, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), BridgeTimeout)
 		defer cancel()
 		r, err := a.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: fp})
 		if err != nil {
@@ -76,20 +76,20 @@ func readThrough(a api.API) func(string) (*bridge.Input, error) {
 
 // bridgeSource is this process's policy, registry and store as the
 // bridges' checks read them.
-func (a localAPI) bridgeSource() (bridge.Source, error) {
-	c, err := a.f.Config()
+func (a API) bridgeSource() (bridge.Source, error) {
+	c, err := a.Env.Config()
 	if err != nil {
 		return bridge.Source{}, err
 	}
-	p, err := a.f.Policy(c)
+	p, err := a.Env.Policy(c)
 	if err != nil {
 		return bridge.Source{}, err
 	}
-	reg, err := a.f.Registry(c)
+	reg, err := a.Env.Registry(c)
 	if err != nil {
 		return bridge.Source{}, err
 	}
-	st, err := a.f.Store(c)
+	st, err := a.Env.Store(c)
 	if err != nil {
 		return bridge.Source{}, err
 	}
@@ -106,7 +106,7 @@ func bridgeRequest(req api.AnswerAttestedRequest) bridge.Request {
 // the service.
 func admitThrough(a api.API) func(bridge.Request, *approval.Envelope) (*bridge.Result, error) {
 	return func(req bridge.Request, env *approval.Envelope) (*bridge.Result, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), BridgeTimeout)
 		defer cancel()
 		r, err := a.AnswerAttested(ctx, api.AnswerAttestedRequest{Fingerprint: req.Fingerprint, Record: req.Record, Verdict: req.Verdict,
 			Reason: req.Reason, Channel: req.Channel, Issued: req.Issued, Envelope: env})

@@ -17,16 +17,16 @@ import (
 // fingerprint. The requests are checked here as well as by the command
 // line: the service takes them from any client.
 
-func (a localAPI) File(_ context.Context, req api.FileRequest) (*api.FileResult, error) {
+func (a API) File(_ context.Context, req api.FileRequest) (*api.FileResult, error) {
 	for _, v := range []struct{ flag, text string }{{"--summary", req.Summary}, {"--effect", req.Effect}, {"--blast-radius", req.BlastRadius}, {"--rollback", req.Rollback}} {
 		if v.text == "" {
-			return nil, &usageError{msg: "file needs " + v.flag}
+			return nil, &UsageError{Msg: "file needs " + v.flag}
 		}
 	}
 	if !slices.Contains(approval.CertaintyLevels, req.Certainty) {
-		return nil, &usageError{msg: "--certainty must be high, medium or low"}
+		return nil, &UsageError{Msg: "--certainty must be high, medium or low"}
 	}
-	f := a.f
+	f := a.Env
 	f.PostsDecisions = true // posting needs prod-write-net
 	pc, err := loadPlan(f, req.Fingerprint)
 	if err != nil {
@@ -49,11 +49,11 @@ func (a localAPI) File(_ context.Context, req api.FileRequest) (*api.FileResult,
 	}, nil
 }
 
-func (a localAPI) Decide(_ context.Context, req api.DecideRequest) (*api.DecideResult, error) {
+func (a API) Decide(_ context.Context, req api.DecideRequest) (*api.DecideResult, error) {
 	if req.Answer != approval.Approve && req.Answer != approval.Deny {
-		return nil, &usageError{msg: fmt.Sprintf("answer %q: want approve or deny", req.Answer)}
+		return nil, &UsageError{Msg: fmt.Sprintf("answer %q: want approve or deny", req.Answer)}
 	}
-	f := a.f
+	f := a.Env
 	pc, err := loadPlan(f, req.Fingerprint)
 	if err != nil {
 		return nil, err
@@ -74,14 +74,14 @@ func (a localAPI) Decide(_ context.Context, req api.DecideRequest) (*api.DecideR
 	}, nil
 }
 
-func (a localAPI) Gera(_ context.Context, req api.GeraRequest) (*api.GeraResult, error) {
+func (a API) Gera(_ context.Context, req api.GeraRequest) (*api.GeraResult, error) {
 	if req.Decision != approval.Go && req.Decision != approval.NoGo {
-		return nil, &usageError{msg: fmt.Sprintf("decision %q: want go or no-go", req.Decision)}
+		return nil, &UsageError{Msg: fmt.Sprintf("decision %q: want go or no-go", req.Decision)}
 	}
 	if req.Decision == approval.Go && req.Uses < 1 {
-		return nil, &usageError{msg: "--uses must be at least 1"}
+		return nil, &UsageError{Msg: "--uses must be at least 1"}
 	}
-	f := a.f
+	f := a.Env
 	pc, err := loadPlan(f, req.Fingerprint)
 	if err != nil {
 		return nil, err
@@ -99,8 +99,8 @@ func (a localAPI) Gera(_ context.Context, req api.GeraRequest) (*api.GeraResult,
 	return &api.GeraResult{Written: api.Written{FormatVersion: FormatVersion, Kind: approval.KindGera, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: g.Decision, Uses: &uses, Issued: now, Expires: g.Expires}}, nil
 }
 
-func (a localAPI) Withdraw(_ context.Context, req api.WithdrawRequest) (*api.WithdrawResult, error) {
-	f := a.f
+func (a API) Withdraw(_ context.Context, req api.WithdrawRequest) (*api.WithdrawResult, error) {
+	f := a.Env
 	f.PostsDecisions = true // posting needs prod-write-net
 	pc, err := loadPlan(f, req.Fingerprint)
 	if err != nil {

@@ -12,13 +12,13 @@ import (
 // caller's key (role freeze), so a caller with no key of the policy is
 // refused by the key lookup.
 
-func (a localAPI) FreezeGrant(_ context.Context, req api.FreezeGrantRequest) (*api.FreezeGrantResult, error) {
+func (a API) FreezeGrant(_ context.Context, req api.FreezeGrantRequest) (*api.FreezeGrantResult, error) {
 	// Checked here, not only by the command line: the service takes the
 	// request from any client.
 	if strings.TrimSpace(req.Freeze) == "" || strings.TrimSpace(req.Reason) == "" {
-		return nil, &usageError{msg: "--freeze and --reason are required"}
+		return nil, &UsageError{Msg: "--freeze and --reason are required"}
 	}
-	f := a.f
+	f := a.Env
 	pc, err := loadPlan(f, req.Fingerprint)
 	if err != nil {
 		return nil, err

@@ -34,14 +34,14 @@ func (f *Factory) Enroller() (*passkeyenroll.Enroller, error) {
 	return &passkeyenroll.Enroller{Dir: filepath.Join(c.State, "passkey-enrol"), Policy: p, Now: f.Now}, nil
 }
 
-func (a localAPI) PasskeyCode(_ context.Context, req api.PasskeyCodeRequest) (*api.PasskeyCodeResult, error) {
-	if !a.f.IsOperator() {
+func (a API) PasskeyCode(_ context.Context, req api.PasskeyCodeRequest) (*api.PasskeyCodeResult, error) {
+	if !a.Env.IsOperator() {
 		return nil, refusal.New(refusal.RoleMissing, "only the service's operator (root or the service's own account) issues passkey enrolment codes").Needs("run as root or the service's account")
 	}
 	if strings.TrimSpace(req.Principal) == "" {
-		return nil, &usageError{msg: "passkey code needs the principal it enrols"}
+		return nil, &UsageError{Msg: "passkey code needs the principal it enrols"}
 	}
-	e, err := a.f.Enroller()
+	e, err := a.Env.Enroller()
 	if err != nil {
 		return nil, err
 	}
@@ -52,8 +52,8 @@ func (a localAPI) PasskeyCode(_ context.Context, req api.PasskeyCodeRequest) (*a
 	return &api.PasskeyCodeResult{FormatVersion: FormatVersion, Principal: req.Principal, Code: code, Expires: exp}, nil
 }
 
-func (a localAPI) PasskeyEnrollBegin(_ context.Context, req api.PasskeyEnrollBeginRequest) (*api.PasskeyEnrollBeginResult, error) {
-	e, err := a.f.Enroller()
+func (a API) PasskeyEnrollBegin(_ context.Context, req api.PasskeyEnrollBeginRequest) (*api.PasskeyEnrollBeginResult, error) {
+	e, err := a.Env.Enroller()
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (a localAPI) PasskeyEnrollBegin(_ context.Context, req api.PasskeyEnrollBeg
 	if req.Code != "" {
 		b, err = e.BeginWithCode(req.Code)
 	} else {
-		k, _, kerr := a.f.Actor(e.Policy, "")
+		k, _, kerr := a.Env.Actor(e.Policy, "")
 		if kerr != nil {
 			return nil, kerr
 		}
@@ -77,11 +77,11 @@ func (a localAPI) PasskeyEnrollBegin(_ context.Context, req api.PasskeyEnrollBeg
 	return &api.PasskeyEnrollBeginResult{FormatVersion: FormatVersion, Principal: b.Principal, Authorised: b.Authorised, Expires: b.Expires, Options: opts}, nil
 }
 
-func (a localAPI) PasskeyEnrollFinish(_ context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {
+func (a API) PasskeyEnrollFinish(_ context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {
 	if len(req.Response) == 0 {
-		return nil, &usageError{msg: "passkey enroll finish needs the registration response"}
+		return nil, &UsageError{Msg: "passkey enroll finish needs the registration response"}
 	}
-	e, err := a.f.Enroller()
+	e, err := a.Env.Enroller()
 	if err != nil {
 		return nil, err
 	}
@@ -146,14 +146,14 @@ func (f *Factory) Approvals() (*passkeyapprove.Issuer, bridge.Source, error) {
 	return &passkeyapprove.Issuer{Dir: filepath.Join(c.State, "passkey-approve"), Now: f.Now}, bridge.Source{Policy: p, Registry: reg, Store: st}, nil
 }
 
-func (a localAPI) PasskeyChallenge(_ context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error) {
-	iss, src, err := a.f.Approvals()
+func (a API) PasskeyChallenge(_ context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error) {
+	iss, src, err := a.Env.Approvals()
 	if err != nil {
 		return nil, err
 	}
 	// Only the page's server (a bridge) has statements issued: a nonce
 	// is state the service keeps, not for any caller to pile up.
-	if _, _, err := a.f.Actor(src.Policy, approval.RoleBridge); err != nil {
+	if _, _, err := a.Env.Actor(src.Policy, approval.RoleBridge); err != nil {
 		return nil, err
 	}
 	st, err := iss.Challenge(src, req.Fingerprint, req.Decision, req.Record)
@@ -164,12 +164,12 @@ func (a localAPI) PasskeyChallenge(_ context.Context, req api.PasskeyChallengeRe
 		Version: st.Version, Nonce: st.Nonce, Issued: st.Issued, Expires: st.Expires, Challenge: st.Challenge[:]}, nil
 }
 
-func (a localAPI) PasskeyAttested(_ context.Context, req api.PasskeyAttestedRequest) (*api.PasskeyAttestedResult, error) {
-	iss, src, err := a.f.Approvals()
+func (a API) PasskeyAttested(_ context.Context, req api.PasskeyAttestedRequest) (*api.PasskeyAttestedResult, error) {
+	iss, src, err := a.Env.Approvals()
 	if err != nil {
 		return nil, err
 	}
-	r, err := iss.Admit(src, req.Envelope, a.f.Now().UTC())
+	r, err := iss.Admit(src, req.Envelope, a.Env.Now().UTC())
 	if err != nil {
 		return nil, err
 	}

@@ -13,19 +13,19 @@ import (
 // plan on the application API (docs/API.md): in-process, through the
 // runner service, and the service's answer to it.
 
-func (a localAPI) Plan(_ context.Context, req api.PlanRequest) (*api.PlanResult, error) {
-	d := a.f.Plans()
-	if a.f.HasKey() {
-		d.Actor = a.f.Actor
+func (a API) Plan(_ context.Context, req api.PlanRequest) (*api.PlanResult, error) {
+	d := a.Env.Plans()
+	if a.Env.HasKey() {
+		d.Actor = a.Env.Actor
 	}
-	p, err := plans.Plan(d, req, operations.HashDigester{Progress: a.progress})
+	p, err := plans.Plan(d, req, operations.HashDigester{Progress: a.Progress})
 	var usage *plans.UsageError
 	var input *plans.InputError
 	switch {
 	case errors.As(err, &usage):
-		return nil, &usageError{msg: usage.Msg}
+		return nil, &UsageError{Msg: usage.Msg}
 	case errors.As(err, &input):
-		return nil, planInput(input.Err)
+		return nil, PlanInput(input.Err)
 	case err != nil:
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (a serviceAPI) Plan(ctx context.Context, req api.PlanRequest) (*api.PlanRes
 	if err := a.callWith(ctx, "plan", req, files, &r); err != nil {
 		// The answer carries the refusal, not its wrapping: a plan's
 		// param_invalid is bad input (exit 65) here as in the service.
-		return nil, planInput(err)
+		return nil, PlanInput(err)
 	}
 	if r.Plan == nil {
 		return nil, errors.New("the runner service's plan holds no plan")

@@ -13,8 +13,8 @@ import (
 // The receipts calls on the application API (docs/API.md): in-process,
 // through the runner service, and the service's answer to each.
 
-func (a localAPI) ReceiptsShow(_ context.Context, req api.ReceiptsShowRequest) (*api.ReceiptsShowResult, error) {
-	found, err := findReceipts(a.f, req.ID)
+func (a API) ReceiptsShow(_ context.Context, req api.ReceiptsShowRequest) (*api.ReceiptsShowResult, error) {
+	found, err := findReceipts(a.Env, req.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (a serviceAPI) ReceiptsShow(ctx context.Context, req api.ReceiptsShowReques
 // serveReceiptsShow is receipts show in the service: every entry redacted
 // for a caller that may not read plans
 // (docs/adr/0040-what-a-keyless-caller-reads-of-a-receipt.md).
-func serveReceiptsShow(ctx context.Context, a localAPI, req api.ReceiptsShowRequest, mayReadPlans bool) (*api.ReceiptsShowResult, error) {
+func serveReceiptsShow(ctx context.Context, a API, req api.ReceiptsShowRequest, mayReadPlans bool) (*api.ReceiptsShowResult, error) {
 	r, err := a.ReceiptsShow(ctx, req)
 	if err != nil || mayReadPlans {
 		return r, err
@@ -57,7 +57,7 @@ func serveReceiptsShow(ctx context.Context, a localAPI, req api.ReceiptsShowRequ
 // findReceipts is the entries of run id (or a prefix of at least 6
 // characters), or the entry of sequence number id, oldest first.
 func findReceipts(f *Factory, id string) ([]*receipts.Receipt, error) {
-	fl, err := openJournal(f)
+	fl, err := OpenJournal(f)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func findReceipts(f *Factory, id string) ([]*receipts.Receipt, error) {
 		return nil, err
 	}
 	if len(found) == 0 {
-		return nil, &dataError{err: fmt.Errorf("no receipt %q in the journal", id)}
+		return nil, &DataError{Err: fmt.Errorf("no receipt %q in the journal", id)}
 	}
 	for i, j := 0, len(found)-1; i < j; i, j = i+1, j-1 {
 		found[i], found[j] = found[j], found[i]

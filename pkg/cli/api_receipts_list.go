@@ -15,16 +15,16 @@ import (
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// receiptsListPage bounds the entries of one page of receipts list: a
+// ReceiptsListPage bounds the entries of one page of receipts list: a
 // page is read, sent and rendered whole, so what it holds is this bound,
 // never the journal.
-const receiptsListPage = 4096
+const ReceiptsListPage = 4096
 
-func (a localAPI) ReceiptsList(_ context.Context, req api.ReceiptsListRequest) (*api.ReceiptsListResult, error) {
+func (a API) ReceiptsList(_ context.Context, req api.ReceiptsListRequest) (*api.ReceiptsListResult, error) {
 	if req.Last < 0 {
-		return nil, &usageError{msg: "--last must not be negative"}
+		return nil, &UsageError{Msg: "--last must not be negative"}
 	}
-	fl, err := openJournal(a.f)
+	fl, err := OpenJournal(a.Env)
 	var none *noJournalError
 	if errors.As(err, &none) {
 		return &api.ReceiptsListResult{Empty: none.Error(), Entries: []*api.ReceiptsListEntry{}}, nil
@@ -72,9 +72,9 @@ func (a localAPI) ReceiptsList(_ context.Context, req api.ReceiptsListRequest) (
 		// is reviewed may be said by any later line. A caller with no key
 		// of the policy reads no breaker's reason or incident: free text
 		// about the plan, as the evidence is (ADR 0040).
-		r.Redacted = !a.f.MayReadPlans()
+		r.Redacted = !a.Env.MayReadPlans()
 		var warning string
-		r.BreakGlass, warning, err = breakGlassRunsOf(a.f, io.NewSectionReader(fl, page.From, page.To-page.From), r.Redacted)
+		r.BreakGlass, warning, err = breakGlassRunsOf(a.Env, io.NewSectionReader(fl, page.From, page.To-page.From), r.Redacted)
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +87,7 @@ func (a localAPI) ReceiptsList(_ context.Context, req api.ReceiptsListRequest) (
 	// One page: up to receiptsListPage lines from page.From.
 	off, n := page.From, page.Line
 	err = receipts.Scan(io.NewSectionReader(fl, page.From, page.To-page.From), func(l receipts.Line) error {
-		if n-page.Line == receiptsListPage {
+		if n-page.Line == ReceiptsListPage {
 			return errPageFull
 		}
 		n++
@@ -132,7 +132,7 @@ var errPageFull = errors.New("the page is full")
 // from the middle of a line, a part of a receipt could read as another.)
 func checkListPage(fl io.ReaderAt, size int64, p *api.ReceiptsListPage) error {
 	if p.From < 0 || p.From > p.To || p.To > size || p.Line < 0 {
-		return &usageError{msg: fmt.Sprintf("receipts list: page [%d, %d) is not within the journal's %d bytes", p.From, p.To, size)}
+		return &UsageError{Msg: fmt.Sprintf("receipts list: page [%d, %d) is not within the journal's %d bytes", p.From, p.To, size)}
 	}
 	if p.From == 0 {
 		return nil
@@ -142,7 +142,7 @@ func checkListPage(fl io.ReaderAt, size int64, p *api.ReceiptsListPage) error {
 		return err
 	}
 	if b[0] != '\n' {
-		return &usageError{msg: fmt.Sprintf("receipts list: page at byte %d does not start a line", p.From)}
+		return &UsageError{Msg: fmt.Sprintf("receipts list: page at byte %d does not start a line", p.From)}
 	}
 	return nil
 }
@@ -188,7 +188,7 @@ func receiptsList(ctx context.Context, f *Factory, last int) error {
 		return err
 	}
 	for _, w := range r.Warnings {
-		warnf(f, "%s", w)
+		Warnf(f, "%s", w)
 	}
 	bgs := &breakGlassLister{runs: r.BreakGlass, redact: r.Redacted}
 	out := bufio.NewWriterSize(f.IO.Out, 64<<10)

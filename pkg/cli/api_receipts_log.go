@@ -41,7 +41,7 @@ docs/adr/0044-journal-merkle-log.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seq, err := strconv.ParseUint(args[0], 10, 64)
 			if err != nil || seq == 0 {
-				return &usageError{msg: fmt.Sprintf("%q is not a sequence number", args[0])}
+				return &UsageError{Msg: fmt.Sprintf("%q is not a sequence number", args[0])}
 			}
 			a, err := f.api()
 			if err != nil {
@@ -72,11 +72,11 @@ docs/adr/0044-journal-merkle-log.md.`,
 	return cmd
 }
 
-func (a localAPI) ReceiptsProve(_ context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
+func (a API) ReceiptsProve(_ context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
 	if req.Seq == 0 {
-		return nil, &usageError{msg: "receipts prove: sequence numbers start at 1"}
+		return nil, &UsageError{Msg: "receipts prove: sequence numbers start at 1"}
 	}
-	sj, err := openSigningJournal(a.f)
+	sj, err := openSigningJournal(a.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -103,17 +103,17 @@ func (a localAPI) ReceiptsProve(_ context.Context, req api.ReceiptsProveRequest)
 		return nil, err
 	}
 	if index < 0 {
-		return nil, &dataError{err: fmt.Errorf("no receipt %d in the journal", req.Seq)}
+		return nil, &DataError{Err: fmt.Errorf("no receipt %d in the journal", req.Seq)}
 	}
 	size := req.Size
 	if size == 0 {
 		size = t.Size()
 	}
 	if uint64(index) >= size {
-		return nil, &usageError{msg: fmt.Sprintf("receipt %d is entry %d, not within the first %d", req.Seq, index+1, size)}
+		return nil, &UsageError{Msg: fmt.Sprintf("receipt %d is entry %d, not within the first %d", req.Seq, index+1, size)}
 	}
 	if size > t.Size() {
-		return nil, &usageError{msg: fmt.Sprintf("--size %d: the journal holds %d entries", size, t.Size())}
+		return nil, &UsageError{Msg: fmt.Sprintf("--size %d: the journal holds %d entries", size, t.Size())}
 	}
 	hashes, err := t.InclusionProof(uint64(index), size)
 	if err != nil {
@@ -129,7 +129,7 @@ func (a localAPI) ReceiptsProve(_ context.Context, req api.ReceiptsProveRequest)
 		return nil, err
 	}
 	return &api.ReceiptsProveResult{Origin: origin, Seq: req.Seq, LeafIndex: uint64(index), TreeSize: size, RootHash: root,
-		LineHash: lineHash, LeafHash: t.LeafHash(uint64(index)), Hashes: nonNil(hashes), Checkpoint: string(note)}, nil
+		LineHash: lineHash, LeafHash: t.LeafHash(uint64(index)), Hashes: NonNil(hashes), Checkpoint: string(note)}, nil
 }
 
 func (a serviceAPI) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
@@ -187,7 +187,7 @@ docs/adr/0044-journal-merkle-log.md.`,
 				return verifyConsistency(f, trust, old, new, verify)
 			}
 			if trust != "" {
-				return &usageError{msg: "--trust goes with --verify: a proof is computed under the runner's own policy"}
+				return &UsageError{Msg: "--trust goes with --verify: a proof is computed under the runner's own policy"}
 			}
 			a, err := f.api()
 			if err != nil {
@@ -215,9 +215,9 @@ docs/adr/0044-journal-merkle-log.md.`,
 	return cmd
 }
 
-// openNotePair verifies both notes under a runner key of policy, for one
+// OpenNotePair verifies both notes under a runner key of policy, for one
 // origin; a note that is not one is bad input.
-func openNotePair(policy *approval.Policy, oldNote, newNote []byte) (*log.Checkpoint, *log.Checkpoint, error) {
+func OpenNotePair(policy *approval.Policy, oldNote, newNote []byte) (*log.Checkpoint, *log.Checkpoint, error) {
 	var cps [2]*log.Checkpoint
 	for i, n := range []struct {
 		name string
@@ -227,7 +227,7 @@ func openNotePair(policy *approval.Policy, oldNote, newNote []byte) (*log.Checkp
 		var ne *receipts.NoteError
 		switch {
 		case errors.As(err, &ne) && ne.BadOrigin:
-			return nil, nil, &dataError{err: fmt.Errorf("%s: %w", n.name, err)}
+			return nil, nil, &DataError{Err: fmt.Errorf("%s: %w", n.name, err)}
 		case errors.As(err, &ne):
 			return nil, nil, &receipts.ConsistencyRefusedError{Reason: n.name + ": " + err.Error()}
 		case err != nil:
@@ -239,28 +239,28 @@ func openNotePair(policy *approval.Policy, oldNote, newNote []byte) (*log.Checkp
 		return nil, nil, &receipts.ConsistencyRefusedError{Reason: fmt.Sprintf("OLD is of %q, NEW of %q: two logs", cps[0].Origin, cps[1].Origin)}
 	}
 	if cps[0].Size > cps[1].Size {
-		return nil, nil, &usageError{msg: fmt.Sprintf("OLD counts %d entries, NEW %d: OLD is the earlier checkpoint", cps[0].Size, cps[1].Size)}
+		return nil, nil, &UsageError{Msg: fmt.Sprintf("OLD counts %d entries, NEW %d: OLD is the earlier checkpoint", cps[0].Size, cps[1].Size)}
 	}
 	return cps[0], cps[1], nil
 }
 
-func (a localAPI) ReceiptsConsistency(_ context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
-	c, err := a.f.Config()
+func (a API) ReceiptsConsistency(_ context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
+	c, err := a.Env.Config()
 	if err != nil {
 		return nil, err
 	}
-	policy, err := a.f.Policy(c)
+	policy, err := a.Env.Policy(c)
 	if err != nil {
 		return nil, err
 	}
-	old, new, err := openNotePair(policy, []byte(req.Old), []byte(req.New))
+	old, new, err := OpenNotePair(policy, []byte(req.Old), []byte(req.New))
 	if err != nil {
 		return nil, err
 	}
 	if origin := receipts.NoteOrigin(runner.JournalHost(c.Host)); old.Origin != origin {
 		return nil, &receipts.ConsistencyRefusedError{Reason: fmt.Sprintf("the notes are of %q; this journal is %q", old.Origin, origin)}
 	}
-	fl, err := openJournal(a.f)
+	fl, err := OpenJournal(a.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func (a localAPI) ReceiptsConsistency(_ context.Context, req api.ReceiptsConsist
 	if err != nil {
 		return nil, err
 	}
-	return &api.ReceiptsConsistencyResult{Origin: old.Origin, OldSize: old.Size, NewSize: new.Size, OldRoot: old.Hash, NewRoot: new.Hash, Hashes: nonNil(hashes)}, nil
+	return &api.ReceiptsConsistencyResult{Origin: old.Origin, OldSize: old.Size, NewSize: new.Size, OldRoot: old.Hash, NewRoot: new.Hash, Hashes: NonNil(hashes)}, nil
 }
 
 func (a serviceAPI) ReceiptsConsistency(ctx context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
@@ -327,9 +327,9 @@ func verifyConsistency(f *Factory, trust string, oldNote, newNote []byte, proofF
 	}
 	var doc consistencyDoc
 	if err := strictjson.Unmarshal(bytes.TrimSuffix(b, []byte("\n")), &doc); err != nil {
-		return &dataError{err: fmt.Errorf("%s is not what receipts consistency --json prints: %w", proofFile, err)}
+		return &DataError{Err: fmt.Errorf("%s is not what receipts consistency --json prints: %w", proofFile, err)}
 	}
-	old, new, err := openNotePair(policy, oldNote, newNote)
+	old, new, err := OpenNotePair(policy, oldNote, newNote)
 	if err != nil {
 		return err
 	}

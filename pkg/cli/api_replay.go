@@ -17,12 +17,12 @@ import (
 // registry and history, with no option: what the service answers. The
 // commands with options (a path, --trust, --checkpoint…) replay in the
 // caller's process (replayRun).
-func (a localAPI) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayResult, error) {
-	j, err := newReplayJudge(&ReplayOptions{F: a.f})
+func (a API) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayResult, error) {
+	j, err := NewReplayJudge(a.Env, ReplaySource{})
 	if err != nil {
 		return nil, err
 	}
-	in, note, err := openReplayJournal(j.path, true)
+	in, note, err := OpenReplayJournal(j.Path, true)
 	if err != nil {
 		return nil, err
 	}
@@ -34,10 +34,10 @@ func (a localAPI) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayR
 	if each == nil {
 		each = func(receipts.Result) {}
 	}
-	sum, err := j.rp.Replay(in, each)
+	sum, err := j.Replayer.Replay(in, each)
 	var notReceipts *receipts.NotReceiptsError
 	if errors.As(err, &notReceipts) {
-		return nil, &dataError{err: fmt.Errorf("%s: %w", j.path, err)}
+		return nil, &DataError{Err: fmt.Errorf("%s: %w", j.Path, err)}
 	}
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func replayThroughService(ctx context.Context, f *Factory) error {
 
 // serveReplay is replay in the service: each verdict a line on the call's
 // own socket, as it is reached.
-func serveReplay(ctx context.Context, a localAPI, out io.Writer) (*api.ReplayResult, error) {
+func serveReplay(ctx context.Context, a API, out io.Writer) (*api.ReplayResult, error) {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	var werr error

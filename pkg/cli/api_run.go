@@ -14,10 +14,10 @@ import (
 // through the service it is relayed as Output messages, which the client
 // writes to them (docs/adr/0036-the-service-never-waits-on-a-caller.md).
 
-func (a localAPI) Run(_ context.Context, req api.RunRequest) (*api.RunResult, error) {
-	r := a.f.Runner()
-	r.Stdin, r.Stdout, r.Stderr = req.Stdin, orDiscard(req.Stdout), orDiscard(req.Stderr)
-	r.Progress = a.progress
+func (a API) Run(_ context.Context, req api.RunRequest) (*api.RunResult, error) {
+	r := a.Env.Runner()
+	r.Stdin, r.Stdout, r.Stderr = req.Stdin, OrDiscard(req.Stdout), OrDiscard(req.Stderr)
+	r.Progress = a.Progress
 	ran, err := r.Run(req.Fingerprint)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func (a localAPI) Run(_ context.Context, req api.RunRequest) (*api.RunResult, er
 // on in the service, and its outcome would be lost to the caller.
 func (a serviceAPI) Run(ctx context.Context, req api.RunRequest) (*api.RunResult, error) {
 	g := *a.f
-	g.IO = &IOStreams{In: req.Stdin, Out: orDiscard(req.Stdout), Err: orDiscard(req.Stderr)}
+	g.IO = &IOStreams{In: req.Stdin, Out: OrDiscard(req.Stdout), Err: OrDiscard(req.Stderr)}
 	if a.f.IO != nil {
 		// Whether the service may send progress lines for a terminal.
 		g.IO.ErrTTY = a.f.IO.ErrTTY
@@ -61,8 +61,8 @@ func (a serviceAPI) Run(ctx context.Context, req api.RunRequest) (*api.RunResult
 	return &r, nil
 }
 
-// orDiscard is w, or io.Discard for none.
-func orDiscard(w io.Writer) io.Writer {
+// OrDiscard is w, or io.Discard for none.
+func OrDiscard(w io.Writer) io.Writer {
 	if w == nil {
 		return io.Discard
 	}

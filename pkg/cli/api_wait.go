@@ -11,12 +11,12 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
-func (a localAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResult, error) {
+func (a API) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResult, error) {
 	var deadline time.Time
 	if req.Timeout > 0 {
-		deadline = a.f.Now().Add(req.Timeout)
+		deadline = a.Env.Now().Add(req.Timeout)
 	}
-	s, err := plans.Wait(ctx, a.f.Plans(), req.Fingerprint, deadline, operations.HashDigester{Progress: a.progress}, func(s *plans.Report) {
+	s, err := plans.Wait(ctx, a.Env.Plans(), req.Fingerprint, deadline, operations.HashDigester{Progress: a.Progress}, func(s *plans.Report) {
 		if req.Progress != nil {
 			req.Progress(s.Result(FormatVersion))
 		}
@@ -93,7 +93,7 @@ func (a serviceAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitRes
 // ended early when the client goes (nobody reads the answer) or the
 // service stops (a wait holds no stop: answered as pending, the client
 // asks again, of the service that replaces this one or of none).
-func serveWait(f *Factory, a localAPI, req api.WaitRequest) (*api.WaitResult, error) {
+func serveWait(f *Factory, a API, req api.WaitRequest) (*api.WaitResult, error) {
 	if req.Timeout <= 0 || req.Timeout > serviceWaitMax {
 		req.Timeout = serviceWaitMax
 	}

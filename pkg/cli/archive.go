@@ -72,7 +72,7 @@ func archiveInitRun(o *ArchiveInitOptions) error {
 		return err
 	}
 	if err != nil {
-		return &ExitError{Code: ExitIOErr, Msg: "archive init: " + oneLine(err)}
+		return &ExitError{Code: ExitIOErr, Msg: "archive init: " + OneLine(err)}
 	}
 	if f.JSON {
 		return printDoc(f.IO.Out, map[string]any{"bucket": a.Bucket, "created": created, "lock_mode": a.LockMode, "lock_days": a.LockDays})

@@ -60,7 +60,7 @@ still wins.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Fingerprint = args[0]
 			if strings.TrimSpace(opts.Reason) == "" || strings.TrimSpace(opts.Incident) == "" {
-				return &usageError{msg: "--reason and --incident are required"}
+				return &UsageError{Msg: "--reason and --incident are required"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -133,21 +133,21 @@ func notifyBreakGlass(f *Factory, pc *planContext, id string, b *approval.BreakG
 			names = append(names, pr.ID)
 		}
 	}
-	if !slices.Contains([]bool{slackEnabled(pc.Config.Bridge), githubEnabled(pc.Config.Bridge)}, true) {
-		warnf(f, "break-glass %.12s: no bridge is configured, so the skipped approvers (%s) were not notified", id, strings.Join(names, ", "))
+	if !slices.Contains([]bool{SlackEnabled(pc.Config.Bridge), GitHubEnabled(pc.Config.Bridge)}, true) {
+		Warnf(f, "break-glass %.12s: no bridge is configured, so the skipped approvers (%s) were not notified", id, strings.Join(names, ", "))
 		return
 	}
 	ps, secrets, errs := posters(f, pc.Config)
 	for _, err := range errs {
-		warnf(f, "break-glass %.12s: approvers not notified: %s", id, bridge.Redact(err.Error(), secrets...))
+		Warnf(f, "break-glass %.12s: approvers not notified: %s", id, bridge.Redact(err.Error(), secrets...))
 	}
 	text := fmt.Sprintf("Break-glass: %s on %s by %s without the usual approvals\nIncident: %s\nReason: %s\nRecord: %s (may run until %s)\nFingerprint: %s\nSkipped: %s\nOnce it has run, review it: prod-write break-glass review RUN (receipts list shows the run)",
 		pc.Plan.Operation, pc.Plan.Target, b.Breaker, b.Incident, b.Reason, id, b.Expires.UTC().Format(time.RFC3339), pc.Plan.Fingerprint, strings.Join(names, ", "))
-	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), BridgeTimeout)
 	defer cancel()
 	posts, errs := bridge.Announce(ctx, bridge.LedgerOf(pc.Config), ps, pc.Plan.Fingerprint, id, f.Now().UTC(), bridge.Notice{Kind: "break-glass", Text: text, Mention: skipped})
 	for _, err := range errs {
-		warnf(f, "break-glass %.12s: %s", id, bridge.Redact(err.Error(), secrets...))
+		Warnf(f, "break-glass %.12s: %s", id, bridge.Redact(err.Error(), secrets...))
 	}
 	if !f.JSON {
 		for _, p := range posts {
@@ -202,7 +202,7 @@ func breakGlassReview(f *Factory, o api.BreakGlassReviewRequest) (*api.BreakGlas
 		}
 	}
 	if rec == nil {
-		return nil, &dataError{err: fmt.Errorf("run %s's intent does not carry its break-glass record", runID)}
+		return nil, &DataError{Err: fmt.Errorf("run %s's intent does not carry its break-glass record", runID)}
 	}
 	var b approval.BreakGlass
 	if err := rec.Decode(&b); err != nil {
@@ -251,9 +251,9 @@ func breakGlassReview(f *Factory, o api.BreakGlassReviewRequest) (*api.BreakGlas
 // 6 digits) in the journal; it must be on the break-glass path.
 func findBreakGlassRun(f *Factory, run string) (*receipts.Intent, string, error) {
 	if len(run) < 6 {
-		return nil, "", &usageError{msg: "RUN is a run id or a prefix of at least 6 of its digits"}
+		return nil, "", &UsageError{Msg: "RUN is a run id or a prefix of at least 6 of its digits"}
 	}
-	fl, err := openJournal(f)
+	fl, err := OpenJournal(f)
 	if err != nil {
 		return nil, "", err
 	}
@@ -276,11 +276,11 @@ func findBreakGlassRun(f *Factory, run string) (*receipts.Intent, string, error)
 	}
 	switch {
 	case n == 0:
-		return nil, "", &dataError{err: fmt.Errorf("no run %q in the journal", run)}
+		return nil, "", &DataError{Err: fmt.Errorf("no run %q in the journal", run)}
 	case n > 1:
-		return nil, "", &usageError{msg: fmt.Sprintf("%q is the prefix of %d runs: give more digits", run, n)}
+		return nil, "", &UsageError{Msg: fmt.Sprintf("%q is the prefix of %d runs: give more digits", run, n)}
 	case found.Intent.Path != operations.PathBreakGlass:
-		return nil, "", &dataError{err: fmt.Errorf("run %s is not a break-glass run (path %s)", found.RunID, operations.PathName(found.Intent.Path))}
+		return nil, "", &DataError{Err: fmt.Errorf("run %s is not a break-glass run (path %s)", found.RunID, operations.PathName(found.Intent.Path))}
 	}
 	return found.Intent, found.RunID, nil
 }
@@ -336,7 +336,7 @@ type listedBreakGlass struct {
 // without what the breaker wrote. Without a trust policy, registry or
 // history to judge by, it finds none, and says why (the warning).
 func breakGlassRunsOf(f *Factory, journal io.Reader, redact bool) (map[int]*receipts.BreakGlassRun, string, error) {
-	j, err := newReplayJudge(&ReplayOptions{F: f})
+	j, err := NewReplayJudge(f, ReplaySource{})
 	if err != nil {
 		return nil, fmt.Sprintf("break-glass runs are not marked: %v", err), nil
 	}
@@ -344,7 +344,7 @@ func breakGlassRunsOf(f *Factory, journal io.Reader, redact bool) (map[int]*rece
 	// fixed bound, which keeps the pass's run ids well under 100 MB.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
-	runs, err := j.rp.BreakGlassRuns(journal)
+	runs, err := j.Replayer.BreakGlassRuns(journal)
 	if err != nil {
 		return nil, "", fmt.Errorf("reading the journal for break-glass runs: %w", err)
 	}

@@ -26,8 +26,8 @@ import (
 // requests: the Request URL of the Slack app is https://HOST/slack/interactions.
 const SlackInteractionsPath = "/slack/interactions"
 
-// bridgeTimeout bounds what file and withdraw wait for the bridges.
-const bridgeTimeout = 15 * time.Second
+// BridgeTimeout bounds what file and withdraw wait for the bridges.
+const BridgeTimeout = 15 * time.Second
 
 // BridgeServeOptions are bridge serve's inputs. It takes no flags: its
 // configuration is prod-write.toml's [bridge] and its secrets come from the
@@ -81,21 +81,21 @@ cleanly on SIGINT or SIGTERM.`,
 	return cmd
 }
 
-// slackEnabled and githubEnabled say which bridges the configuration turns
+// SlackEnabled and githubEnabled say which bridges the configuration turns
 // on.
-func slackEnabled(b config.Bridge) bool  { return b.SlackChannel != "" }
-func githubEnabled(b config.Bridge) bool { return b.GitHubRepo != "" }
-func pageEnabled(b config.Bridge) bool   { return b.PageListen != "" }
+func SlackEnabled(b config.Bridge) bool  { return b.SlackChannel != "" }
+func GitHubEnabled(b config.Bridge) bool { return b.GitHubRepo != "" }
+func PageEnabled(b config.Bridge) bool   { return b.PageListen != "" }
 
-// pageOrigin is the approval page's origin when c serves one, else "".
-func pageOrigin(c *config.Config, p *approval.Policy) string {
-	if !pageEnabled(c.Bridge) || p == nil || p.Passkey == nil {
+// PageOrigin is the approval page's origin when c serves one, else "".
+func PageOrigin(c *config.Config, p *approval.Policy) string {
+	if !PageEnabled(c.Bridge) || p == nil || p.Passkey == nil {
 		return ""
 	}
 	return p.Passkey.Origin
 }
 
-func secret(f *Factory, c *config.Config, env, key, file string) (bridge.Secret, error) {
+func ReadSecret(f *Factory, c *config.Config, env, key, file string) (bridge.Secret, error) {
 	s, err := bridge.LoadSecret(f.LookupEnv, env, "bridge."+key, c.Abs(file))
 	var missing *bridge.MissingSecretError
 	if errors.As(err, &missing) {
@@ -112,13 +112,13 @@ func posters(f *Factory, c *config.Config) ([]bridge.Poster, []bridge.Secret, []
 	var secrets []bridge.Secret
 	var errs []error
 	b := c.Bridge
-	if f.Net == nil && (slackEnabled(b) || githubEnabled(b)) {
+	if f.Net == nil && (SlackEnabled(b) || GitHubEnabled(b)) {
 		// Config hands file and withdraw to prod-write-net when bridges
 		// are on, so this is a build or wiring error; say so.
 		return nil, nil, []error{fmt.Errorf("this build cannot reach the bridges: run %s", NetBinary)}
 	}
-	if slackEnabled(b) {
-		token, err := secret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile)
+	if SlackEnabled(b) {
+		token, err := ReadSecret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("slack: %w", err))
 		} else {
@@ -126,8 +126,8 @@ func posters(f *Factory, c *config.Config) ([]bridge.Poster, []bridge.Secret, []
 			secrets = append(secrets, token)
 		}
 	}
-	if githubEnabled(b) {
-		p, token, err := githubPoster(f, c)
+	if GitHubEnabled(b) {
+		p, token, err := NewGitHubPoster(f, c)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("github: %w", err))
 		} else {
@@ -138,8 +138,8 @@ func posters(f *Factory, c *config.Config) ([]bridge.Poster, []bridge.Secret, []
 	return out, secrets, errs
 }
 
-func githubPoster(f *Factory, c *config.Config) (bridge.Poster, bridge.Secret, error) {
-	token, err := secret(f, c, bridge.EnvGitHubToken, "github_token_file", c.Bridge.GitHubTokenFile)
+func NewGitHubPoster(f *Factory, c *config.Config) (bridge.Poster, bridge.Secret, error) {
+	token, err := ReadSecret(f, c, bridge.EnvGitHubToken, "github_token_file", c.Bridge.GitHubTokenFile)
 	if err != nil {
 		return nil, token, err
 	}
@@ -150,14 +150,14 @@ func githubPoster(f *Factory, c *config.Config) (bridge.Poster, bridge.Secret, e
 	return p, token, nil
 }
 
-// diffRules are the rules by which the bridges read diffs: read by this
+// DiffRules are the rules by which the bridges read diffs: read by this
 // process (the filer's in local mode, the runner service's or bridge
 // serve's otherwise), under bridge.diff_roots only.
-func diffRules(c *config.Config) *bridge.DiffRules {
+func DiffRules(c *config.Config) *bridge.DiffRules {
 	return &bridge.DiffRules{Roots: c.Bridge.DiffRoots}
 }
 
-func warnf(f *Factory, format string, args ...any) {
+func Warnf(f *Factory, format string, args ...any) {
 	fmt.Fprintf(f.IO.Err, "prod-write: warning: "+format+"\n", args...)
 }
 
@@ -165,27 +165,27 @@ func warnf(f *Factory, format string, args ...any) {
 // configured bridges. It cannot fail the command: the record is stored, and
 // a decision that was not posted can still be answered with decide.
 func notifyFiled(f *Factory, pc *planContext, record string) {
-	if !slackEnabled(pc.Config.Bridge) && !githubEnabled(pc.Config.Bridge) {
+	if !SlackEnabled(pc.Config.Bridge) && !GitHubEnabled(pc.Config.Bridge) {
 		return
 	}
 	ps, secrets, errs := posters(f, pc.Config)
 	for _, err := range errs {
-		warnf(f, "the decision was not posted: %s", bridge.Redact(err.Error(), secrets...))
+		Warnf(f, "the decision was not posted: %s", bridge.Redact(err.Error(), secrets...))
 	}
 	if len(ps) == 0 {
 		return
 	}
-	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store, Diffs: diffRules(pc.Config), Page: pageOrigin(pc.Config, pc.Policy)}
+	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store, Diffs: DiffRules(pc.Config), Page: PageOrigin(pc.Config, pc.Policy)}
 	v, err := bridge.Describe(src, pc.Plan.Fingerprint, record, f.Now().UTC())
 	if err != nil {
-		warnf(f, "the decision was not posted: %v", err)
+		Warnf(f, "the decision was not posted: %v", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), BridgeTimeout)
 	defer cancel()
 	posts, errs := bridge.Notify(ctx, bridge.LedgerOf(pc.Config), ps, v)
 	for _, err := range errs {
-		warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
+		Warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
 	}
 	if f.JSON {
 		return
@@ -202,7 +202,7 @@ func notifyWithdrawn(f *Factory, pc *planContext) {
 	l := bridge.LedgerOf(pc.Config)
 	posted, err := l.Posts(pc.Plan.Fingerprint)
 	if err != nil {
-		warnf(f, "reading where the decision was posted: %v", err)
+		Warnf(f, "reading where the decision was posted: %v", err)
 		return
 	}
 	if len(posted) == 0 {
@@ -210,17 +210,17 @@ func notifyWithdrawn(f *Factory, pc *planContext) {
 	}
 	ps, secrets, errs := posters(f, pc.Config)
 	for _, err := range errs {
-		warnf(f, "the posted decision was not closed: %s", bridge.Redact(err.Error(), secrets...))
+		Warnf(f, "the posted decision was not closed: %s", bridge.Redact(err.Error(), secrets...))
 	}
 	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store}
 	now := f.Now().UTC()
-	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), BridgeTimeout)
 	defer cancel()
 	done, errs := bridge.NotifyWithdrawn(ctx, l, ps, pc.Plan.Fingerprint, func(record string) (*bridge.View, error) {
 		return bridge.Describe(src, pc.Plan.Fingerprint, record, now)
 	})
 	for _, err := range errs {
-		warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
+		Warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
 	}
 	if f.JSON {
 		return
@@ -252,7 +252,7 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 		return err
 	}
 	b := c.Bridge
-	if !slackEnabled(b) && !githubEnabled(b) && !pageEnabled(b) {
+	if !SlackEnabled(b) && !GitHubEnabled(b) && !PageEnabled(b) {
 		return &config.Error{Path: c.Path, Msg: "no bridge is configured: set [bridge] slack_channel, github_repo and/or page_listen"}
 	}
 	reg, err := f.Registry(c)
@@ -299,7 +299,7 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 	if b.Key == "" {
 		return nil, &config.Error{Path: c.Path, Msg: "[bridge] key is required: the bridge's own key, of a principal with role bridge"}
 	}
-	src := bridge.Source{Policy: policy, Registry: reg, Diffs: diffRules(c), Page: pageOrigin(c, policy)}
+	src := bridge.Source{Policy: policy, Registry: reg, Diffs: DiffRules(c), Page: PageOrigin(c, policy)}
 	if through == nil {
 		st, err := f.Store(c)
 		if err != nil {
@@ -324,7 +324,7 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 	if s.Requests, s.CheckEvery, err = bridge.RequestSettings(c); err != nil {
 		return nil, err
 	}
-	if pageEnabled(b) {
+	if PageEnabled(b) {
 		if policy.Passkey == nil {
 			return nil, &config.Error{Path: c.Path, Msg: "[bridge] page_listen needs the approval page's origin: trust.toml's [passkey] origin"}
 		}
@@ -335,7 +335,7 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 		if pageAPI == nil {
 			g := *f
 			g.KeyPath = b.Key
-			pageAPI = localAPI{f: &g}
+			pageAPI = API{Env: &g}
 		}
 		if s.Page, err = approvalpage.New(approvalpage.Config{Source: src, API: pageAPI, Key: key, Now: f.Now, Log: s.Log}); err != nil {
 			return nil, err
@@ -344,8 +344,8 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 	if len(att.Principal().Roles) > 1 {
 		s.Log.Warn("the bridge's principal holds roles besides bridge; give the bridge a principal of its own", "principal", att.Principal().ID)
 	}
-	if githubEnabled(b) {
-		if _, s.GitHubToken, err = githubPoster(f, c); err != nil {
+	if GitHubEnabled(b) {
+		if _, s.GitHubToken, err = NewGitHubPoster(f, c); err != nil {
 			return nil, err
 		}
 		s.GitHubPoll = 30 * time.Second
@@ -365,14 +365,14 @@ func newBridgeService(f *Factory, c *config.Config, reg *operations.Registry, po
 			}
 		}
 	}
-	if slackEnabled(b) {
+	if SlackEnabled(b) {
 		if b.Listen == "" {
 			return nil, &config.Error{Path: c.Path, Msg: "[bridge] listen is required for Slack: the address Slack's interaction requests reach (behind a TLS proxy)"}
 		}
-		if s.SlackSigning, err = secret(f, c, bridge.EnvSlackSigningSecret, "slack_signing_secret_file", b.SlackSigningSecretFile); err != nil {
+		if s.SlackSigning, err = ReadSecret(f, c, bridge.EnvSlackSigningSecret, "slack_signing_secret_file", b.SlackSigningSecretFile); err != nil {
 			return nil, err
 		}
-		if s.SlackToken, err = secret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile); err != nil {
+		if s.SlackToken, err = ReadSecret(f, c, bridge.EnvSlackBotToken, "slack_bot_token_file", b.SlackBotTokenFile); err != nil {
 			return nil, err
 		}
 	}

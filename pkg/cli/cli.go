@@ -240,14 +240,14 @@ func (f *Factory) HasKey() bool {
 func (f *Factory) LoadKey() (*keys.Private, string, error) {
 	if f.Call != nil {
 		if f.Call.Key == nil {
-			return nil, "", &usageError{msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
+			return nil, "", &UsageError{Msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
 		}
 		k, err := keys.LoadFile(f.Call.Key, "the key handed over")
 		return k, "the key handed over", err
 	}
 	path := f.KeyFile()
 	if path == "" {
-		return nil, "", &usageError{msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
+		return nil, "", &UsageError{Msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
 	}
 	k, err := keys.Load(path)
 	return k, path, err
@@ -287,7 +287,7 @@ func (f *Factory) ResolveDir(dir string) (string, error) {
 			return "", refusal.New(refusal.ParamInvalid, "the operation declares no cwd, and MCP over HTTP has no working directory of its own: nothing was planned").Needs("a cwd in the operation, or [service] mcp_cwd in the service's configuration")
 		}
 		if dir == "" {
-			return "", &usageError{msg: "the client handed over no working directory"}
+			return "", &UsageError{Msg: "the client handed over no working directory"}
 		}
 		if dir == f.Call.CwdPath {
 			return dir, nil
@@ -331,12 +331,12 @@ func Run(args []string, f *Factory) int {
 	if err == nil {
 		return ExitOK
 	}
-	var usage *usageError
+	var usage *UsageError
 	if rest, ok := strings.CutPrefix(err.Error(), "unknown command "); ok && !errors.As(err, &usage) {
 		// cobra's own error for an unknown top-level word, untyped, with
 		// its suggestions on lines of their own: a usage error all the
 		// same, said as a group's unknown word is.
-		err = &usageError{msg: err.Error()}
+		err = &UsageError{Msg: err.Error()}
 		if q, qerr := strconv.QuotedPrefix(rest); qerr == nil {
 			word, _ := strconv.Unquote(q)
 			err = unknownCommand(root, word)
@@ -416,7 +416,7 @@ func printError(f *Factory, err error) {
 		return
 	}
 	fmt.Fprintf(w, "prod-write: error: %s\n", msg)
-	var usage *usageError
+	var usage *UsageError
 	var apiErr *api.Error
 	switch {
 	case errors.As(err, &apiErr) && apiErr.Hint != "":
@@ -449,7 +449,7 @@ replays.`,
 	// --version honours --json like every command (docs/JSON.md), and
 	// says which binary answered, as `version` does.
 	root.SetVersionTemplate(versionTemplate(f.binary()))
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Msg: err.Error()} })
 
 	root.AddCommand(
 		NewCmdInit(f, nil),
@@ -525,7 +525,7 @@ func unknownCommand(cmd *cobra.Command, word string) error {
 	if s := cmd.SuggestionsFor(word); len(s) > 0 {
 		msg += fmt.Sprintf("; did you mean %q?", s[0])
 	}
-	return &usageError{msg: msg}
+	return &UsageError{Msg: msg}
 }
 
 // wrapArgs makes argument-count errors usage errors (exit 64).
@@ -534,7 +534,7 @@ func wrapArgs(c *cobra.Command) {
 		check := c.Args
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
-				return &usageError{msg: fmt.Sprintf("%s: %v", cmd.CommandPath(), err)}
+				return &UsageError{Msg: fmt.Sprintf("%s: %v", cmd.CommandPath(), err)}
 			}
 			return nil
 		}

@@ -50,7 +50,7 @@ func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op strin
 	case errors.As(err, &open) && open.Name == "key":
 		return nil, &config.Error{Msg: "cannot open the key", Err: open.Err}
 	case errors.As(err, &open):
-		return nil, &dataError{err: open}
+		return nil, &DataError{Err: open}
 	case errors.As(err, &unanswered):
 		// A call the service could not answer: it said why on stderr.
 		return nil, &ExitError{Code: unanswered.Code}

@@ -139,7 +139,7 @@ func completeArgs(f *Factory, words ...[]string) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		var a api.API = localAPI{f: f}
+		var a api.API = API{Env: f}
 		if c.Service.Socket != "" {
 			a = serviceAPI{f: f.completionFactory()}
 		}

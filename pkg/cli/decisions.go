@@ -58,7 +58,7 @@ func (d *decisionRecord) Stamp(in *receipts.Intent) *receipts.Intent {
 // Ready says whether the log can take a line now, before the run spends
 // anything (docs/adr/0037-a-decision-log-that-never-drops-a-line.md).
 func (d *decisionRecord) Ready() error {
-	sink, err := d.f.decisionSink()
+	sink, err := d.f.DecisionSink()
 	if err == nil && sink != nil {
 		err = sink.Check()
 	}
@@ -145,7 +145,7 @@ func (d *decisionRecord) entry(decision string) decisionlog.Entry {
 		Time:       f.Now().UTC().Format(decisionlog.TimeFormat),
 		DecisionID: d.id,
 		Decision:   decision,
-		Surface:    f.surface(),
+		Surface:    f.Surface(),
 		Invoker:    decisionlog.Invoker{UID: -1},
 	}
 	if askedFingerprint(d.asked) {
@@ -162,7 +162,7 @@ func (d *decisionRecord) entry(decision string) decisionlog.Entry {
 		e.Invoker.UID = callerUID(f)
 		if err == nil {
 			if p, err := f.Policy(c); err == nil {
-				e.Invoker.Principal = invoker(f, p).Principal
+				e.Invoker.Principal = Invoker(f, p).Principal
 			}
 		}
 		return e
@@ -173,7 +173,7 @@ func (d *decisionRecord) entry(decision string) decisionlog.Entry {
 	if inv != nil {
 		e.Invoker = decisionlog.Invoker{UID: inv.Invoker.UID, Principal: inv.Invoker.Principal}
 	} else {
-		i := invoker(f, pc.Policy)
+		i := Invoker(f, pc.Policy)
 		e.Invoker = decisionlog.Invoker{UID: i.UID, Principal: i.Principal}
 	}
 	return e
@@ -182,7 +182,7 @@ func (d *decisionRecord) entry(decision string) decisionlog.Entry {
 // off reports that no decision log is configured, marking the record
 // done: nothing is built for a log nobody keeps.
 func (d *decisionRecord) off() bool {
-	sink, err := d.f.decisionSink()
+	sink, err := d.f.DecisionSink()
 	if err == nil && sink == nil {
 		d.done = true
 		return true
@@ -193,7 +193,7 @@ func (d *decisionRecord) off() bool {
 // write hands the line to the log.
 func (d *decisionRecord) write(e decisionlog.Entry) error {
 	d.done = true
-	sink, err := d.f.decisionSink()
+	sink, err := d.f.DecisionSink()
 	if err == nil && sink != nil {
 		err = sink.Write(e.Line())
 	}
@@ -216,10 +216,10 @@ func (d *decisionRecord) failed(err error, done string) error {
 	return &ExitError{Code: ExitIOErr, Msg: msg + ": " + err.Error()}
 }
 
-// decisionSink is where this process logs decisions: in the service, the
+// DecisionSink is where this process logs decisions: in the service, the
 // service's own (a caller never names it); else the file the
 // configuration names. Nil when off.
-func (f *Factory) decisionSink() (decisionlog.Sink, error) {
+func (f *Factory) DecisionSink() (decisionlog.Sink, error) {
 	if f.Call != nil {
 		return f.Call.State.Decisions, nil
 	}
@@ -227,12 +227,12 @@ func (f *Factory) decisionSink() (decisionlog.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decisionSinkFor(c, nil)
+	return DecisionSinkFor(c, nil)
 }
 
-// decisionSinkFor is the sink c names; "-" is stdout, nil when this
+// DecisionSinkFor is the sink c names; "-" is stdout, nil when this
 // process has none.
-func decisionSinkFor(c *config.Config, stdout *decisionlog.Stream) (decisionlog.Sink, error) {
+func DecisionSinkFor(c *config.Config, stdout *decisionlog.Stream) (decisionlog.Sink, error) {
 	switch p := c.DecisionsPath(); p {
 	case "":
 		return nil, nil
@@ -258,8 +258,8 @@ func callerUID(f *Factory) int {
 	return -1
 }
 
-// surface names where a run was asked for, for the decision log.
-func (f *Factory) surface() string {
+// Surface names where a run was asked for, for the decision log.
+func (f *Factory) Surface() string {
 	switch {
 	case f.Call != nil && f.Call.Socket == nil:
 		return "mcp_http"

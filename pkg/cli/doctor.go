@@ -80,7 +80,7 @@ func doctorRun(o *DoctorOptions) error {
 	who, check := doctor.Current(), doctor.Check
 	if o.As != "" {
 		if who, err = doctor.Lookup(o.As); err != nil {
-			return &usageError{msg: fmt.Sprintf("--as %s: %v", o.As, err)}
+			return &UsageError{Msg: fmt.Sprintf("--as %s: %v", o.As, err)}
 		}
 		check = doctor.CheckAs
 	}
@@ -95,7 +95,7 @@ func doctorRun(o *DoctorOptions) error {
 		}
 	}
 	if o.F.JSON {
-		if err := printDoc(o.F.IO.Out, map[string]any{"account": who.Name, "ok": weak == 0, "findings": nonNil(findings)}); err != nil {
+		if err := printDoc(o.F.IO.Out, map[string]any{"account": who.Name, "ok": weak == 0, "findings": NonNil(findings)}); err != nil {
 			return err
 		}
 	} else {

@@ -45,7 +45,7 @@ func (f *Factory) ResolveFingerprint(c *config.Config, fp string) (string, error
 	}
 	h := strings.TrimPrefix(fp, "sha256:")
 	if len(h) < MinFingerprintPrefix || len(h) >= 64 || strings.Trim(h, "0123456789abcdef") != "" {
-		return "", &usageError{msg: fmt.Sprintf("%q is not a fingerprint: want sha256: and 64 hex digits, or a unique prefix of at least %d", fp, MinFingerprintPrefix)}
+		return "", &UsageError{Msg: fmt.Sprintf("%q is not a fingerprint: want sha256: and 64 hex digits, or a unique prefix of at least %d", fp, MinFingerprintPrefix)}
 	}
 	st, err := f.Store(c)
 	if err != nil {
@@ -55,7 +55,7 @@ func (f *Factory) ResolveFingerprint(c *config.Config, fp string) (string, error
 		PlansWithPrefix(string) ([]string, error)
 	})
 	if !ok {
-		return "", &usageError{msg: fmt.Sprintf("%q: this store looks up whole fingerprints only; give all 64 hex digits", fp)}
+		return "", &UsageError{Msg: fmt.Sprintf("%q: this store looks up whole fingerprints only; give all 64 hex digits", fp)}
 	}
 	found, err := lister.PlansWithPrefix(h)
 	if err != nil {
@@ -67,7 +67,7 @@ func (f *Factory) ResolveFingerprint(c *config.Config, fp string) (string, error
 	case 0:
 		return "", refusal.New(refusal.PlanAbsent, "no stored plan's fingerprint starts with %s", h).Needs("a signed plan (prod-write plan --key …)")
 	}
-	return "", &usageError{msg: fmt.Sprintf("the prefix %s is ambiguous: %d stored plans start with it", h, len(found))}
+	return "", &UsageError{Msg: fmt.Sprintf("the prefix %s is ambiguous: %d stored plans start with it", h, len(found))}
 }
 
 // actor loads the acting key for a command that acts on pc's plan in role,
@@ -114,11 +114,11 @@ it with decide (or on a bridge).`,
 			opts.Fingerprint = args[0]
 			for flag, v := range map[string]string{"--summary": r.Summary, "--effect": r.Effect, "--blast-radius": r.BlastRadius, "--rollback": r.Rollback} {
 				if v == "" {
-					return &usageError{msg: "file needs " + flag}
+					return &UsageError{Msg: "file needs " + flag}
 				}
 			}
 			if !slices.Contains(approval.CertaintyLevels, r.Certainty) {
-				return &usageError{msg: "--certainty must be high, medium or low"}
+				return &UsageError{Msg: "--certainty must be high, medium or low"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -193,7 +193,7 @@ may run. Nobody approves a plan they planned or a record they filed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Fingerprint, opts.Answer = args[0], args[1]
 			if opts.Answer != approval.Approve && opts.Answer != approval.Deny {
-				return &usageError{msg: fmt.Sprintf("answer %q: want approve or deny", opts.Answer)}
+				return &UsageError{Msg: fmt.Sprintf("answer %q: want approve or deny", opts.Answer)}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -254,10 +254,10 @@ up to --uses times before it expires; a no-go vetoes it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Decision, opts.Fingerprint = args[0], args[1]
 			if opts.Decision != approval.Go && opts.Decision != approval.NoGo {
-				return &usageError{msg: fmt.Sprintf("decision %q: want go or no-go", opts.Decision)}
+				return &UsageError{Msg: fmt.Sprintf("decision %q: want go or no-go", opts.Decision)}
 			}
 			if opts.Uses < 1 {
-				return &usageError{msg: "--uses must be at least 1"}
+				return &UsageError{Msg: "--uses must be at least 1"}
 			}
 			if runF != nil {
 				return runF(opts)

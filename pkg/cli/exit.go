@@ -56,10 +56,10 @@ var ExitStatuses = []ExitStatus{
 	{Code: ExitSignalled, Plus: "N", Meaning: "run: the program was killed by signal N."},
 }
 
-// usageError is a wrong command line.
-type usageError struct{ msg string }
+// UsageError is a wrong command line.
+type UsageError struct{ Msg string }
 
-func (e *usageError) Error() string { return e.msg }
+func (e *UsageError) Error() string { return e.Msg }
 
 // ExitError carries an exit status decided by the command itself: the
 // program's own status for run, 1 for a failed replay.
@@ -75,7 +75,7 @@ func (e *ExitError) Error() string { return e.Msg }
 func ExitCode(err error) int {
 	var (
 		exitErr   *ExitError
-		usage     *usageError
+		usage     *UsageError
 		badCwd    *servicecall.CwdError
 		refused   *refusal.Error
 		cfgErr    *config.Error
@@ -84,11 +84,11 @@ func ExitCode(err error) int {
 		insecure  *keys.InsecureError
 		input     *operations.InputError
 		badFP     *store.BadFingerprintError
-		dataErr   *dataError
+		dataErr   *DataError
 		pathErr   *fs.PathError
 		svcErr    *service.Error
 		apiErr    *api.Error
-		badIn     *badInputRefusal
+		badIn     *BadInputRefusal
 		vsaRef    *receipts.VSARefusedError
 		vsaBad    *receipts.MalformedVSAError
 		incons    *receipts.ConsistencyRefusedError
@@ -161,28 +161,28 @@ func errorCode(err error) string {
 	return "internal"
 }
 
-// dataError is input the command cannot use (exit 65).
-type dataError struct{ err error }
+// DataError is input the command cannot use (exit 65).
+type DataError struct{ Err error }
 
-func (e *dataError) Error() string { return e.err.Error() }
-func (e *dataError) Unwrap() error { return e.err }
+func (e *DataError) Error() string { return e.Err.Error() }
+func (e *DataError) Unwrap() error { return e.Err }
 
-// badInputRefusal is a refusal of a plan's own params or files by their
+// BadInputRefusal is a refusal of a plan's own params or files by their
 // declared rules (param_invalid at plan time): bad input data (exit 65,
 // README), since no gate said no and no approval would change it. It is
 // still the typed refusal, which it unwraps to: --json prints the refusal
 // line (with exit_code 65), and MCP, local or through the service, answers
 // with the refusal as before. The same code at run time (a secret not set,
 // a definition that changed since the plan) is the gate's, exit 77.
-type badInputRefusal struct{ r *refusal.Error }
+type BadInputRefusal struct{ R *refusal.Error }
 
-func (e *badInputRefusal) Error() string { return e.r.Error() }
-func (e *badInputRefusal) Unwrap() error { return e.r }
+func (e *BadInputRefusal) Error() string { return e.R.Error() }
+func (e *BadInputRefusal) Unwrap() error { return e.R }
 
-// planInput marks err as bad input when it is a param_invalid refusal.
-func planInput(err error) error {
+// PlanInput marks err as bad input when it is a param_invalid refusal.
+func PlanInput(err error) error {
 	if r, ok := refusal.As(err); ok && r.Code == refusal.ParamInvalid {
-		return &badInputRefusal{r}
+		return &BadInputRefusal{r}
 	}
 	return err
 }

@@ -50,7 +50,7 @@ the runner key, so that one run verifies alone from the runner's public key
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !opts.InToto {
-				return &usageError{msg: "export needs a format: --in-toto"}
+				return &UsageError{Msg: "export needs a format: --in-toto"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -104,16 +104,16 @@ func verifyExportCommand(file, signer string) string {
 
 // ReceiptsExport signs with the runner key where it is: in the service
 // (f.runnerIdentity) for its clients, or in this process.
-func (a localAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequest) (*api.ReceiptsExportResult, error) {
+func (a API) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequest) (*api.ReceiptsExportResult, error) {
 	if !req.InToto {
-		return nil, &usageError{msg: "export needs a format: --in-toto"}
+		return nil, &UsageError{Msg: "export needs a format: --in-toto"}
 	}
-	if !a.f.MayReadPlans() {
+	if !a.Env.MayReadPlans() {
 		// Each attestation carries the plan's argv, cwd and evidence
 		// (docs/adr/0036-the-service-never-waits-on-a-caller.md).
 		return nil, refusal.New(refusal.PrincipalUnknown, "receipts export shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
 	}
-	sj, err := openSigningJournal(a.f)
+	sj, err := openSigningJournal(a.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func (a localAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequ
 	}
 	var ue *receipts.UnverifiedError
 	if errors.As(err, &ue) {
-		return nil, &dataError{err: fmt.Errorf("export stopped after %d runs: %w", n, err)}
+		return nil, &DataError{Err: fmt.Errorf("export stopped after %d runs: %w", n, err)}
 	}
 	if err != nil {
 		return nil, err
@@ -187,7 +187,7 @@ be read.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Export = args[0]
 			if opts.Pub == "" {
-				return &usageError{msg: "verify-export needs --pub: the runner's public key (receipts export prints it)"}
+				return &UsageError{Msg: "verify-export needs --pub: the runner's public key (receipts export prints it)"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -212,7 +212,7 @@ func verifyExportRun(o *VerifyExportOptions) error {
 	v, err := receipts.VerifyExport(in, pub)
 	var bad *receipts.MalformedExportError
 	if errors.As(err, &bad) {
-		return &dataError{err: fmt.Errorf("%s: %w", o.Export, err)}
+		return &DataError{Err: fmt.Errorf("%s: %w", o.Export, err)}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.Export, err)

@@ -46,7 +46,7 @@ approvals, and the planner cannot grant its own plan.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Fingerprint = args[0]
 			if opts.Freeze == "" || opts.Reason == "" {
-				return &usageError{msg: "--freeze and --reason are required"}
+				return &UsageError{Msg: "--freeze and --reason are required"}
 			}
 			if runF != nil {
 				return runF(opts)

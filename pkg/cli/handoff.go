@@ -29,7 +29,7 @@ const NetBinary = localapi.NetBinary
 // needsNet says why a command needs [Net], or "" if it does not: c posts
 // decisions to a bridge and the command posts them.
 func needsNet(c *config.Config, posts bool) string {
-	if posts && (slackEnabled(c.Bridge) || githubEnabled(c.Bridge)) {
+	if posts && (SlackEnabled(c.Bridge) || GitHubEnabled(c.Bridge)) {
 		return "its decisions are posted to Slack or GitHub"
 	}
 	return ""

@@ -73,7 +73,7 @@ type historyDoc struct {
 func historyRecord(o *HistoryOptions) error {
 	f := o.F
 	if o.Rollout < 0 {
-		return &usageError{msg: "--rollout must not be negative"}
+		return &UsageError{Msg: "--rollout must not be negative"}
 	}
 	trust, registry := o.Trust, o.Registry
 	if trust == "" || registry == "" {
@@ -97,7 +97,7 @@ func historyRecord(o *HistoryOptions) error {
 	if _, err := approval.ParsePolicy(trust, data); err != nil {
 		return err
 	}
-	defs, err := readDefinitions(registry)
+	defs, err := ReadDefinitions(registry)
 	if err != nil {
 		return err
 	}

@@ -228,7 +228,7 @@ func initRun(o *InitOptions) error {
 		for _, fl := range files {
 			written = append(written, rel(dir, fl.path))
 		}
-		return printDoc(w, map[string]any{"dir": dir, "files": written, "keys": nonNil(madeKeys), "state": stateName})
+		return printDoc(w, map[string]any{"dir": dir, "files": written, "keys": NonNil(madeKeys), "state": stateName})
 	}
 	fmt.Fprintf(w, "wrote %s\n", dir)
 	for _, fl := range files {
@@ -280,7 +280,7 @@ trust.toml takes.`,
   ed25519:3q2+7w...`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Out == "" {
-				return &usageError{msg: "keygen needs --out FILE"}
+				return &UsageError{Msg: "keygen needs --out FILE"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -299,7 +299,7 @@ func keygenRun(o *KeygenOptions) error {
 	}
 	if err := k.WriteNew(o.Out); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return &dataError{err: fmt.Errorf("%s exists; keygen never overwrites a key", o.Out)}
+			return &DataError{Err: fmt.Errorf("%s exists; keygen never overwrites a key", o.Out)}
 		}
 		return fmt.Errorf("writing key: %w", err)
 	}

@@ -317,7 +317,7 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	}{{oldNote, 1}, {newNote, 0}} {
 		f := &Factory{Env: localapi.Env{IO: &IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Now: time.Now,
 			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Getwd: func() (string, error) { return dir, nil }}}
-		r, err := localAPI{f: f}.ReceiptsProve(context.Background(), api.ReceiptsProveRequest{Seq: 1, Size: n.size})
+		r, err := API{Env: f}.ReceiptsProve(context.Background(), api.ReceiptsProveRequest{Seq: 1, Size: n.size})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,9 +20,9 @@ func printDoc(w io.Writer, fields map[string]any) error {
 	return printJSON(w, fields)
 }
 
-// nonNil returns s, or an empty slice for nil, so that a list prints as []
+// NonNil returns s, or an empty slice for nil, so that a list prints as []
 // and never as null.
-func nonNil[T any](s []T) []T {
+func NonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
 	}

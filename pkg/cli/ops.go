@@ -59,7 +59,7 @@ func NewCmdOps(f *Factory) *cobra.Command {
 	return cmd
 }
 
-func loadRegistry(f *Factory) (*operations.Registry, error) {
+func LoadRegistry(f *Factory) (*operations.Registry, error) {
 	c, err := f.Config()
 	if err != nil {
 		return nil, err
@@ -74,7 +74,7 @@ func opsList(f *Factory, ops []*operations.Operation) error {
 		return printJSON(f.IO.Out, struct {
 			FormatVersion int                     `json:"format_version"`
 			Operations    []*operations.Operation `json:"operations"`
-		}{FormatVersion, nonNil(ops)})
+		}{FormatVersion, NonNil(ops)})
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tMUTATING\tTARGETS\tHERE\tDESCRIPTION")

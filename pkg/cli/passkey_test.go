@@ -262,7 +262,7 @@ func TestPasskeyEnrollThroughTheServiceByAStranger(t *testing.T) {
 		t.Fatalf("the service stored %d codes for a stranger", len(ents))
 	}
 
-	c, err := localAPI{f: w.local}.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice"})
+	c, err := API{Env: w.local}.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ trust policy as plan does, and fails on a broken one.`,
 				return err
 			}
 			if opts.Target == "" {
-				return &usageError{msg: "plan needs --target"}
+				return &UsageError{Msg: "plan needs --target"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -76,10 +76,10 @@ func pairs(flag string, in []string) (map[string]string, error) {
 	for _, kv := range in {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, &usageError{msg: fmt.Sprintf("%s %q: want NAME=VALUE", flag, kv)}
+			return nil, &UsageError{Msg: fmt.Sprintf("%s %q: want NAME=VALUE", flag, kv)}
 		}
 		if _, dup := out[k]; dup {
-			return nil, &usageError{msg: fmt.Sprintf("%s %s given twice", flag, k)}
+			return nil, &UsageError{Msg: fmt.Sprintf("%s %s given twice", flag, k)}
 		}
 		out[k] = v
 	}
@@ -94,8 +94,8 @@ func planRun(o *PlanOptions) error {
 	if err != nil {
 		return err
 	}
-	if la, ok := a.(localAPI); ok && f.IO.ErrTTY && !f.JSON {
-		la.progress = progressPrinter(f.IO.Err)
+	if la, ok := a.(API); ok && f.IO.ErrTTY && !f.JSON {
+		la.Progress = ProgressPrinter(f.IO.Err)
 		a = la
 	}
 	r, err := a.Plan(context.Background(), api.PlanRequest{Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files, DryRun: o.DryRun})
@@ -180,7 +180,7 @@ func quoteArgv(argv []string) string {
 	return strings.Join(out, " ")
 }
 
-func progressPrinter(w io.Writer) func(string, int64, int64) {
+func ProgressPrinter(w io.Writer) func(string, int64, int64) {
 	return func(name string, done, total int64) {
 		pct := int64(100)
 		if total > 0 {

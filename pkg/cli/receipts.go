@@ -52,7 +52,7 @@ twice. With --last N, the runs of the N lines are judged by those lines.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if last < 0 {
-				return &usageError{msg: "--last must not be negative"}
+				return &UsageError{Msg: "--last must not be negative"}
 			}
 			return receiptsList(cmd.Context(), f, last)
 		},
@@ -106,17 +106,17 @@ missing from the note, and replay --witnesses says so.`,
 	return cmd
 }
 
-// openJournal opens the configured journal. One that does not exist is
+// OpenJournal opens the configured journal. One that does not exist is
 // bad input to a command that looks for a receipt in it (a
 // [*noJournalError]); list and replay say there is none yet instead.
-func openJournal(f *Factory) (*os.File, error) {
+func OpenJournal(f *Factory) (*os.File, error) {
 	c, err := f.Config()
 	if err != nil {
 		return nil, err
 	}
 	fl, err := os.Open(c.JournalPath())
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, &dataError{err: &noJournalError{path: c.JournalPath()}}
+		return nil, &DataError{Err: &noJournalError{path: c.JournalPath()}}
 	}
 	return fl, err
 }
@@ -213,7 +213,7 @@ func openSigningJournal(f *Factory) (*signingJournal, error) {
 	if err != nil {
 		return nil, err
 	}
-	fl, err := openJournal(f)
+	fl, err := OpenJournal(f)
 	if err != nil {
 		return nil, err
 	}
@@ -265,9 +265,9 @@ func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote, wit
 	return os.WriteFile(out, b, 0o644)
 }
 
-func (a localAPI) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
+func (a API) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
 	req.Note = req.Note || req.Witness
-	f := a.f
+	f := a.Env
 	sj, err := openSigningJournal(f)
 	if err != nil {
 		return nil, err
@@ -309,7 +309,7 @@ func (a localAPI) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckp
 			if len(c.Witnesses) == 0 {
 				return nil, &config.Error{Path: c.Path, Msg: "receipts checkpoint --witness: no [[witness]] to send to"}
 			}
-			if r.Witnesses, err = sendToWitnesses(ctx, c, sj.policy, tree, note); err != nil {
+			if r.Witnesses, err = SendToWitnesses(ctx, c, sj.policy, tree, note); err != nil {
 				return nil, err
 			}
 		}
@@ -441,19 +441,19 @@ no receipts.`,
 				return runF(opts)
 			}
 			if opts.Witnesses < 0 {
-				return &usageError{msg: "--witnesses counts witnesses: 0 or more"}
+				return &UsageError{Msg: "--witnesses counts witnesses: 0 or more"}
 			}
 			if opts.Witnesses > 0 && opts.Checkpoint == "" {
-				return &usageError{msg: "--witnesses counts the cosignatures of the --checkpoint note: give one"}
+				return &UsageError{Msg: "--witnesses counts the cosignatures of the --checkpoint note: give one"}
 			}
 			if (opts.VSA == "") != (opts.VSAKey == "") {
-				return &usageError{msg: "--vsa and --vsa-key go together"}
+				return &UsageError{Msg: "--vsa and --vsa-key go together"}
 			}
 			if (opts.State == "") != (opts.StateKey == "") {
-				return &usageError{msg: "--state and --state-key go together: a state is believed only as its key sealed it"}
+				return &UsageError{Msg: "--state and --state-key go together: a state is believed only as its key sealed it"}
 			}
 			if opts.State != "" && (opts.Policy != "" || opts.PolicyRegistry != "" || isArchiveURL(opts.Path)) {
-				return &usageError{msg: "--state resumes one journal file's replay: not with --policy, --policy-registry or an S3 archive"}
+				return &UsageError{Msg: "--state resumes one journal file's replay: not with --policy, --policy-registry or an S3 archive"}
 			}
 			// The service's replay takes no options: any of these is
 			// read here, as the caller, never silently dropped.
@@ -487,19 +487,31 @@ no receipts.`,
 	return cmd
 }
 
-// replayJudge is what replay judges a journal by: the options, and the
-// configuration for what they leave out.
-type replayJudge struct {
-	rp                *receipts.Replayer
-	policy            *approval.Policy
-	trust, path, host string
+// ReplaySource is what a replay judges by, as its options name it; each
+// empty one is the configuration's.
+type ReplaySource struct {
+	Path, Trust, Host, Registry, History       string
+	StrictRevocation, FailUnreviewedBreakGlass bool
 }
 
-// newReplayJudge resolves o into the Replayer replay runs. receipts list
+// source is o's ReplaySource.
+func (o *ReplayOptions) source() ReplaySource {
+	return ReplaySource{Path: o.Path, Trust: o.Trust, Host: o.Host, Registry: o.Registry, History: o.History,
+		StrictRevocation: o.StrictRevocation, FailUnreviewedBreakGlass: o.FailUnreviewedBreakGlass}
+}
+
+// ReplayJudge is what replay judges a journal by: the options, and the
+// configuration for what they leave out.
+type ReplayJudge struct {
+	Replayer          *receipts.Replayer
+	Policy            *approval.Policy
+	Trust, Path, Host string
+}
+
+// NewReplayJudge resolves o into the Replayer replay runs. receipts list
 // builds its own with no options, so that it says of break-glass runs what
 // `prod-write replay` of the configured journal says.
-func newReplayJudge(o *ReplayOptions) (*replayJudge, error) {
-	f := o.F
+func NewReplayJudge(f *Factory, o ReplaySource) (*ReplayJudge, error) {
 	trust, path, host, registry := o.Trust, o.Path, o.Host, o.Registry
 	if trust == "" || path == "" || registry == "" {
 		c, err := f.Config()
@@ -523,7 +535,7 @@ func newReplayJudge(o *ReplayOptions) (*replayJudge, error) {
 	if err != nil {
 		return nil, err
 	}
-	defs, err := readDefinitions(registry)
+	defs, err := ReadDefinitions(registry)
 	if err != nil {
 		return nil, err
 	}
@@ -537,16 +549,16 @@ func newReplayJudge(o *ReplayOptions) (*replayJudge, error) {
 	}
 	rp := &receipts.Replayer{Policy: policy, Host: host, History: hist, StrictRevocation: o.StrictRevocation, FailUnreviewedBreakGlass: o.FailUnreviewedBreakGlass}
 	rp.BreakGlassReviews = storeReviews(f)
-	return &replayJudge{rp: rp, policy: policy, trust: trust, path: path, host: host}, nil
+	return &ReplayJudge{Replayer: rp, Policy: policy, Trust: trust, Path: path, Host: host}, nil
 }
 
 func replayRun(o *ReplayOptions) error {
 	f := o.F
-	j, err := newReplayJudge(o)
+	j, err := NewReplayJudge(f, o.source())
 	if err != nil {
 		return err
 	}
-	rp, policy, trust, path, host := j.rp, j.policy, j.trust, j.path, j.host
+	rp, policy, trust, path, host := j.Replayer, j.Policy, j.Trust, j.Path, j.Host
 	if o.Policy != "" || o.PolicyRegistry != "" {
 		if rp.Audit, err = loadAudit(o.Policy, o.PolicyRegistry); err != nil {
 			return err
@@ -562,15 +574,15 @@ func replayRun(o *ReplayOptions) error {
 			// journal's Merkle tree, judged by the replayer.
 			rp.CheckpointNote = b
 			if o.Witnesses > len(policy.Witnesses) {
-				return &usageError{msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
+				return &UsageError{Msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
 			}
 			rp.Witnesses = o.Witnesses
 		} else if o.Witnesses > 0 {
-			return &usageError{msg: "--witnesses counts the cosignatures of a checkpoint note (receipts checkpoint --note); " + o.Checkpoint + " is a DSSE checkpoint"}
+			return &UsageError{Msg: "--witnesses counts the cosignatures of a checkpoint note (receipts checkpoint --note); " + o.Checkpoint + " is a DSSE checkpoint"}
 		} else {
 			env, err := decodeCheckpoint(bytes.TrimSuffix(b, []byte{'\n'}))
 			if err != nil {
-				return &dataError{err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
+				return &DataError{Err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
 			}
 			rp.Checkpoint = env
 		}
@@ -582,11 +594,11 @@ func replayRun(o *ReplayOptions) error {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
 	if isArchiveURL(path) {
 		if o.VSA != "" {
-			return &usageError{msg: "--vsa attests a journal file's head; replay the archive's journal from a file"}
+			return &UsageError{Msg: "--vsa attests a journal file's head; replay the archive's journal from a file"}
 		}
 		return replayArchive(f, rp, path)
 	}
-	in, note, err := openReplayJournal(path, o.Path == "")
+	in, note, err := OpenReplayJournal(path, o.Path == "")
 	if err != nil {
 		return err
 	}
@@ -614,12 +626,12 @@ func replayRun(o *ReplayOptions) error {
 	return out.end(sum, nil, nil)
 }
 
-// openReplayJournal opens the journal at path for replay, and says when it
+// OpenReplayJournal opens the journal at path for replay, and says when it
 // has no entry. The configured journal (configured true) that does not
 // exist is one no run has written yet: replayed as empty, which verifies
 // unless a checkpoint counts entries it lacks. A path named on the command
 // line that does not exist stays an error: it is more likely mistyped.
-func openReplayJournal(path string, configured bool) (io.ReadCloser, string, error) {
+func OpenReplayJournal(path string, configured bool) (io.ReadCloser, string, error) {
 	in, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) && configured {
 		return io.NopCloser(strings.NewReader("")), noReceipts(path, true), nil
@@ -654,11 +666,11 @@ func replayArchive(f *Factory, rp *receipts.Replayer, url string) error {
 	case errors.As(err, &ce):
 		return err
 	case err != nil:
-		return &ExitError{Code: ExitIOErr, Msg: "replay: " + oneLine(err)}
+		return &ExitError{Code: ExitIOErr, Msg: "replay: " + OneLine(err)}
 	case len(chains) == 0:
 		return &ExitError{Code: ExitIOErr, Msg: fmt.Sprintf("replay: %s holds no receipts: no object PREFIX/SEQ-HASH.json is under it (is the prefix mistyped?)", url)}
 	case len(chains) > 1 && rp.Checkpoint != nil:
-		return &usageError{msg: fmt.Sprintf("--checkpoint is one host's signed head, and %s holds %d hosts' receipts: replay that host's prefix with it", url, len(chains))}
+		return &UsageError{Msg: fmt.Sprintf("--checkpoint is one host's signed head, and %s holds %d hosts' receipts: replay that host's prefix with it", url, len(chains))}
 	}
 	out := newReplayOutput(f, true)
 	out.audit = rp.Audit != nil
@@ -805,7 +817,7 @@ func (o *replayOutput) replayed(name string, sum receipts.Summary, err error) er
 			io.WriteString(o.w, "]}\n")
 		}
 		o.w.Flush()
-		return &dataError{err: fmt.Errorf("%s: %w", name, err)}
+		return &DataError{Err: fmt.Errorf("%s: %w", name, err)}
 	}
 	return err
 }
@@ -884,10 +896,10 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 	return nil
 }
 
-// readDefinitions reads the operation definitions of a registry directory
+// ReadDefinitions reads the operation definitions of a registry directory
 // as the protected branch declares them, without resolving programs (CI
 // need not have them).
-func readDefinitions(dir string) ([]*operations.Operation, error) {
+func ReadDefinitions(dir string) ([]*operations.Operation, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the registry: %w", err)
@@ -923,7 +935,7 @@ func loadAudit(policy, registry string) (*receipts.Audit, error) {
 		a.Policy = p
 	}
 	if registry != "" {
-		defs, err := readDefinitions(registry)
+		defs, err := ReadDefinitions(registry)
 		if err != nil {
 			return nil, fmt.Errorf("the proposed registry: %w", err)
 		}

@@ -78,7 +78,7 @@ func (f *Factory) Runner() *runner.Runner {
 		ResolveDir:         f.ResolveDir,
 		LookupEnv:          f.LookupEnv,
 		JournalSync:        f.JournalSync,
-		Invoker:            func(p *approval.Policy) receipts.Invoker { return invoker(f, p) },
+		Invoker:            func(p *approval.Policy) receipts.Invoker { return Invoker(f, p) },
 		StartDecision: func(asked string, stderr io.Writer) (runner.DecisionLog, error) {
 			d, err := f.StartDecision(asked, stderr)
 			if err != nil {
@@ -94,7 +94,7 @@ func (f *Factory) Runner() *runner.Runner {
 	if f.IO != nil {
 		r.Stdin, r.Stdout, r.Stderr = f.IO.In, f.IO.Out, f.IO.Err
 		if f.IO.ErrTTY && !f.JSON {
-			r.Progress = progressPrinter(f.IO.Err)
+			r.Progress = ProgressPrinter(f.IO.Err)
 		}
 	}
 	if sc := f.Call; sc != nil {
@@ -132,7 +132,7 @@ func runRun(o *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	if la, ok := a.(localAPI); ok && f.Call == nil {
+	if la, ok := a.(API); ok && f.Call == nil {
 		go keys.Warm()
 		// run is short and allocates little: collecting garbage would only
 		// add latency in front of the program (docs/PERFORMANCE.md). A
@@ -141,7 +141,7 @@ func runRun(o *RunOptions) error {
 		defer debug.SetGCPercent(debug.SetGCPercent(-1))
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(256 << 20))
 		if f.IO.ErrTTY && !f.JSON {
-			la.progress = progressPrinter(f.IO.Err)
+			la.Progress = ProgressPrinter(f.IO.Err)
 			a = la
 		}
 	}
@@ -193,10 +193,10 @@ func runAnswer(body []byte, asJSON, errTTY bool, stderr io.Writer) int {
 	return ExitCode(err)
 }
 
-// invoker is who asked for the run: the account (in the service, the
+// Invoker is who asked for the run: the account (in the service, the
 // kernel's SO_PEERCRED, not anything the client says) and the principal of
 // the key it presented, if any.
-func invoker(f *Factory, p *approval.Policy) receipts.Invoker {
+func Invoker(f *Factory, p *approval.Policy) receipts.Invoker {
 	inv := receipts.Invoker{UID: os.Getuid()}
 	if f.Call != nil {
 		inv.UID = -1 // MCP over HTTP: a token, no account

@@ -116,7 +116,7 @@ func serveRun(o *ServeOptions) error {
 	if err := st.Load(); err != nil {
 		return err
 	}
-	if st.Decisions, err = decisionSinkFor(c, &decisionlog.Stream{W: f.IO.Out}); err != nil {
+	if st.Decisions, err = DecisionSinkFor(c, &decisionlog.Stream{W: f.IO.Out}); err != nil {
 		return err
 	}
 	if fl, ok := st.Decisions.(*decisionlog.File); ok {
@@ -135,7 +135,7 @@ func serveRun(o *ServeOptions) error {
 		}
 	}
 	var bridges *BridgeService
-	if slackEnabled(c.Bridge) || githubEnabled(c.Bridge) || pageEnabled(c.Bridge) {
+	if SlackEnabled(c.Bridge) || GitHubEnabled(c.Bridge) || PageEnabled(c.Bridge) {
 		lp := st.Current()
 		if bridges, err = newBridgeService(f, c, lp.Registry, lp.Policy, nil); err != nil {
 			return err
@@ -336,7 +336,7 @@ func (h *hostedBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
 	for name := range req.Inline {
 		files[name] = operations.InlinePath(name)
 	}
-	return localAPI{f: b.f}.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: files})
+	return API{Env: b.f}.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: files})
 }
 
 // Run runs with the content of each file the plan binds as supplied

@@ -50,7 +50,7 @@ backoff on DynamoDB), never in a busy loop (docs/JSON.md, "status --wait").`,
 				return statusWait(opts)
 			}
 			if opts.Timeout != "" {
-				return &usageError{msg: "--timeout goes with --wait"}
+				return &UsageError{Msg: "--timeout goes with --wait"}
 			}
 			return statusShow(opts)
 		},
@@ -68,8 +68,8 @@ func statusShow(o *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	if la, ok := a.(localAPI); ok && f.IO.ErrTTY && !f.JSON {
-		la.progress = progressPrinter(f.IO.Err)
+	if la, ok := a.(API); ok && f.IO.ErrTTY && !f.JSON {
+		la.Progress = ProgressPrinter(f.IO.Err)
 		a = la
 	}
 	r, err := a.Status(context.Background(), api.StatusRequest{Fingerprint: o.Fingerprint})

@@ -125,12 +125,12 @@ func shipReceipts(aws AWS, stderr io.Writer, c *config.Config, entries ...receip
 		err = aws.ShipReceipts(ctx, c, entries)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "prod-write: warning: receipts %v are in the local journal but not archived (`prod-write receipts sync` ships them): %s\n", seqs, oneLine(err))
+		fmt.Fprintf(stderr, "prod-write: warning: receipts %v are in the local journal but not archived (`prod-write receipts sync` ships them): %s\n", seqs, OneLine(err))
 	}
 }
 
-// oneLine joins the lines of an error (errors.Join makes several).
-func oneLine(err error) string {
+// OneLine joins the lines of an error (errors.Join makes several).
+func OneLine(err error) string {
 	b := []byte(err.Error())
 	for i, c := range b {
 		if c == '\n' {
@@ -179,7 +179,7 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 	if c.Archive.Bucket == "" {
 		return &config.Error{Path: c.Path, Msg: "no archive configured: set archive.bucket (and prefix) to sync receipts to S3"}
 	}
-	fl, err := openJournal(f)
+	fl, err := OpenJournal(f)
 	if err != nil {
 		return err
 	}
@@ -205,9 +205,9 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrArchiveConflict):
-		return &dataError{err: fmt.Errorf("receipts sync: %s", oneLine(err))}
+		return &DataError{Err: fmt.Errorf("receipts sync: %s", OneLine(err))}
 	}
-	return &ExitError{Code: ExitIOErr, Msg: "receipts sync: " + oneLine(err)}
+	return &ExitError{Code: ExitIOErr, Msg: "receipts sync: " + OneLine(err)}
 }
 
 // ioFailure makes a failure to read the archive an I/O error (exit 74),

@@ -118,7 +118,7 @@ printed), 65 when the VSA or KEY is malformed, 74 when a file cannot be read.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.VSA = args[0]
 			if opts.Journal == "" || opts.Pub == "" {
-				return &usageError{msg: "verify-vsa needs --journal and --pub"}
+				return &UsageError{Msg: "verify-vsa needs --journal and --pub"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -137,7 +137,7 @@ func readPublic(s string) (keys.Public, error) {
 	if strings.HasPrefix(s, keys.PublicPrefix) {
 		p, err := keys.ParsePublic(s)
 		if err != nil {
-			return nil, &dataError{err: fmt.Errorf("--pub: %w", err)}
+			return nil, &DataError{Err: fmt.Errorf("--pub: %w", err)}
 		}
 		return p, nil
 	}
@@ -152,7 +152,7 @@ func readPublic(s string) (keys.Public, error) {
 		p, err = keys.ParsePublicPEM(b)
 	}
 	if err != nil {
-		return nil, &dataError{err: fmt.Errorf("--pub %s: %w", s, err)}
+		return nil, &DataError{Err: fmt.Errorf("--pub %s: %w", s, err)}
 	}
 	return p, nil
 }
@@ -168,7 +168,7 @@ func verifyVSARun(o *VerifyVSAOptions) error {
 	}
 	v, err := receipts.ParseVSA(b)
 	if err != nil {
-		return &dataError{err: fmt.Errorf("%s: %w", o.VSA, err)}
+		return &DataError{Err: fmt.Errorf("%s: %w", o.VSA, err)}
 	}
 	in, err := os.Open(o.Journal)
 	if err != nil {

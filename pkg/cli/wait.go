@@ -33,7 +33,7 @@ func waitTimeout(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, &usageError{msg: fmt.Sprintf("--timeout %q: want a positive Go duration such as 10m", s)}
+		return 0, &UsageError{Msg: fmt.Sprintf("--timeout %q: want a positive Go duration such as 10m", s)}
 	}
 	return d, nil
 }
@@ -52,8 +52,8 @@ func statusWait(o *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	if la, ok := a.(localAPI); ok && f.IO.ErrTTY && !f.JSON {
-		la.progress = progressPrinter(f.IO.Err)
+	if la, ok := a.(API); ok && f.IO.ErrTTY && !f.JSON {
+		la.Progress = ProgressPrinter(f.IO.Err)
 		a = la
 	}
 	said := false

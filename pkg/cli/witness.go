@@ -19,9 +19,9 @@ import (
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// witnessStore is where the witnesses' cosignatures are kept: the state
+// WitnessStore is where the witnesses' cosignatures are kept: the state
 // directory, beside the journal.
-func witnessStore(c *config.Config) tlogwitness.Store {
+func WitnessStore(c *config.Config) tlogwitness.Store {
 	return tlogwitness.StoreIn(filepath.Dir(filepath.Dir(c.JournalPath())))
 }
 
@@ -46,19 +46,19 @@ func witnessTargets(c *config.Config, policy *approval.Policy) ([]tlogwitness.Wi
 // process (the service's cadence and its receipts-checkpoint calls).
 var witnessMu sync.Mutex
 
-// sendToWitnesses sends note, the checkpoint of the tree's whole size, to
+// SendToWitnesses sends note, the checkpoint of the tree's whole size, to
 // every witness of c (their requests at once, each bounded by the
 // client's timeout), keeps what each answers in the store, and returns an
 // answer per witness. A witness that fails is an answer with its error,
 // never an error: the caller logs it, and it is tried again next time.
-func sendToWitnesses(ctx context.Context, c *config.Config, policy *approval.Policy, tree *receipts.Tree, note []byte) ([]api.WitnessAnswer, error) {
+func SendToWitnesses(ctx context.Context, c *config.Config, policy *approval.Policy, tree *receipts.Tree, note []byte) ([]api.WitnessAnswer, error) {
 	ts, answers := witnessTargets(c, policy)
 	if len(ts) == 0 {
 		return answers, nil
 	}
 	witnessMu.Lock()
 	defer witnessMu.Unlock()
-	store := witnessStore(c)
+	store := WitnessStore(c)
 	states, err := store.Load()
 	if err != nil {
 		return nil, fmt.Errorf("the witnesses' state: %w", err)
@@ -92,7 +92,7 @@ func sendToWitnesses(ctx context.Context, c *config.Config, policy *approval.Pol
 // cosignedNote is note with the cosignatures the store keeps on its
 // checkpoint appended.
 func cosignedNote(c *config.Config, note []byte) ([]byte, error) {
-	states, err := witnessStore(c).Load()
+	states, err := WitnessStore(c).Load()
 	if err != nil {
 		return nil, fmt.Errorf("the witnesses' state: %w", err)
 	}
@@ -158,7 +158,7 @@ func witnessLoop(ctx context.Context, s *servicecall.State) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*tlogwitness.DefaultTimeout)
-		answers, err := sendToWitnesses(sctx, c, lp.Policy, j.tree, note)
+		answers, err := SendToWitnesses(sctx, c, lp.Policy, j.tree, note)
 		cancel()
 		if err != nil {
 			s.Log.Printf("witnesses: %v", err)

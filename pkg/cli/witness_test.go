@@ -56,7 +56,7 @@ func TestReplayWitnesses(t *testing.T) {
 	}
 	tf.Close()
 	runNoops(t, w, "one")
-	head, err := localAPI{f: w.local}.ReceiptsCheckpoint(context.Background(), api.ReceiptsCheckpointRequest{Note: true})
+	head, err := API{Env: w.local}.ReceiptsCheckpoint(context.Background(), api.ReceiptsCheckpointRequest{Note: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestReceiptsCheckpointWitness(t *testing.T) {
 	go func() { witnessLoop(ctx, st); close(done) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		states, err := witnessStore(c2).Load()
+		states, err := WitnessStore(c2).Load()
 		if err != nil {
 			t.Fatal(err)
 		}
