@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
 	"github.com/prod-write/prod-write/pkg/keys"
-	"github.com/prod-write/prod-write/pkg/plans"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/servicecall"
 )
@@ -25,7 +22,7 @@ import (
 // return the same types, and the commands render them on the caller's
 // side (docs/adr/0038-one-typed-api.md).
 var (
-	_ api.API = API{}
+	_ api.API = localapi.API{}
 	_ api.API = serviceAPI{}
 )
 
@@ -33,115 +30,16 @@ var (
 // configuration names one (and this is not the service), else in-process.
 func (f *Factory) api() (api.API, error) {
 	if f.Call != nil {
-		return API{Env: f}, nil
+		return localapi.API{Env: &f.Env}, nil
 	}
 	c, err := f.LoadConfig()
 	if err != nil {
 		return nil, err
 	}
 	if c.Service.Socket == "" {
-		return API{Env: f}, nil
+		return localapi.API{Env: &f.Env}, nil
 	}
 	return serviceAPI{f: f}, nil
-}
-
-// API is the API in this process.
-type API struct {
-	Env *Factory
-	// Progress, when set, hears the hashing of large files.
-	Progress func(name string, done, total int64)
-}
-
-func (a API) Ops(context.Context) (*api.OpsResult, error) {
-	reg, err := LoadRegistry(a.Env)
-	if err != nil {
-		return nil, err
-	}
-	return &api.OpsResult{Operations: NonNil(reg.All())}, nil
-}
-
-func (a API) OpsShow(_ context.Context, req api.OpsShowRequest) (*api.OpsShowResult, error) {
-	reg, err := LoadRegistry(a.Env)
-	if err != nil {
-		return nil, err
-	}
-	op, ok := reg.Get(req.Name)
-	if !ok {
-		return nil, refusal.New(refusal.OperationAbsent, "no operation named %q is in the registry", req.Name).For(req.Name, "")
-	}
-	return &api.OpsShowResult{Operation: op}, nil
-}
-
-func (a API) Whoami(context.Context) (*api.WhoamiResult, error) {
-	c, err := a.Env.Config()
-	if err != nil {
-		return nil, err
-	}
-	p, err := a.Env.Policy(c)
-	if err != nil {
-		return nil, err
-	}
-	_, pr, err := a.Env.Actor(p, "")
-	if err != nil {
-		return nil, err
-	}
-	return &api.WhoamiResult{Principal: pr}, nil
-}
-
-func (a API) Status(_ context.Context, req api.StatusRequest) (*api.StatusResult, error) {
-	s, err := plans.Status(a.Env.Plans(), req.Fingerprint, operations.HashDigester{Progress: a.Progress})
-	if err != nil {
-		return nil, err
-	}
-	r := s.Result(FormatVersion)
-	r.ApprovalPage = a.Env.ApprovalPage(r.Fingerprint)
-	return r, nil
-}
-
-// ApprovalPage is the address of the decision on fp on the deployment's
-// approval page, or "" when it serves none.
-func (f *Factory) ApprovalPage(fp string) string {
-	c, err := f.LoadConfig()
-	if err != nil || !PageEnabled(c.Bridge) {
-		return ""
-	}
-	p, err := f.Policy(c)
-	if o := PageOrigin(c, p); err == nil && o != "" {
-		return approvalpage.URL(o, fp)
-	}
-	return ""
-}
-
-// PlansComplete reads nothing but the store's plan names. Never handed
-// over to prod-write-net: only the embedded store lists plans by prefix; a
-// store that looks up whole fingerprints only completes nothing.
-func (a API) PlansComplete(_ context.Context, req api.PlansCompleteRequest) (*api.PlansCompleteResult, error) {
-	h := strings.TrimPrefix(req.Prefix, "sha256:")
-	if len(h) > 64 || strings.Trim(h, "0123456789abcdef") != "" {
-		return nil, &UsageError{Msg: fmt.Sprintf("%q is not a fingerprint prefix: want lowercase hex digits", req.Prefix)}
-	}
-	c, err := a.Env.LoadConfig()
-	if err != nil {
-		return nil, err
-	}
-	st, err := a.Env.Store(c)
-	if err != nil {
-		return nil, err
-	}
-	r := &api.PlansCompleteResult{Fingerprints: []string{}}
-	lister, ok := st.(interface {
-		PlansWithPrefix(string) ([]string, error)
-	})
-	if !ok {
-		return r, nil
-	}
-	fps, err := lister.PlansWithPrefix(h)
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(fps)
-	r.Fingerprints = append(r.Fingerprints, fps...)
-	return r, nil
 }
 
 // serviceAPI is the API of the runner service f's configuration names.
@@ -178,7 +76,7 @@ func (a serviceAPI) Ops(ctx context.Context) (*api.OpsResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api.OpsResult{Operations: NonNil(reg.All())}, nil
+	return &api.OpsResult{Operations: localapi.NonNil(reg.All())}, nil
 }
 
 // registryOf is the registry of definitions the service sent, each checked
@@ -240,12 +138,12 @@ func (a serviceAPI) Status(ctx context.Context, req api.StatusRequest) (*api.Sta
 func (h *serviceHandler) serveAPI(f *Factory, sc *servicecall.Call) (int, error) {
 	req := sc.Socket.Request
 	if req.API != api.Version {
-		return ExitUsage, &UsageError{Msg: "this service speaks version 1 of the typed API"}
+		return ExitUsage, &localapi.UsageError{Msg: "this service speaks version 1 of the typed API"}
 	}
-	a := API{Env: f}
+	a := localapi.API{Env: &f.Env}
 	if req.ErrTTY && !req.JSON {
 		// Sent as text to the client's stderr, as it happens.
-		a.Progress = ProgressPrinter(f.IO.Err)
+		a.Progress = localapi.ProgressPrinter(f.IO.Err)
 	}
 	ctx := context.Background()
 	var result any
@@ -276,7 +174,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *servicecall.Call) (int, error)
 			return ExitUsage, err
 		}
 		if o.Wait {
-			return ExitUsage, &UsageError{Msg: "status --wait is the call status-wait"}
+			return ExitUsage, &localapi.UsageError{Msg: "status --wait is the call status-wait"}
 		}
 		if sc.MayReadPlans() {
 			result, err = a.Status(ctx, api.StatusRequest{Fingerprint: o.Fingerprint})
@@ -495,7 +393,7 @@ func (h *serviceHandler) serveAPI(f *Factory, sc *servicecall.Call) (int, error)
 		}
 		result, err = a.PasskeyAttested(ctx, r)
 	default:
-		return ExitUsage, &UsageError{Msg: "the service has no typed form of " + req.Op}
+		return ExitUsage, &localapi.UsageError{Msg: "the service has no typed form of " + req.Op}
 	}
 	var ans api.Answer
 	code := ExitOK
@@ -533,13 +431,13 @@ func keylessStatus(f *Factory, fp string) (*api.StatusResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.RedactedStatus(plan.Fingerprint, plan.Operation, plan.Target, plan.Mutating, FormatVersion), nil
+	return api.RedactedStatus(plan.Fingerprint, plan.Operation, plan.Target, plan.Mutating, localapi.FormatVersion), nil
 }
 
 // apiError is err as the service reports it to a typed call.
 func apiError(err error) *api.Error {
 	e := &api.Error{Code: errorCode(err), Exit: ExitCode(err), Message: err.Error()}
-	var usage *UsageError
+	var usage *localapi.UsageError
 	switch {
 	case errors.As(err, &usage):
 		e.Hint = "see 'prod-write --help'"
@@ -552,12 +450,12 @@ func apiError(err error) *api.Error {
 // decodeArgs decodes a call's arguments strictly.
 func decodeArgs(op string, b []byte, v any) error {
 	if len(b) == 0 {
-		return &UsageError{Msg: "the request carries no arguments"}
+		return &localapi.UsageError{Msg: "the request carries no arguments"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return &UsageError{Msg: fmt.Sprintf("arguments of %s: %v", op, err)}
+		return &localapi.UsageError{Msg: fmt.Sprintf("arguments of %s: %v", op, err)}
 	}
 	return nil
 }

@@ -7,24 +7,8 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
-
-// AnswerAttested admits an answer a bridge signed, by the checks the
-// bridges run (bridge.Source.Admit), against this process's policy,
-// registry, store and clock: in the service, the service's. Any caller
-// may ask; what is stored is only what a principal with role bridge
-// signed and the checks make.
-func (a API) AnswerAttested(_ context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
-	src, err := a.bridgeSource()
-	if err != nil {
-		return nil, err
-	}
-	r, err := src.Admit(bridgeRequest(req), req.Envelope, a.Env.Now().UTC())
-	if err != nil {
-		return nil, err
-	}
-	return &api.AnswerAttestedResult{ID: r.ID, Approver: r.Approver, Verdict: r.Verdict, Duplicate: r.Duplicate}, nil
-}
 
 func (a serviceAPI) AnswerAttested(ctx context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
 	var r api.AnswerAttestedResult
@@ -32,22 +16,6 @@ func (a serviceAPI) AnswerAttested(ctx context.Context, req api.AnswerAttestedRe
 		return nil, err
 	}
 	return &r, nil
-}
-
-// DecisionData reads what bridge.Judge judges of the plan stored under
-// req.Fingerprint (bridge.Gather): through the service, only for a caller
-// with a key of the policy (serveAPI), since the plan and its evidence are
-// what plans bind.
-func (a API) DecisionData(_ context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
-	src, err := a.bridgeSource()
-	if err != nil {
-		return nil, err
-	}
-	in, err := bridge.Gather(src, req.Fingerprint)
-	if err != nil {
-		return nil, err
-	}
-	return &api.DecisionDataResult{Input: in}, nil
 }
 
 func (a serviceAPI) DecisionData(ctx context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
@@ -64,7 +32,7 @@ func (a serviceAPI) DecisionData(ctx context.Context, req api.DecisionDataReques
 // readThrough is a bridge source's Read through a.
 func readThrough(a api.API) func(string) (*bridge.Input, error) {
 	return func(fp string) (*bridge.Input, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), BridgeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), localapi.BridgeTimeout)
 		defer cancel()
 		r, err := a.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: fp})
 		if err != nil {
@@ -74,39 +42,12 @@ func readThrough(a api.API) func(string) (*bridge.Input, error) {
 	}
 }
 
-// bridgeSource is this process's policy, registry and store as the
-// bridges' checks read them.
-func (a API) bridgeSource() (bridge.Source, error) {
-	c, err := a.Env.Config()
-	if err != nil {
-		return bridge.Source{}, err
-	}
-	p, err := a.Env.Policy(c)
-	if err != nil {
-		return bridge.Source{}, err
-	}
-	reg, err := a.Env.Registry(c)
-	if err != nil {
-		return bridge.Source{}, err
-	}
-	st, err := a.Env.Store(c)
-	if err != nil {
-		return bridge.Source{}, err
-	}
-	return bridge.Source{Policy: p, Registry: reg, Store: st}, nil
-}
-
-// bridgeRequest is req as a bridge's checks take it.
-func bridgeRequest(req api.AnswerAttestedRequest) bridge.Request {
-	return bridge.Request{Fingerprint: req.Fingerprint, Record: req.Record, Verdict: req.Verdict, Reason: req.Reason, Channel: req.Channel, Issued: req.Issued}
-}
-
 // admitThrough is an attestor's Admit through a: a bridge that is a
 // client of the runner service has its answers admitted, and stored, by
 // the service.
 func admitThrough(a api.API) func(bridge.Request, *approval.Envelope) (*bridge.Result, error) {
 	return func(req bridge.Request, env *approval.Envelope) (*bridge.Result, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), BridgeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), localapi.BridgeTimeout)
 		defer cancel()
 		r, err := a.AnswerAttested(ctx, api.AnswerAttestedRequest{Fingerprint: req.Fingerprint, Record: req.Record, Verdict: req.Verdict,
 			Reason: req.Reason, Channel: req.Channel, Issued: req.Issued, Envelope: env})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
@@ -81,7 +82,7 @@ func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	byPath, err := API{Env: w.local}.Plan(context.Background(), api.PlanRequest{Operation: "push", Target: "staging", DryRun: true,
+	byPath, err := localapi.API{Env: &w.local.Env}.Plan(context.Background(), api.PlanRequest{Operation: "push", Target: "staging", DryRun: true,
 		Files: map[string]string{"config": "config.toml", "blob": "blob.bin"}})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.h.dir, "inline:config"), config, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := API{Env: w.local}.Status(context.Background(), api.StatusRequest{Fingerprint: got.Fingerprint})
+	st, err := localapi.API{Env: &w.local.Env}.Status(context.Background(), api.StatusRequest{Fingerprint: got.Fingerprint})
 	if err != nil || st.Allowed || st.Refusal == nil || !strings.Contains(st.Refusal.Reason, "supplied inline over MCP HTTP") {
 		t.Errorf("status in-process of a plan with inline files: %+v %v", st, err)
 	}
@@ -202,7 +203,7 @@ func TestInlinePathsAreNoCallerPaths(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.h.dir, "inline:config"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := API{Env: w.local}.Plan(context.Background(), api.PlanRequest{Operation: "push", Target: "staging", DryRun: true,
+	r, err := localapi.API{Env: &w.local.Env}.Plan(context.Background(), api.PlanRequest{Operation: "push", Target: "staging", DryRun: true,
 		Files: map[string]string{"config": "inline:config", "blob": "inline:config"}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // A journal longer than a page is listed page by page, through the
@@ -27,7 +28,7 @@ func TestAPIReceiptsListPages(t *testing.T) {
 	}
 	// Its two lines again and again, and a line that is no receipt: more
 	// lines than a page holds, and a problem on the second page.
-	copies := ReceiptsListPage/2 + 10
+	copies := localapi.ReceiptsListPage/2 + 10
 	journal := append(bytes.Repeat(run, copies), "not a receipt\n"...)
 	if err := os.WriteFile(path, journal, 0o600); err != nil {
 		t.Fatal(err)
@@ -37,23 +38,23 @@ func TestAPIReceiptsListPages(t *testing.T) {
 	for _, im := range []struct {
 		name string
 		api  api.API
-	}{{"in-process", API{Env: w.local}}, {"socket", serviceAPI{f: w.client}}} {
+	}{{"in-process", localapi.API{Env: &w.local.Env}}, {"socket", serviceAPI{f: w.client}}} {
 		first, err := im.api.ReceiptsList(ctx, api.ReceiptsListRequest{})
 		if err != nil {
 			t.Fatalf("%s: %v", im.name, err)
 		}
-		if len(first.Entries) != ReceiptsListPage || first.Next == nil || first.Next.Line != ReceiptsListPage {
-			t.Fatalf("%s: the first page has %d entries and goes on at %+v, want %d and a next page", im.name, len(first.Entries), first.Next, ReceiptsListPage)
+		if len(first.Entries) != localapi.ReceiptsListPage || first.Next == nil || first.Next.Line != localapi.ReceiptsListPage {
+			t.Fatalf("%s: the first page has %d entries and goes on at %+v, want %d and a next page", im.name, len(first.Entries), first.Next, localapi.ReceiptsListPage)
 		}
 		second, err := im.api.ReceiptsList(ctx, api.ReceiptsListRequest{Page: first.Next})
 		if err != nil {
 			t.Fatalf("%s: %v", im.name, err)
 		}
-		if second.Next != nil || len(second.Entries) != lines-1-ReceiptsListPage || len(second.Problems) != 1 || second.Problems[0].Line != lines {
-			t.Fatalf("%s: the second page has %d entries, problems %+v, next %+v; want %d entries, line %d a problem, no next", im.name, len(second.Entries), second.Problems, second.Next, lines-1-ReceiptsListPage, lines)
+		if second.Next != nil || len(second.Entries) != lines-1-localapi.ReceiptsListPage || len(second.Problems) != 1 || second.Problems[0].Line != lines {
+			t.Fatalf("%s: the second page has %d entries, problems %+v, next %+v; want %d entries, line %d a problem, no next", im.name, len(second.Entries), second.Problems, second.Next, lines-1-localapi.ReceiptsListPage, lines)
 		}
 		for i, e := range second.Entries {
-			if e.Line != ReceiptsListPage+i+1 {
+			if e.Line != localapi.ReceiptsListPage+i+1 {
 				t.Fatalf("%s: entry %d of the second page is line %d", im.name, i, e.Line)
 			}
 		}
@@ -64,7 +65,7 @@ func TestAPIReceiptsListPages(t *testing.T) {
 			{From: -1, To: 10},
 		} {
 			_, err := im.api.ReceiptsList(ctx, api.ReceiptsListRequest{Page: &page})
-			var usage *UsageError
+			var usage *localapi.UsageError
 			var apiErr *api.Error
 			if !errors.As(err, &usage) && !(errors.As(err, &apiErr) && apiErr.Exit == ExitUsage) {
 				t.Errorf("%s: page %+v: err = %v, want it refused as bad usage", im.name, page, err)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -41,7 +41,7 @@ docs/adr/0044-journal-merkle-log.md.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seq, err := strconv.ParseUint(args[0], 10, 64)
 			if err != nil || seq == 0 {
-				return &UsageError{Msg: fmt.Sprintf("%q is not a sequence number", args[0])}
+				return &localapi.UsageError{Msg: fmt.Sprintf("%q is not a sequence number", args[0])}
 			}
 			a, err := f.api()
 			if err != nil {
@@ -55,7 +55,7 @@ docs/adr/0044-journal-merkle-log.md.`,
 				return printJSON(f.IO.Out, struct {
 					FormatVersion int `json:"format_version"`
 					*api.ReceiptsProveResult
-				}{FormatVersion, r})
+				}{localapi.FormatVersion, r})
 			}
 			w := f.IO.Out
 			fmt.Fprintf(w, "receipt %d is leaf %d of the tree of %d entries (%s)\n", r.Seq, r.LeafIndex, r.TreeSize, r.Origin)
@@ -70,66 +70,6 @@ docs/adr/0044-journal-merkle-log.md.`,
 	}
 	cmd.Flags().Uint64Var(&size, "size", 0, "prove it in the tree of the first `N` entries (default: all)")
 	return cmd
-}
-
-func (a API) ReceiptsProve(_ context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
-	if req.Seq == 0 {
-		return nil, &UsageError{Msg: "receipts prove: sequence numbers start at 1"}
-	}
-	sj, err := openSigningJournal(a.Env)
-	if err != nil {
-		return nil, err
-	}
-	defer sj.journal.Close()
-	// One pass: the tree's leaves, and the line that holds the receipt.
-	t := &receipts.Tree{}
-	index, lineHash := int64(-1), ""
-	err = receipts.Scan(sj.journal, func(l receipts.Line) error {
-		if l.Torn {
-			return nil
-		}
-		h := l.Hash
-		if l.Long == 0 {
-			h = receipts.LineHash(l.Bytes)
-		}
-		if index < 0 {
-			if _, r, err := receipts.DecodeLine(l); err == nil && r.Seq == req.Seq {
-				index, lineHash = int64(t.Size()), h
-			}
-		}
-		return t.AppendLineHash(h)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if index < 0 {
-		return nil, &DataError{Err: fmt.Errorf("no receipt %d in the journal", req.Seq)}
-	}
-	size := req.Size
-	if size == 0 {
-		size = t.Size()
-	}
-	if uint64(index) >= size {
-		return nil, &UsageError{Msg: fmt.Sprintf("receipt %d is entry %d, not within the first %d", req.Seq, index+1, size)}
-	}
-	if size > t.Size() {
-		return nil, &UsageError{Msg: fmt.Sprintf("--size %d: the journal holds %d entries", size, t.Size())}
-	}
-	hashes, err := t.InclusionProof(uint64(index), size)
-	if err != nil {
-		return nil, err
-	}
-	root, err := t.Root(size)
-	if err != nil {
-		return nil, err
-	}
-	origin := receipts.NoteOrigin(runner.JournalHost(sj.cfg.Host))
-	note, err := receipts.SignNoteCheckpoint(sj.key, origin, t, size)
-	if err != nil {
-		return nil, err
-	}
-	return &api.ReceiptsProveResult{Origin: origin, Seq: req.Seq, LeafIndex: uint64(index), TreeSize: size, RootHash: root,
-		LineHash: lineHash, LeafHash: t.LeafHash(uint64(index)), Hashes: NonNil(hashes), Checkpoint: string(note)}, nil
 }
 
 func (a serviceAPI) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
@@ -187,7 +127,7 @@ docs/adr/0044-journal-merkle-log.md.`,
 				return verifyConsistency(f, trust, old, new, verify)
 			}
 			if trust != "" {
-				return &UsageError{Msg: "--trust goes with --verify: a proof is computed under the runner's own policy"}
+				return &localapi.UsageError{Msg: "--trust goes with --verify: a proof is computed under the runner's own policy"}
 			}
 			a, err := f.api()
 			if err != nil {
@@ -198,7 +138,7 @@ docs/adr/0044-journal-merkle-log.md.`,
 				return err
 			}
 			if f.JSON {
-				return printJSON(f.IO.Out, consistencyDoc{FormatVersion, *r})
+				return printJSON(f.IO.Out, consistencyDoc{localapi.FormatVersion, *r})
 			}
 			w := f.IO.Out
 			fmt.Fprintf(w, "the tree of %d entries is a prefix of the tree of %d (%s)\n", r.OldSize, r.NewSize, r.Origin)
@@ -213,67 +153,6 @@ docs/adr/0044-journal-merkle-log.md.`,
 	cmd.Flags().StringVar(&verify, "verify", "", "verify `PROOF` (consistency --json's output) between OLD and NEW, reading no journal")
 	cmd.Flags().StringVar(&trust, "trust", "", "with --verify: the trust policy whose runner keys the notes must verify under (default: the configured one)")
 	return cmd
-}
-
-// OpenNotePair verifies both notes under a runner key of policy, for one
-// origin; a note that is not one is bad input.
-func OpenNotePair(policy *approval.Policy, oldNote, newNote []byte) (*log.Checkpoint, *log.Checkpoint, error) {
-	var cps [2]*log.Checkpoint
-	for i, n := range []struct {
-		name string
-		b    []byte
-	}{{"OLD", oldNote}, {"NEW", newNote}} {
-		cp, _, err := receipts.OpenRunnerNote(n.b, policy)
-		var ne *receipts.NoteError
-		switch {
-		case errors.As(err, &ne) && ne.BadOrigin:
-			return nil, nil, &DataError{Err: fmt.Errorf("%s: %w", n.name, err)}
-		case errors.As(err, &ne):
-			return nil, nil, &receipts.ConsistencyRefusedError{Reason: n.name + ": " + err.Error()}
-		case err != nil:
-			return nil, nil, err
-		}
-		cps[i] = cp
-	}
-	if cps[0].Origin != cps[1].Origin {
-		return nil, nil, &receipts.ConsistencyRefusedError{Reason: fmt.Sprintf("OLD is of %q, NEW of %q: two logs", cps[0].Origin, cps[1].Origin)}
-	}
-	if cps[0].Size > cps[1].Size {
-		return nil, nil, &UsageError{Msg: fmt.Sprintf("OLD counts %d entries, NEW %d: OLD is the earlier checkpoint", cps[0].Size, cps[1].Size)}
-	}
-	return cps[0], cps[1], nil
-}
-
-func (a API) ReceiptsConsistency(_ context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
-	c, err := a.Env.Config()
-	if err != nil {
-		return nil, err
-	}
-	policy, err := a.Env.Policy(c)
-	if err != nil {
-		return nil, err
-	}
-	old, new, err := OpenNotePair(policy, []byte(req.Old), []byte(req.New))
-	if err != nil {
-		return nil, err
-	}
-	if origin := receipts.NoteOrigin(runner.JournalHost(c.Host)); old.Origin != origin {
-		return nil, &receipts.ConsistencyRefusedError{Reason: fmt.Sprintf("the notes are of %q; this journal is %q", old.Origin, origin)}
-	}
-	fl, err := OpenJournal(a.Env)
-	if err != nil {
-		return nil, err
-	}
-	defer fl.Close()
-	t, err := receipts.TreeOf(fl)
-	if err != nil {
-		return nil, err
-	}
-	hashes, err := t.Consistency(old, new)
-	if err != nil {
-		return nil, err
-	}
-	return &api.ReceiptsConsistencyResult{Origin: old.Origin, OldSize: old.Size, NewSize: new.Size, OldRoot: old.Hash, NewRoot: new.Hash, Hashes: NonNil(hashes)}, nil
 }
 
 func (a serviceAPI) ReceiptsConsistency(ctx context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
@@ -327,9 +206,9 @@ func verifyConsistency(f *Factory, trust string, oldNote, newNote []byte, proofF
 	}
 	var doc consistencyDoc
 	if err := strictjson.Unmarshal(bytes.TrimSuffix(b, []byte("\n")), &doc); err != nil {
-		return &DataError{Err: fmt.Errorf("%s is not what receipts consistency --json prints: %w", proofFile, err)}
+		return &localapi.DataError{Err: fmt.Errorf("%s is not what receipts consistency --json prints: %w", proofFile, err)}
 	}
-	old, new, err := OpenNotePair(policy, oldNote, newNote)
+	old, new, err := localapi.OpenNotePair(policy, oldNote, newNote)
 	if err != nil {
 		return err
 	}
@@ -343,7 +222,7 @@ func verifyConsistency(f *Factory, trust string, oldNote, newNote []byte, proofF
 			Origin        string `json:"origin"`
 			OldSize       uint64 `json:"old_size"`
 			NewSize       uint64 `json:"new_size"`
-		}{FormatVersion, true, old.Origin, old.Size, new.Size})
+		}{localapi.FormatVersion, true, old.Origin, old.Size, new.Size})
 	}
 	fmt.Fprintf(f.IO.Out, "verified: the tree of %d entries is a prefix of the tree of %d (%s)\n", old.Size, new.Size, old.Origin)
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -46,7 +47,7 @@ func TestReceiptsProveVerifiesAlone(t *testing.T) {
 	for _, im := range []struct {
 		name string
 		api  api.API
-	}{{"in-process", API{Env: w.local}}, {"socket", serviceAPI{f: w.client}}} {
+	}{{"in-process", localapi.API{Env: &w.local.Env}}, {"socket", serviceAPI{f: w.client}}} {
 		// receipts checkpoint --note signs the head's tree: the root a
 		// proof in the whole journal is against.
 		head, err := im.api.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
@@ -105,7 +106,7 @@ func TestReplayCheckpointNote(t *testing.T) {
 	w := newAPIWorld(t)
 	runNoops(t, w, "one", "two")
 	ctx := context.Background()
-	head, err := API{Env: w.local}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
+	head, err := localapi.API{Env: &w.local.Env}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestReceiptsConsistency(t *testing.T) {
 	dir := t.TempDir()
 	note := func(name string) (string, string) {
 		t.Helper()
-		r, err := API{Env: w.local}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
+		r, err := localapi.API{Env: &w.local.Env}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +231,7 @@ func TestReceiptsConsistency(t *testing.T) {
 	for _, im := range []struct {
 		name string
 		api  api.API
-	}{{"in-process", API{Env: w.local}}, {"socket", serviceAPI{f: w.client}}} {
+	}{{"in-process", localapi.API{Env: &w.local.Env}}, {"socket", serviceAPI{f: w.client}}} {
 		r, err := im.api.ReceiptsConsistency(ctx, api.ReceiptsConsistencyRequest{Old: oldNote, New: newNote})
 		if err != nil {
 			t.Fatalf("%s: %v", im.name, err)

@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
-	"io"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // run on the application API (docs/API.md): in-process, through the
@@ -14,31 +14,6 @@ import (
 // through the service it is relayed as Output messages, which the client
 // writes to them (docs/adr/0036-the-service-never-waits-on-a-caller.md).
 
-func (a API) Run(_ context.Context, req api.RunRequest) (*api.RunResult, error) {
-	r := a.Env.Runner()
-	r.Stdin, r.Stdout, r.Stderr = req.Stdin, OrDiscard(req.Stdout), OrDiscard(req.Stderr)
-	r.Progress = a.Progress
-	ran, err := r.Run(req.Fingerprint)
-	if err != nil {
-		return nil, err
-	}
-	pc, res := ran.Plan, ran.Result
-	out := &api.RunResult{
-		FormatVersion: FormatVersion, Outcome: "ran",
-		Operation: pc.Plan.Operation, Fingerprint: pc.Plan.Fingerprint,
-		ExitCode: res.ExitCode, Intent: ran.Intent.Seq, Receipt: ran.Done.Seq,
-		TimedOut: res.TimedOut,
-	}
-	if res.TimedOut {
-		// Only a program killed on it has one.
-		out.Timeout = pc.Op.Timeout.Duration
-	}
-	if ran.Outcome != nil {
-		out.UndeliveredBytes = ran.Outcome.Undelivered
-	}
-	return out, nil
-}
-
 // Run through the service hands the caller's stdin over and writes what
 // the service relays of the program's output to req's streams. The
 // client's SIGINT and SIGTERM are relayed to the service while it runs
@@ -46,7 +21,7 @@ func (a API) Run(_ context.Context, req api.RunRequest) (*api.RunResult, error) 
 // on in the service, and its outcome would be lost to the caller.
 func (a serviceAPI) Run(ctx context.Context, req api.RunRequest) (*api.RunResult, error) {
 	g := *a.f
-	g.IO = &IOStreams{In: req.Stdin, Out: OrDiscard(req.Stdout), Err: OrDiscard(req.Stderr)}
+	g.IO = &IOStreams{In: req.Stdin, Out: localapi.OrDiscard(req.Stdout), Err: localapi.OrDiscard(req.Stderr)}
 	if a.f.IO != nil {
 		// Whether the service may send progress lines for a terminal.
 		g.IO.ErrTTY = a.f.IO.ErrTTY
@@ -59,12 +34,4 @@ func (a serviceAPI) Run(ctx context.Context, req api.RunRequest) (*api.RunResult
 		return nil, errors.New("the runner service's run answered no outcome")
 	}
 	return &r, nil
-}
-
-// OrDiscard is w, or io.Discard for none.
-func OrDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }

@@ -208,8 +208,8 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 	filed := rec.ID
 	bridgeLocal, bridgeClient := w.as("slackbridge")
 	asBridge := func(a api.API) api.API {
-		if _, ok := a.(API); ok {
-			return API{Env: bridgeLocal}
+		if _, ok := a.(localapi.API); ok {
+			return localapi.API{Env: &bridgeLocal.Env}
 		}
 		return serviceAPI{f: bridgeClient}
 	}
@@ -230,7 +230,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		name string
 		api  api.API
 	}{
-		{"in-process", API{Env: w.local}},
+		{"in-process", localapi.API{Env: &w.local.Env}},
 		{"socket", serviceAPI{f: w.client}},
 	}
 	calls := []struct {
@@ -260,7 +260,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		}},
 		{"receipts show", func(a api.API) (any, error) { return a.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"}) }},
 		{"receipts show of a run", func(a api.API) (any, error) {
-			r, err := API{Env: w.local}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "2"})
+			r, err := localapi.API{Env: &w.local.Env}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "2"})
 			if err != nil {
 				return nil, err
 			}
@@ -293,7 +293,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 			return a.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Witness: true})
 		}},
 		{"receipts consistency", func(a api.API) (any, error) {
-			head, err := API{Env: w.local}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
+			head, err := localapi.API{Env: &w.local.Env}.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
 			if err != nil {
 				return nil, err
 			}
@@ -355,7 +355,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 			return []any{b.Principal, b.Authorised, b.Expires, r}, err
 		}},
 		{"passkey enroll with a spent code refused", func(a api.API) (any, error) {
-			c, err := API{Env: w.local}.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice"})
+			c, err := localapi.API{Env: &w.local.Env}.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice"})
 			if err != nil {
 				return nil, err
 			}
@@ -503,7 +503,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 	// fileRecord files a certainty record on fp and returns its id.
 	fileRecord := func(t *testing.T, fp string) string {
 		file(t, fp)
-		st, err := (API{Env: w.local}).Status(ctx, api.StatusRequest{Fingerprint: fp})
+		st, err := (localapi.API{Env: &w.local.Env}).Status(ctx, api.StatusRequest{Fingerprint: fp})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -535,7 +535,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 	// A go for one run; it returns the start of the decision's id, as a
 	// refusal names it.
 	geraGo := func(t *testing.T, fp string) string {
-		r, err := (API{Env: geraLocal}).Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "go", Uses: 1, Reason: "r"})
+		r, err := (localapi.API{Env: &geraLocal.Env}).Gera(ctx, api.GeraRequest{Fingerprint: fp, Decision: "go", Uses: 1, Reason: "r"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -618,7 +618,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		}},
 		{"run again, its go spent", "say", "agent", func(t *testing.T, fp string) string {
 			id := geraGo(t, fp)
-			if _, err := (API{Env: w.local}).Run(ctx, api.RunRequest{Fingerprint: fp}); err != nil {
+			if _, err := (localapi.API{Env: &w.local.Env}).Run(ctx, api.RunRequest{Fingerprint: fp}); err != nil {
 				t.Fatal(err)
 			}
 			return id
@@ -647,7 +647,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 			for j, im := range []struct {
 				name string
 				api  api.API
-			}{{"in-process", API{Env: local}}, {"socket", serviceAPI{f: client}}} {
+			}{{"in-process", localapi.API{Env: &local.Env}}, {"socket", serviceAPI{f: client}}} {
 				// A parameter of its own, so a plan of its own.
 				name := strings.Repeat(string(rune('a'+i)), 2) + []string{"local", "socket"}[j]
 				op := c.op
@@ -698,7 +698,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"MCP through the service", newMCPBackend(w.client)},
 		{"MCP over HTTP", hosted},
 	}
-	local := API{Env: w.local}
+	local := localapi.API{Env: &w.local.Env}
 	wantOps, err := local.Ops(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -853,7 +853,7 @@ func TestAPIWritesRefuseAKeylessCaller(t *testing.T) {
 	foreignKey.Getwd = func() (string, error) { return "/", nil }
 
 	evidence := func(fp string) int {
-		r, err := API{Env: w.local}.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
+		r, err := localapi.API{Env: &w.local.Env}.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -993,7 +993,7 @@ func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 	}
 	secretish := []string{"secretive", cfg, "region-value-kept-private", "token-value-kept-private", "hunter2", "reason-kept-private", "INC-kept-private"}
 	ctx := context.Background()
-	full, err := API{Env: w.local}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"})
+	full, err := localapi.API{Env: &w.local.Env}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,28 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/plans"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
-
-func (a API) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResult, error) {
-	var deadline time.Time
-	if req.Timeout > 0 {
-		deadline = a.Env.Now().Add(req.Timeout)
-	}
-	s, err := plans.Wait(ctx, a.Env.Plans(), req.Fingerprint, deadline, operations.HashDigester{Progress: a.Progress}, func(s *plans.Report) {
-		if req.Progress != nil {
-			req.Progress(s.Result(FormatVersion))
-		}
-	})
-	pending := s != nil && (errors.Is(err, plans.ErrWaitTimeout) || (ctx.Err() != nil && errors.Is(err, ctx.Err())))
-	if err != nil && !pending {
-		return nil, err
-	}
-	return &api.WaitResult{Status: s.Result(FormatVersion), Pending: pending}, nil
-}
 
 // Wait through the service is a run of bounded waits (each at most
 // serviceWaitMax, so no call holds a service slot for long), after a
@@ -93,7 +75,7 @@ func (a serviceAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitRes
 // ended early when the client goes (nobody reads the answer) or the
 // service stops (a wait holds no stop: answered as pending, the client
 // asks again, of the service that replaces this one or of none).
-func serveWait(f *Factory, a API, req api.WaitRequest) (*api.WaitResult, error) {
+func serveWait(f *Factory, a localapi.API, req api.WaitRequest) (*api.WaitResult, error) {
 	if req.Timeout <= 0 || req.Timeout > serviceWaitMax {
 		req.Timeout = serviceWaitMax
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // ArchiveInitOptions are archive init's inputs.
@@ -72,7 +73,7 @@ func archiveInitRun(o *ArchiveInitOptions) error {
 		return err
 	}
 	if err != nil {
-		return &ExitError{Code: ExitIOErr, Msg: "archive init: " + OneLine(err)}
+		return &ExitError{Code: ExitIOErr, Msg: "archive init: " + localapi.OneLine(err)}
 	}
 	if f.JSON {
 		return printDoc(f.IO.Out, map[string]any{"bucket": a.Bucket, "created": created, "lock_mode": a.LockMode, "lock_days": a.LockDays})

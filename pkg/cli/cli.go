@@ -20,16 +20,11 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/prod-write/prod-write/approval"
-	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
-	"github.com/prod-write/prod-write/pkg/runner"
-	"github.com/prod-write/prod-write/pkg/store"
 )
 
 // Version is what `--version`, the man pages and MCP's serverInfo report:
@@ -113,189 +108,6 @@ func NewFactory() *Factory {
 	return &Factory{Env: localapi.Env{IO: System(), Now: time.Now, LookupEnv: os.LookupEnv, Getwd: os.Getwd}}
 }
 
-// LoadConfig finds and parses prod-write.toml as the global flags and
-// environment say, once.
-func (f *Factory) LoadConfig() (*config.Config, error) {
-	if f.Call != nil {
-		return f.Call.State.Cfg, nil
-	}
-	if f.Cfg != nil {
-		return f.Cfg, nil
-	}
-	cwd, err := f.Getwd()
-	if err != nil {
-		return nil, err
-	}
-	env, _ := f.LookupEnv("PROD_WRITE_CONFIG")
-	path, err := config.Find(f.ConfigPath, env, cwd)
-	if err != nil {
-		return nil, err
-	}
-	if f.Cfg, err = config.Load(path); err != nil {
-		return nil, err
-	}
-	return f.Cfg, nil
-}
-
-// Config loads prod-write.toml for a command that acts here, handing the
-// command over to prod-write-net when it needs backends this build lacks.
-func (f *Factory) Config() (*config.Config, error) {
-	c, err := f.LoadConfig()
-	if err != nil || f.Call != nil {
-		return c, err
-	}
-	if why := needsAWS(c); why != "" && f.AWS == nil {
-		return nil, f.HandOff(why)
-	}
-	if why := needsNet(c, f.PostsDecisions); why != "" && f.Net == nil {
-		return nil, f.HandOff(why)
-	}
-	return c, nil
-}
-
-// Registry loads the operation registry (in the service: the one it
-// loaded last).
-func (f *Factory) Registry(c *config.Config) (*operations.Registry, error) {
-	var stderr io.Writer
-	if f.IO != nil {
-		stderr = f.IO.Err
-	}
-	return f.RegistryTo(c, stderr)
-}
-
-// RegistryTo is Registry, its warnings to stderr (nil: none).
-func (f *Factory) RegistryTo(c *config.Config, stderr io.Writer) (*operations.Registry, error) {
-	if f.Call != nil {
-		return f.Call.State.Current().Registry, nil
-	}
-	reg, err := runner.LoadRegistry(c)
-	if err == nil && stderr != nil {
-		// Files that look meant as operations but are not read
-		// (k8s.TOML, k8s.toml.bak): named, never silently ignored.
-		for _, w := range reg.Warnings {
-			fmt.Fprintf(stderr, "prod-write: warning: %s\n", w)
-		}
-	}
-	return reg, err
-}
-
-// Policy loads the trust policy (in the service: the one it loaded last).
-func (f *Factory) Policy(c *config.Config) (*approval.Policy, error) {
-	if f.Call != nil {
-		return f.Call.State.Current().Policy, nil
-	}
-	return approval.LoadPolicy(c.Trust)
-}
-
-// Store opens the configured store backend.
-func (f *Factory) Store(c *config.Config) (store.Store, error) {
-	switch c.Store.Backend {
-	case "embedded":
-		return store.OpenDir(c.StoreDir())
-	case "dynamodb":
-		if f.AWS != nil {
-			return f.AWS.OpenStore(c)
-		}
-	}
-	return nil, &config.Error{Path: c.Path, Msg: fmt.Sprintf("store backend %q is not available in this build", c.Store.Backend)}
-}
-
-// KeyFile returns the acting principal's key path, or "".
-func (f *Factory) KeyFile() string {
-	if f.KeyPath != "" {
-		return f.KeyPath
-	}
-	v, _ := f.LookupEnv("PROD_WRITE_KEY")
-	return v
-}
-
-// PassEnv reads the caller's value of a variable an operation passes by
-// value (env.pass): in the service, the client is asked for that one name.
-// It is the only part of a caller's environment the service ever sees, and
-// it is bound into the fingerprint by value.
-func (f *Factory) PassEnv(name string) (string, bool) {
-	if f.Call != nil {
-		if f.Call.Socket == nil {
-			return "", false // MCP over HTTP: no caller environment at all
-		}
-		v, ok, err := f.Call.Socket.Env(name)
-		return v, ok && err == nil
-	}
-	return f.LookupEnv(name)
-}
-
-// HasKey reports whether the caller named (or, to the service, handed
-// over) a key.
-func (f *Factory) HasKey() bool {
-	if f.Call != nil {
-		return f.Call.Key != nil
-	}
-	return f.KeyFile() != ""
-}
-
-// LoadKey reads the caller's key, returning it and how to name it in
-// messages. In the service it is the descriptor the client opened: the
-// service never opens a key path a caller names, so it cannot be made to
-// read the runner's.
-func (f *Factory) LoadKey() (*keys.Private, string, error) {
-	if f.Call != nil {
-		if f.Call.Key == nil {
-			return nil, "", &UsageError{Msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
-		}
-		k, err := keys.LoadFile(f.Call.Key, "the key handed over")
-		return k, "the key handed over", err
-	}
-	path := f.KeyFile()
-	if path == "" {
-		return nil, "", &UsageError{Msg: "this command needs the acting principal's key: pass --key FILE or set PROD_WRITE_KEY"}
-	}
-	k, err := keys.Load(path)
-	return k, path, err
-}
-
-// Actor loads the acting key and finds its principal, refusing an unknown
-// key or one without role.
-func (f *Factory) Actor(p *approval.Policy, role string) (*keys.Private, *approval.Principal, error) {
-	k, name, err := f.LoadKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	pr, ok := p.ByKey(k.Public().ID())
-	if !ok {
-		return nil, nil, refusal.New(refusal.PrincipalUnknown, "%s belongs to no principal of the trust policy", keyName(name)).Needs("a principal with this key in trust.toml")
-	}
-	if role != "" && !pr.Has(role) {
-		return nil, nil, refusal.New(refusal.RoleMissing, "%s does not hold the %s role", pr.ID, role).Needs("role " + role)
-	}
-	return k, pr, nil
-}
-
-func keyName(name string) string {
-	if strings.HasPrefix(name, "the ") {
-		return name
-	}
-	return "the key in " + name
-}
-
-// ResolveDir resolves the working directory a plan is bound to. In the
-// service, the caller's is the directory it handed over (the kernel's name
-// for it, symlinks resolved); any other is an operation's declared cwd,
-// which comes from the registry.
-func (f *Factory) ResolveDir(dir string) (string, error) {
-	if f.Call != nil {
-		if dir == "" && f.Call.Hosted {
-			return "", refusal.New(refusal.ParamInvalid, "the operation declares no cwd, and MCP over HTTP has no working directory of its own: nothing was planned").Needs("a cwd in the operation, or [service] mcp_cwd in the service's configuration")
-		}
-		if dir == "" {
-			return "", &UsageError{Msg: "the client handed over no working directory"}
-		}
-		if dir == f.Call.CwdPath {
-			return dir, nil
-		}
-	}
-	return operations.ResolveDir(dir)
-}
-
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -331,12 +143,12 @@ func Run(args []string, f *Factory) int {
 	if err == nil {
 		return ExitOK
 	}
-	var usage *UsageError
+	var usage *localapi.UsageError
 	if rest, ok := strings.CutPrefix(err.Error(), "unknown command "); ok && !errors.As(err, &usage) {
 		// cobra's own error for an unknown top-level word, untyped, with
 		// its suggestions on lines of their own: a usage error all the
 		// same, said as a group's unknown word is.
-		err = &UsageError{Msg: err.Error()}
+		err = &localapi.UsageError{Msg: err.Error()}
 		if q, qerr := strconv.QuotedPrefix(rest); qerr == nil {
 			word, _ := strconv.Unquote(q)
 			err = unknownCommand(root, word)
@@ -398,7 +210,7 @@ func printError(f *Factory, err error) {
 				*refusal.Error
 				ExitCode      int `json:"exit_code"`
 				FormatVersion int `json:"format_version"`
-			}{"refused", r, ExitCode(err), FormatVersion}
+			}{"refused", r, ExitCode(err), localapi.FormatVersion}
 			b, _ := json.Marshal(out)
 			fmt.Fprintf(w, "%s\n", b)
 			return
@@ -411,12 +223,12 @@ func printError(f *Factory, err error) {
 	}
 	msg := err.Error()
 	if f.JSON {
-		b, _ := json.Marshal(map[string]any{"format_version": FormatVersion, "outcome": "error", "code": errorCode(err), "exit_code": ExitCode(err), "error": msg})
+		b, _ := json.Marshal(map[string]any{"format_version": localapi.FormatVersion, "outcome": "error", "code": errorCode(err), "exit_code": ExitCode(err), "error": msg})
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}
 	fmt.Fprintf(w, "prod-write: error: %s\n", msg)
-	var usage *UsageError
+	var usage *localapi.UsageError
 	var apiErr *api.Error
 	switch {
 	case errors.As(err, &apiErr) && apiErr.Hint != "":
@@ -449,7 +261,7 @@ replays.`,
 	// --version honours --json like every command (docs/JSON.md), and
 	// says which binary answered, as `version` does.
 	root.SetVersionTemplate(versionTemplate(f.binary()))
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Msg: err.Error()} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &localapi.UsageError{Msg: err.Error()} })
 
 	root.AddCommand(
 		NewCmdInit(f, nil),
@@ -525,7 +337,7 @@ func unknownCommand(cmd *cobra.Command, word string) error {
 	if s := cmd.SuggestionsFor(word); len(s) > 0 {
 		msg += fmt.Sprintf("; did you mean %q?", s[0])
 	}
-	return &UsageError{Msg: msg}
+	return &localapi.UsageError{Msg: msg}
 }
 
 // wrapArgs makes argument-count errors usage errors (exit 64).
@@ -534,7 +346,7 @@ func wrapArgs(c *cobra.Command) {
 		check := c.Args
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
-				return &UsageError{Msg: fmt.Sprintf("%s: %v", cmd.CommandPath(), err)}
+				return &localapi.UsageError{Msg: fmt.Sprintf("%s: %v", cmd.CommandPath(), err)}
 			}
 			return nil
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 )
@@ -50,7 +51,7 @@ func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op strin
 	case errors.As(err, &open) && open.Name == "key":
 		return nil, &config.Error{Msg: "cannot open the key", Err: open.Err}
 	case errors.As(err, &open):
-		return nil, &DataError{Err: open}
+		return nil, &localapi.DataError{Err: open}
 	case errors.As(err, &unanswered):
 		// A call the service could not answer: it said why on stderr.
 		return nil, &ExitError{Code: unanswered.Code}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // Shell completion of what the registry and the store hold: operation
@@ -139,7 +140,7 @@ func completeArgs(f *Factory, words ...[]string) cobra.CompletionFunc {
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		var a api.API = API{Env: f}
+		var a api.API = localapi.API{Env: &f.Env}
 		if c.Service.Socket != "" {
 			a = serviceAPI{f: f.completionFactory()}
 		}

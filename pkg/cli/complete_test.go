@@ -46,8 +46,8 @@ func TestPlansWithPrefix(t *testing.T) {
 	} {
 		t.Run(tt.prefix, func(t *testing.T) {
 			f := &Factory{Env: localapi.Env{IO: &IOStreams{Out: io.Discard}, Getwd: func() (string, error) { return h.dir, nil }, LookupEnv: func(string) (string, bool) { return "", false }}}
-			r, err := API{Env: f}.PlansComplete(context.Background(), api.PlansCompleteRequest{Prefix: tt.prefix})
-			var usage *UsageError
+			r, err := localapi.API{Env: &f.Env}.PlansComplete(context.Background(), api.PlansCompleteRequest{Prefix: tt.prefix})
+			var usage *localapi.UsageError
 			if tt.usage != errors.As(err, &usage) || (!tt.usage && err != nil) {
 				t.Fatalf("err = %v, want a usage error: %v", err, tt.usage)
 			}

@@ -150,7 +150,7 @@ func TestUnloggedAllowedDecisionStopsTheRun(t *testing.T) {
 			if strings.Contains(err.Error(), "/var/log") || strings.Contains(stderr.String(), "/var/log") {
 				t.Errorf("the caller is told the service's files: %q, %q", err, stderr.String())
 			}
-			if !strings.Contains(svcLog.String(), cause.Error()) || !strings.Contains(svcLog.String(), d.id) {
+			if !strings.Contains(svcLog.String(), cause.Error()) || !strings.Contains(svcLog.String(), d.ID) {
 				t.Errorf("the service's log does not say why: %q", svcLog.String())
 			}
 		})

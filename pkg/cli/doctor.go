@@ -10,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/doctor"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // DoctorOptions are doctor's inputs.
@@ -80,7 +81,7 @@ func doctorRun(o *DoctorOptions) error {
 	who, check := doctor.Current(), doctor.Check
 	if o.As != "" {
 		if who, err = doctor.Lookup(o.As); err != nil {
-			return &UsageError{Msg: fmt.Sprintf("--as %s: %v", o.As, err)}
+			return &localapi.UsageError{Msg: fmt.Sprintf("--as %s: %v", o.As, err)}
 		}
 		check = doctor.CheckAs
 	}
@@ -95,7 +96,7 @@ func doctorRun(o *DoctorOptions) error {
 		}
 	}
 	if o.F.JSON {
-		if err := printDoc(o.F.IO.Out, map[string]any{"account": who.Name, "ok": weak == 0, "findings": NonNil(findings)}); err != nil {
+		if err := printDoc(o.F.IO.Out, map[string]any{"account": who.Name, "ok": weak == 0, "findings": localapi.NonNil(findings)}); err != nil {
 			return err
 		}
 	} else {

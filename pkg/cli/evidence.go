@@ -4,88 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/pkg/keys"
-	"github.com/prod-write/prod-write/pkg/refusal"
-	"github.com/prod-write/prod-write/pkg/runner"
-	"github.com/prod-write/prod-write/pkg/store"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
-
-// planContext is the plan context of the domain package (pkg/runner),
-// with the methods of the commands that add evidence to it.
-type planContext struct {
-	*runner.PlanContext
-}
-
-// loadPlan loads the plan stored under fp, as f's caller sees it.
-func loadPlan(f *Factory, fp string) (*planContext, error) {
-	pc, err := f.Runner().Load(fp)
-	if err != nil {
-		return nil, err
-	}
-	return &planContext{pc}, nil
-}
-
-// MinFingerprintPrefix is how many hex digits a fingerprint prefix needs,
-// as git's abbreviated object names.
-const MinFingerprintPrefix = 12
-
-// ResolveFingerprint takes a whole fingerprint, or a unique prefix of one
-// (at least 12 hex digits, with or without "sha256:") of a stored plan.
-func (f *Factory) ResolveFingerprint(c *config.Config, fp string) (string, error) {
-	if store.CheckFingerprint(fp) == nil {
-		return fp, nil
-	}
-	h := strings.TrimPrefix(fp, "sha256:")
-	if len(h) < MinFingerprintPrefix || len(h) >= 64 || strings.Trim(h, "0123456789abcdef") != "" {
-		return "", &UsageError{Msg: fmt.Sprintf("%q is not a fingerprint: want sha256: and 64 hex digits, or a unique prefix of at least %d", fp, MinFingerprintPrefix)}
-	}
-	st, err := f.Store(c)
-	if err != nil {
-		return "", err
-	}
-	lister, ok := st.(interface {
-		PlansWithPrefix(string) ([]string, error)
-	})
-	if !ok {
-		return "", &UsageError{Msg: fmt.Sprintf("%q: this store looks up whole fingerprints only; give all 64 hex digits", fp)}
-	}
-	found, err := lister.PlansWithPrefix(h)
-	if err != nil {
-		return "", fmt.Errorf("looking up the fingerprint prefix %s: %w", fp, err)
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return "", refusal.New(refusal.PlanAbsent, "no stored plan's fingerprint starts with %s", h).Needs("a signed plan (prod-write plan --key …)")
-	}
-	return "", &UsageError{Msg: fmt.Sprintf("the prefix %s is ambiguous: %d stored plans start with it", h, len(found))}
-}
-
-// actor loads the acting key for a command that acts on pc's plan in role,
-// refusing anyone acting on a plan they planned, except to veto it
-// (runner.PlanContext.Acts).
-func (pc *planContext) actor(f *Factory, role string, veto bool) (*keys.Private, *approval.Principal, error) {
-	k, pr, err := f.Actor(pc.Policy, role)
-	if err != nil {
-		if r, ok := refusal.As(err); ok {
-			r.For(pc.Plan.Operation, pc.Plan.Fingerprint)
-		}
-		return nil, nil, err
-	}
-	if err := pc.Acts(pr, role, veto); err != nil {
-		return nil, nil, err
-	}
-	return k, pr, nil
-}
 
 // FileOptions are file's inputs.
 type FileOptions struct {
@@ -114,11 +40,11 @@ it with decide (or on a bridge).`,
 			opts.Fingerprint = args[0]
 			for flag, v := range map[string]string{"--summary": r.Summary, "--effect": r.Effect, "--blast-radius": r.BlastRadius, "--rollback": r.Rollback} {
 				if v == "" {
-					return &UsageError{Msg: "file needs " + flag}
+					return &localapi.UsageError{Msg: "file needs " + flag}
 				}
 			}
 			if !slices.Contains(approval.CertaintyLevels, r.Certainty) {
-				return &UsageError{Msg: "--certainty must be high, medium or low"}
+				return &localapi.UsageError{Msg: "--certainty must be high, medium or low"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -193,7 +119,7 @@ may run. Nobody approves a plan they planned or a record they filed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Fingerprint, opts.Answer = args[0], args[1]
 			if opts.Answer != approval.Approve && opts.Answer != approval.Deny {
-				return &UsageError{Msg: fmt.Sprintf("answer %q: want approve or deny", opts.Answer)}
+				return &localapi.UsageError{Msg: fmt.Sprintf("answer %q: want approve or deny", opts.Answer)}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -254,10 +180,10 @@ up to --uses times before it expires; a no-go vetoes it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Decision, opts.Fingerprint = args[0], args[1]
 			if opts.Decision != approval.Go && opts.Decision != approval.NoGo {
-				return &UsageError{Msg: fmt.Sprintf("decision %q: want go or no-go", opts.Decision)}
+				return &localapi.UsageError{Msg: fmt.Sprintf("decision %q: want go or no-go", opts.Decision)}
 			}
 			if opts.Uses < 1 {
-				return &UsageError{Msg: "--uses must be at least 1"}
+				return &localapi.UsageError{Msg: "--uses must be at least 1"}
 			}
 			if runF != nil {
 				return runF(opts)

@@ -9,28 +9,33 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
-	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/service"
 	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/pkg/store"
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// Exit codes (SPEC §8, sysexits.h), listed in README.md.
+// Exit codes (SPEC §8, sysexits.h), listed in README.md: pkg/localapi's,
+// which the in-process API decides by.
 const (
-	ExitOK        = 0
-	ExitInvalid   = 1                   // replay found a receipt that does not verify
-	ExitUsage     = 64                  // the command line is wrong
-	ExitDataErr   = 65                  // bad input data
-	ExitSoftware  = runner.ExitSoftware // internal error (70)
-	ExitIOErr     = 74                  // I/O error
-	ExitTempFail  = 75                  // the runner service is busy: try again; nothing was done
-	ExitRefused   = 77                  // the gate said no; nothing ran
-	ExitConfig    = 78                  // configuration error
-	ExitTimeout   = 124
-	ExitSignalled = 128
+	ExitOK        = localapi.ExitOK
+	ExitInvalid   = localapi.ExitInvalid
+	ExitUsage     = localapi.ExitUsage
+	ExitDataErr   = localapi.ExitDataErr
+	ExitSoftware  = localapi.ExitSoftware
+	ExitIOErr     = localapi.ExitIOErr
+	ExitTempFail  = localapi.ExitTempFail
+	ExitRefused   = localapi.ExitRefused
+	ExitConfig    = localapi.ExitConfig
+	ExitTimeout   = localapi.ExitTimeout
+	ExitSignalled = localapi.ExitSignalled
 )
+
+// ExitError carries an exit status decided by the command itself
+// (localapi.ExitError).
+type ExitError = localapi.ExitError
 
 // ExitStatus is one row of ExitStatuses.
 type ExitStatus struct {
@@ -56,26 +61,12 @@ var ExitStatuses = []ExitStatus{
 	{Code: ExitSignalled, Plus: "N", Meaning: "run: the program was killed by signal N."},
 }
 
-// UsageError is a wrong command line.
-type UsageError struct{ Msg string }
-
-func (e *UsageError) Error() string { return e.Msg }
-
-// ExitError carries an exit status decided by the command itself: the
-// program's own status for run, 1 for a failed replay.
-type ExitError struct {
-	Code int
-	Msg  string // empty: nothing more to print
-}
-
-func (e *ExitError) Error() string { return e.Msg }
-
 // ExitCode maps an error to the process exit status. It is the one place
 // that does.
 func ExitCode(err error) int {
 	var (
 		exitErr   *ExitError
-		usage     *UsageError
+		usage     *localapi.UsageError
 		badCwd    *servicecall.CwdError
 		refused   *refusal.Error
 		cfgErr    *config.Error
@@ -84,11 +75,11 @@ func ExitCode(err error) int {
 		insecure  *keys.InsecureError
 		input     *operations.InputError
 		badFP     *store.BadFingerprintError
-		dataErr   *DataError
+		dataErr   *localapi.DataError
 		pathErr   *fs.PathError
 		svcErr    *service.Error
 		apiErr    *api.Error
-		badIn     *BadInputRefusal
+		badIn     *localapi.BadInputRefusal
 		vsaRef    *receipts.VSARefusedError
 		vsaBad    *receipts.MalformedVSAError
 		incons    *receipts.ConsistencyRefusedError
@@ -159,30 +150,4 @@ func errorCode(err error) string {
 		return "busy"
 	}
 	return "internal"
-}
-
-// DataError is input the command cannot use (exit 65).
-type DataError struct{ Err error }
-
-func (e *DataError) Error() string { return e.Err.Error() }
-func (e *DataError) Unwrap() error { return e.Err }
-
-// BadInputRefusal is a refusal of a plan's own params or files by their
-// declared rules (param_invalid at plan time): bad input data (exit 65,
-// README), since no gate said no and no approval would change it. It is
-// still the typed refusal, which it unwraps to: --json prints the refusal
-// line (with exit_code 65), and MCP, local or through the service, answers
-// with the refusal as before. The same code at run time (a secret not set,
-// a definition that changed since the plan) is the gate's, exit 77.
-type BadInputRefusal struct{ R *refusal.Error }
-
-func (e *BadInputRefusal) Error() string { return e.R.Error() }
-func (e *BadInputRefusal) Unwrap() error { return e.R }
-
-// PlanInput marks err as bad input when it is a param_invalid refusal.
-func PlanInput(err error) error {
-	if r, ok := refusal.As(err); ok && r.Code == refusal.ParamInvalid {
-		return &BadInputRefusal{r}
-	}
-	return err
 }

@@ -12,8 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/refusal"
-	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -50,7 +49,7 @@ the runner key, so that one run verifies alone from the runner's public key
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !opts.InToto {
-				return &UsageError{Msg: "export needs a format: --in-toto"}
+				return &localapi.UsageError{Msg: "export needs a format: --in-toto"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -102,43 +101,6 @@ func verifyExportCommand(file, signer string) string {
 	return strings.Join([]string{"prod-write", "receipts", "verify-export", shellQuote(file), "--pub", shellQuote(signer)}, " ")
 }
 
-// ReceiptsExport signs with the runner key where it is: in the service
-// (f.runnerIdentity) for its clients, or in this process.
-func (a API) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequest) (*api.ReceiptsExportResult, error) {
-	if !req.InToto {
-		return nil, &UsageError{Msg: "export needs a format: --in-toto"}
-	}
-	if !a.Env.MayReadPlans() {
-		// Each attestation carries the plan's argv, cwd and evidence
-		// (docs/adr/0036-the-service-never-waits-on-a-caller.md).
-		return nil, refusal.New(refusal.PrincipalUnknown, "receipts export shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
-	}
-	sj, err := openSigningJournal(a.Env)
-	if err != nil {
-		return nil, err
-	}
-	defer sj.journal.Close()
-	out := req.Out
-	if out == nil {
-		out = io.Discard
-	}
-	var n int
-	if req.Proofs {
-		origin := receipts.NoteOrigin(runner.JournalHost(sj.cfg.Host))
-		n, err = receipts.ExportInTotoBundles(ctx, sj.journal, sj.policy, sj.key, origin, out)
-	} else {
-		n, err = receipts.ExportInToto(ctx, sj.journal, sj.policy, sj.key, out)
-	}
-	var ue *receipts.UnverifiedError
-	if errors.As(err, &ue) {
-		return nil, &DataError{Err: fmt.Errorf("export stopped after %d runs: %w", n, err)}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &api.ReceiptsExportResult{Runs: n, Signer: sj.key.Public().String()}, nil
-}
-
 // ReceiptsExport through the service: the envelopes come over the call's
 // socket as its output, and are written to req.Out here.
 func (a serviceAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequest) (*api.ReceiptsExportResult, error) {
@@ -187,7 +149,7 @@ be read.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Export = args[0]
 			if opts.Pub == "" {
-				return &UsageError{Msg: "verify-export needs --pub: the runner's public key (receipts export prints it)"}
+				return &localapi.UsageError{Msg: "verify-export needs --pub: the runner's public key (receipts export prints it)"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -212,7 +174,7 @@ func verifyExportRun(o *VerifyExportOptions) error {
 	v, err := receipts.VerifyExport(in, pub)
 	var bad *receipts.MalformedExportError
 	if errors.As(err, &bad) {
-		return &DataError{Err: fmt.Errorf("%s: %w", o.Export, err)}
+		return &localapi.DataError{Err: fmt.Errorf("%s: %w", o.Export, err)}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.Export, err)

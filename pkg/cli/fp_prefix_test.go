@@ -28,7 +28,7 @@ func TestFingerprintPrefixAmbiguous(t *testing.T) {
 	if code != ExitUsage || !strings.Contains(stderr, "ambiguous: 2 stored plans") {
 		t.Fatalf("status with an ambiguous prefix: %d %s", code, stderr)
 	}
-	var usage *UsageError
+	var usage *localapi.UsageError
 	f := &Factory{Env: localapi.Env{Getwd: func() (string, error) { return h.dir, nil }, LookupEnv: func(string) (string, bool) { return "", false }}}
 	c, err := f.LoadConfig()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // FreezeGrantOptions are `freeze grant`'s inputs.
@@ -46,7 +47,7 @@ approvals, and the planner cannot grant its own plan.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Fingerprint = args[0]
 			if opts.Freeze == "" || opts.Reason == "" {
-				return &UsageError{Msg: "--freeze and --reason are required"}
+				return &localapi.UsageError{Msg: "--freeze and --reason are required"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -114,7 +115,7 @@ func freezeList(f *Factory) error {
 		return printJSON(f.IO.Out, struct {
 			FormatVersion int          `json:"format_version"`
 			Freezes       []freezeView `json:"freezes"`
-		}{FormatVersion, views})
+		}{localapi.FormatVersion, views})
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tFROM\tUNTIL\tOPERATIONS\tTARGETS\tNOW")

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -73,7 +74,7 @@ type historyDoc struct {
 func historyRecord(o *HistoryOptions) error {
 	f := o.F
 	if o.Rollout < 0 {
-		return &UsageError{Msg: "--rollout must not be negative"}
+		return &localapi.UsageError{Msg: "--rollout must not be negative"}
 	}
 	trust, registry := o.Trust, o.Registry
 	if trust == "" || registry == "" {
@@ -97,7 +98,7 @@ func historyRecord(o *HistoryOptions) error {
 	if _, err := approval.ParsePolicy(trust, data); err != nil {
 		return err
 	}
-	defs, err := ReadDefinitions(registry)
+	defs, err := localapi.ReadDefinitions(registry)
 	if err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func historyRecord(o *HistoryOptions) error {
 		changes = []receipts.Change{}
 	}
 	if f.JSON {
-		return printJSON(f.IO.Out, historyDoc{FormatVersion, dir, changes})
+		return printJSON(f.IO.Out, historyDoc{localapi.FormatVersion, dir, changes})
 	}
 	if len(changes) == 0 {
 		fmt.Fprintf(f.IO.Out, "%s: up to date\n", dir)

@@ -13,6 +13,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/durable"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // InitOptions are init's inputs.
@@ -228,7 +229,7 @@ func initRun(o *InitOptions) error {
 		for _, fl := range files {
 			written = append(written, rel(dir, fl.path))
 		}
-		return printDoc(w, map[string]any{"dir": dir, "files": written, "keys": NonNil(madeKeys), "state": stateName})
+		return printDoc(w, map[string]any{"dir": dir, "files": written, "keys": localapi.NonNil(madeKeys), "state": stateName})
 	}
 	fmt.Fprintf(w, "wrote %s\n", dir)
 	for _, fl := range files {
@@ -280,7 +281,7 @@ trust.toml takes.`,
   ed25519:3q2+7w...`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Out == "" {
-				return &UsageError{Msg: "keygen needs --out FILE"}
+				return &localapi.UsageError{Msg: "keygen needs --out FILE"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -299,7 +300,7 @@ func keygenRun(o *KeygenOptions) error {
 	}
 	if err := k.WriteNew(o.Out); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return &DataError{Err: fmt.Errorf("%s exists; keygen never overwrites a key", o.Out)}
+			return &localapi.DataError{Err: fmt.Errorf("%s exists; keygen never overwrites a key", o.Out)}
 		}
 		return fmt.Errorf("writing key: %w", err)
 	}

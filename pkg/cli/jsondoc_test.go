@@ -317,7 +317,7 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	}{{oldNote, 1}, {newNote, 0}} {
 		f := &Factory{Env: localapi.Env{IO: &IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard}, Now: time.Now,
 			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Getwd: func() (string, error) { return dir, nil }}}
-		r, err := API{Env: f}.ReceiptsProve(context.Background(), api.ReceiptsProveRequest{Seq: 1, Size: n.size})
+		r, err := localapi.API{Env: &f.Env}.ReceiptsProve(context.Background(), api.ReceiptsProveRequest{Seq: 1, Size: n.size})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,8 +417,8 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 		for i, d := range docs {
 			where := fmt.Sprintf("%s #%d", r.name, i)
 			if !strings.HasSuffix(r.name, "[]") && !object {
-				if v, ok := d["format_version"].(float64); !ok || int(v) != FormatVersion {
-					t.Errorf("%s: format_version = %v, want %d", where, d["format_version"], FormatVersion)
+				if v, ok := d["format_version"].(float64); !ok || int(v) != localapi.FormatVersion {
+					t.Errorf("%s: format_version = %v, want %d", where, d["format_version"], localapi.FormatVersion)
 				}
 			}
 			for _, fd := range r.fields {

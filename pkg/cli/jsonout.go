@@ -6,27 +6,14 @@ import (
 	"io"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
-
-// FormatVersion is the format_version of every JSON document a command
-// prints with --json (docs/JSON.md): additive changes keep it, a rename, a
-// removal or a change of meaning bumps it.
-const FormatVersion = 1
 
 // printDoc writes fields, with format_version added, as one indented JSON
 // document.
 func printDoc(w io.Writer, fields map[string]any) error {
-	fields["format_version"] = FormatVersion
+	fields["format_version"] = localapi.FormatVersion
 	return printJSON(w, fields)
-}
-
-// NonNil returns s, or an empty slice for nil, so that a list prints as []
-// and never as null.
-func NonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }
 
 // printRan writes run's outcome line (its last line on stderr with --json,

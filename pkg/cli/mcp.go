@@ -16,6 +16,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
@@ -120,7 +121,7 @@ func (b *mcpBackend) Registry() (*operations.Registry, error) {
 	if b.remote {
 		return b.remoteRegistry()
 	}
-	return LoadRegistry(b.f)
+	return localapi.LoadRegistry(&b.f.Env)
 }
 
 func (b *mcpBackend) Principal() (*approval.Principal, error) {
@@ -130,7 +131,7 @@ func (b *mcpBackend) Principal() (*approval.Principal, error) {
 	if b.remote {
 		return b.remotePrincipal()
 	}
-	r, err := API{Env: b.f}.Whoami(context.Background())
+	r, err := localapi.API{Env: &b.f.Env}.Whoami(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +140,11 @@ func (b *mcpBackend) Principal() (*approval.Principal, error) {
 
 func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
 	if len(req.Inline) > 0 {
-		return nil, &UsageError{Msg: "only MCP over HTTP takes a file's content inline: here, name each file by its path"}
+		return nil, &localapi.UsageError{Msg: "only MCP over HTTP takes a file's content inline: here, name each file by its path"}
 	}
 	// The API the CLI's plan calls: in-process, or the service's, which
 	// the client hands each file over to.
-	var a api.API = API{Env: b.f}
+	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
 		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
 	}
@@ -154,7 +155,7 @@ func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
 	// The API the CLI's status calls: in-process, or the service's
 	// (whose answer is typed: nothing of it reaches the MCP server's
 	// stdout, the protocol's channel).
-	var a api.API = API{Env: b.f}
+	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
 		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
 	}
@@ -168,7 +169,7 @@ func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
 func (b *mcpBackend) Receipt(id string) ([]json.RawMessage, error) {
 	// The API the CLI's receipts show calls: in-process, or the
 	// service's, which redacts for a caller with no key of the policy.
-	var a api.API = API{Env: b.f}
+	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
 		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
 	}
@@ -191,7 +192,7 @@ const runOutputLimit = 64 << 10
 
 func (b *mcpBackend) Run(fp string, inline map[string][]byte) (*mcpapi.RunResult, error) {
 	if len(inline) > 0 {
-		return nil, &UsageError{Msg: "only MCP over HTTP takes a file's content inline"}
+		return nil, &localapi.UsageError{Msg: "only MCP over HTTP takes a file's content inline"}
 	}
 	b.inflight.Add(1)
 	defer b.inflight.Done()
@@ -199,7 +200,7 @@ func (b *mcpBackend) Run(fp string, inline map[string][]byte) (*mcpapi.RunResult
 	// relays the program's output. No stdin (the program reads
 	// /dev/null), and the output goes to buffers: the MCP stream is never
 	// the program's.
-	var a api.API = API{Env: b.f}
+	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
 		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
 	}
@@ -289,7 +290,7 @@ const remoteWaitSlice = 10 * time.Second
 func (b *mcpBackend) Wait(ctx context.Context, fp string, timeout time.Duration, progress func(string)) (any, *refusal.Error, bool, error) {
 	// The API the CLI's status --wait calls: in-process, or the
 	// service's, whose client asks again after each bounded wait.
-	var a api.API = API{Env: b.f}
+	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
 		a = serviceAPI{f: b.with(io.Discard, io.Discard), waitSlice: remoteWaitSlice}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // NewCmdOps builds `ops list` and `ops show`.
@@ -59,14 +60,6 @@ func NewCmdOps(f *Factory) *cobra.Command {
 	return cmd
 }
 
-func LoadRegistry(f *Factory) (*operations.Registry, error) {
-	c, err := f.Config()
-	if err != nil {
-		return nil, err
-	}
-	return f.Registry(c)
-}
-
 func opsList(f *Factory, ops []*operations.Operation) error {
 	if f.JSON {
 		// Each definition as hashed (its digest checks): approval paths
@@ -74,7 +67,7 @@ func opsList(f *Factory, ops []*operations.Operation) error {
 		return printJSON(f.IO.Out, struct {
 			FormatVersion int                     `json:"format_version"`
 			Operations    []*operations.Operation `json:"operations"`
-		}{FormatVersion, NonNil(ops)})
+		}{localapi.FormatVersion, localapi.NonNil(ops)})
 	}
 	tw := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tMUTATING\tTARGETS\tHERE\tDESCRIPTION")
@@ -93,7 +86,7 @@ func opsShow(f *Factory, op *operations.Operation) error {
 		return printJSON(f.IO.Out, struct {
 			FormatVersion int `json:"format_version"`
 			*operations.Operation
-		}{FormatVersion, op})
+		}{localapi.FormatVersion, op})
 	}
 	w := f.IO.Out
 	fmt.Fprintf(w, "name:        %s\n", op.Name)

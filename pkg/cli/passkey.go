@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // maxEnrollInput bounds what passkey enroll reads of a code or a
@@ -92,13 +93,13 @@ func readInput(f *Factory, name, what string) ([]byte, error) {
 	var r io.Reader
 	if name == "-" {
 		if f.IO.In == nil {
-			return nil, &UsageError{Msg: what + ": no stdin"}
+			return nil, &localapi.UsageError{Msg: what + ": no stdin"}
 		}
 		r = f.IO.In
 	} else {
 		fl, err := os.Open(name)
 		if err != nil {
-			return nil, &UsageError{Msg: fmt.Sprintf("%s: %v", what, err)}
+			return nil, &localapi.UsageError{Msg: fmt.Sprintf("%s: %v", what, err)}
 		}
 		defer fl.Close()
 		r = fl
@@ -108,7 +109,7 @@ func readInput(f *Factory, name, what string) ([]byte, error) {
 		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	if len(b) > maxEnrollInput {
-		return nil, &UsageError{Msg: fmt.Sprintf("%s is over %d bytes", what, maxEnrollInput)}
+		return nil, &localapi.UsageError{Msg: fmt.Sprintf("%s is over %d bytes", what, maxEnrollInput)}
 	}
 	return b, nil
 }
@@ -139,7 +140,7 @@ func passkeyEnrollBegin(f *Factory, codeFile string) error {
 			return err
 		}
 		if req.Code = strings.TrimSpace(string(b)); req.Code == "" {
-			return &UsageError{Msg: "the code file holds no code"}
+			return &localapi.UsageError{Msg: "the code file holds no code"}
 		}
 	}
 	a, err := f.api()
@@ -165,7 +166,7 @@ func passkeyEnrollFinish(f *Factory, response string) error {
 		return err
 	}
 	if !json.Valid(b) {
-		return &UsageError{Msg: "the registration response is not JSON"}
+		return &localapi.UsageError{Msg: "the registration response is not JSON"}
 	}
 	a, err := f.api()
 	if err != nil {

@@ -28,7 +28,7 @@ type pageWorld struct {
 	h      *runHarness
 	alice  *passkeytest.Authenticator
 	bridge *keys.Private
-	page   API // the page's server: a client of the API with the bridge key
+	page   localapi.API // the page's server: a client of the API with the bridge key
 	fp     string
 	record string
 }
@@ -61,7 +61,7 @@ func newPageWorldAt(t *testing.T, origin string) *pageWorld {
 		t.Fatal(err)
 	}
 	w := &pageWorld{h: h, alice: a, bridge: bk}
-	w.page = API{Env: w.factory("page")}
+	w.page = localapi.API{Env: &w.factory("page").Env}
 	w.fp, w.record = w.planAndFile(t, "web")
 	return w
 }
@@ -310,7 +310,7 @@ func TestPasskeyAttestedRefused(t *testing.T) {
 		refused(t, assertAndSign(t, w.alice, w.bridge, decision(st, "alice"), "https://approve.evil.test"), refusal.SignatureInvalid, "origin")
 	})
 	t.Run("a statement issued to a caller that is not a bridge", func(t *testing.T) {
-		_, err := API{Env: w.factory("alice")}.PasskeyChallenge(ctx, api.PasskeyChallengeRequest{Fingerprint: w.fp, Decision: approval.Approve, Record: w.record})
+		_, err := localapi.API{Env: &w.factory("alice").Env}.PasskeyChallenge(ctx, api.PasskeyChallengeRequest{Fingerprint: w.fp, Decision: approval.Approve, Record: w.record})
 		if !refusal.Is(err, refusal.RoleMissing) {
 			t.Fatalf("passkey challenge with alice's key: %v; want refused role_missing", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/dsse"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/store"
@@ -262,7 +263,7 @@ func TestPasskeyEnrollThroughTheServiceByAStranger(t *testing.T) {
 		t.Fatalf("the service stored %d codes for a stranger", len(ents))
 	}
 
-	c, err := API{Env: w.local}.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice"})
+	c, err := localapi.API{Env: &w.local.Env}.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/runner"
 )
 
@@ -55,7 +56,7 @@ trust policy as plan does, and fails on a broken one.`,
 				return err
 			}
 			if opts.Target == "" {
-				return &UsageError{Msg: "plan needs --target"}
+				return &localapi.UsageError{Msg: "plan needs --target"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -76,10 +77,10 @@ func pairs(flag string, in []string) (map[string]string, error) {
 	for _, kv := range in {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, &UsageError{Msg: fmt.Sprintf("%s %q: want NAME=VALUE", flag, kv)}
+			return nil, &localapi.UsageError{Msg: fmt.Sprintf("%s %q: want NAME=VALUE", flag, kv)}
 		}
 		if _, dup := out[k]; dup {
-			return nil, &UsageError{Msg: fmt.Sprintf("%s %s given twice", flag, k)}
+			return nil, &localapi.UsageError{Msg: fmt.Sprintf("%s %s given twice", flag, k)}
 		}
 		out[k] = v
 	}
@@ -94,8 +95,8 @@ func planRun(o *PlanOptions) error {
 	if err != nil {
 		return err
 	}
-	if la, ok := a.(API); ok && f.IO.ErrTTY && !f.JSON {
-		la.Progress = ProgressPrinter(f.IO.Err)
+	if la, ok := a.(localapi.API); ok && f.IO.ErrTTY && !f.JSON {
+		la.Progress = localapi.ProgressPrinter(f.IO.Err)
 		a = la
 	}
 	r, err := a.Plan(context.Background(), api.PlanRequest{Operation: o.Operation, Target: o.Target, Params: o.Params, Files: o.Files, DryRun: o.DryRun})
@@ -178,17 +179,4 @@ func quoteArgv(argv []string) string {
 		}
 	}
 	return strings.Join(out, " ")
-}
-
-func ProgressPrinter(w io.Writer) func(string, int64, int64) {
-	return func(name string, done, total int64) {
-		pct := int64(100)
-		if total > 0 {
-			pct = done * 100 / total
-		}
-		fmt.Fprintf(w, "\rhashing %s: %d/%d MiB (%d%%)", name, done>>20, total>>20, pct)
-		if done >= total {
-			fmt.Fprintln(w)
-		}
-	}
 }

@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -23,8 +21,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/pkg/keys"
-	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -52,7 +49,7 @@ twice. With --last N, the runs of the N lines are judged by those lines.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if last < 0 {
-				return &UsageError{Msg: "--last must not be negative"}
+				return &localapi.UsageError{Msg: "--last must not be negative"}
 			}
 			return receiptsList(cmd.Context(), f, last)
 		},
@@ -106,55 +103,6 @@ missing from the note, and replay --witnesses says so.`,
 	return cmd
 }
 
-// OpenJournal opens the configured journal. One that does not exist is
-// bad input to a command that looks for a receipt in it (a
-// [*noJournalError]); list and replay say there is none yet instead.
-func OpenJournal(f *Factory) (*os.File, error) {
-	c, err := f.Config()
-	if err != nil {
-		return nil, err
-	}
-	fl, err := os.Open(c.JournalPath())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, &DataError{Err: &noJournalError{path: c.JournalPath()}}
-	}
-	return fl, err
-}
-
-// noJournalError is a configured journal that does not exist: no run has
-// written a receipt here yet.
-type noJournalError struct{ path string }
-
-func (e *noJournalError) Error() string { return noReceipts(e.path, true) }
-
-// noReceipts is how list and replay report a journal with no entry: an
-// empty or absent journal is one nothing has run against yet, which is no
-// error (issue 29).
-func noReceipts(journal string, absent bool) string {
-	if absent {
-		return fmt.Sprintf("no receipts yet: %s does not exist", journal)
-	}
-	return fmt.Sprintf("no receipts yet: %s is empty", journal)
-}
-
-// reviewedPlan is the fingerprint a break-glass review says it reviews
-// the run of, read without verifying it (as list reads every receipt), or
-// "" when env does not read as a review.
-func reviewedPlan(env *approval.Envelope) string {
-	if env == nil || env.PayloadType != approval.TypeBreakGlassReview {
-		return ""
-	}
-	b, err := base64.StdEncoding.Strict().DecodeString(env.Payload)
-	if err != nil {
-		return ""
-	}
-	var rev approval.BreakGlassReview
-	if strictjson.Unmarshal(b, &rev) != nil {
-		return ""
-	}
-	return rev.Fingerprint
-}
-
 // receiptLine is one line of `receipts list --json`.
 type receiptLine struct {
 	FormatVersion int       `json:"format_version"`
@@ -189,37 +137,6 @@ func receiptsShow(ctx context.Context, f *Factory, id string) error {
 	return receiptsShowRender(f, r)
 }
 
-// signingJournal is what a command the runner key signs reads (checkpoint,
-// export): the configuration and policy, the runner's key and principal,
-// and the journal, which the caller closes.
-type signingJournal struct {
-	cfg     *config.Config
-	policy  *approval.Policy
-	key     *keys.Private
-	runner  *approval.Principal
-	journal *os.File
-}
-
-func openSigningJournal(f *Factory) (*signingJournal, error) {
-	c, err := f.Config()
-	if err != nil {
-		return nil, err
-	}
-	p, err := f.Policy(c)
-	if err != nil {
-		return nil, err
-	}
-	k, pr, err := f.RunnerIdentity(c, p)
-	if err != nil {
-		return nil, err
-	}
-	fl, err := OpenJournal(f)
-	if err != nil {
-		return nil, err
-	}
-	return &signingJournal{cfg: c, policy: p, key: k, runner: pr, journal: fl}, nil
-}
-
 // receiptsCheckpoint is receipts checkpoint through the API this caller
 // reaches, written here: to stdout, or to out as the caller.
 func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote, witness bool) error {
@@ -251,7 +168,7 @@ func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote, wit
 	if f.JSON {
 		// The checkpoint and what it says, as a document (docs/JSON.md);
 		// replay --checkpoint takes this as well as the bare envelope.
-		doc = checkpointDoc{FormatVersion, r.Checkpoint, r.Envelope}
+		doc = checkpointDoc{localapi.FormatVersion, r.Checkpoint, r.Envelope}
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -263,64 +180,6 @@ func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote, wit
 		return err
 	}
 	return os.WriteFile(out, b, 0o644)
-}
-
-func (a API) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
-	req.Note = req.Note || req.Witness
-	f := a.Env
-	sj, err := openSigningJournal(f)
-	if err != nil {
-		return nil, err
-	}
-	defer sj.journal.Close()
-	c, k, pr, fl := sj.cfg, sj.key, sj.runner, sj.journal
-	cp := receipts.Checkpoint{Time: f.Now().UTC(), Runner: pr.ID, Host: runner.JournalHost(c.Host)}
-	tree := &receipts.Tree{}
-	err = receipts.Scan(fl, func(l receipts.Line) error {
-		if l.Torn {
-			// Cut off by the next append: a head naming it could never
-			// verify again.
-			return nil
-		}
-		cp.Count++
-		cp.Head = receipts.LineHash(l.Bytes)
-		if l.Long > 0 {
-			cp.Head = l.Hash
-		}
-		if req.Note {
-			return tree.AppendLineHash(cp.Head)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	env, err := approval.Sign(k, receipts.CheckpointType, cp)
-	if err != nil {
-		return nil, err
-	}
-	r := &api.ReceiptsCheckpointResult{Checkpoint: cp, Envelope: env}
-	if req.Note {
-		note, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin(cp.Host), tree, tree.Size())
-		if err != nil {
-			return nil, err
-		}
-		if req.Witness {
-			if len(c.Witnesses) == 0 {
-				return nil, &config.Error{Path: c.Path, Msg: "receipts checkpoint --witness: no [[witness]] to send to"}
-			}
-			if r.Witnesses, err = SendToWitnesses(ctx, c, sj.policy, tree, note); err != nil {
-				return nil, err
-			}
-		}
-		// The cosignatures kept of this very checkpoint (ed25519 is
-		// deterministic: the same tree signs the same note).
-		if note, err = cosignedNote(c, note); err != nil {
-			return nil, err
-		}
-		r.Note = string(note)
-	}
-	return r, nil
 }
 
 func (a serviceAPI) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
@@ -441,19 +300,19 @@ no receipts.`,
 				return runF(opts)
 			}
 			if opts.Witnesses < 0 {
-				return &UsageError{Msg: "--witnesses counts witnesses: 0 or more"}
+				return &localapi.UsageError{Msg: "--witnesses counts witnesses: 0 or more"}
 			}
 			if opts.Witnesses > 0 && opts.Checkpoint == "" {
-				return &UsageError{Msg: "--witnesses counts the cosignatures of the --checkpoint note: give one"}
+				return &localapi.UsageError{Msg: "--witnesses counts the cosignatures of the --checkpoint note: give one"}
 			}
 			if (opts.VSA == "") != (opts.VSAKey == "") {
-				return &UsageError{Msg: "--vsa and --vsa-key go together"}
+				return &localapi.UsageError{Msg: "--vsa and --vsa-key go together"}
 			}
 			if (opts.State == "") != (opts.StateKey == "") {
-				return &UsageError{Msg: "--state and --state-key go together: a state is believed only as its key sealed it"}
+				return &localapi.UsageError{Msg: "--state and --state-key go together: a state is believed only as its key sealed it"}
 			}
 			if opts.State != "" && (opts.Policy != "" || opts.PolicyRegistry != "" || isArchiveURL(opts.Path)) {
-				return &UsageError{Msg: "--state resumes one journal file's replay: not with --policy, --policy-registry or an S3 archive"}
+				return &localapi.UsageError{Msg: "--state resumes one journal file's replay: not with --policy, --policy-registry or an S3 archive"}
 			}
 			// The service's replay takes no options: any of these is
 			// read here, as the caller, never silently dropped.
@@ -487,74 +346,15 @@ no receipts.`,
 	return cmd
 }
 
-// ReplaySource is what a replay judges by, as its options name it; each
-// empty one is the configuration's.
-type ReplaySource struct {
-	Path, Trust, Host, Registry, History       string
-	StrictRevocation, FailUnreviewedBreakGlass bool
-}
-
 // source is o's ReplaySource.
-func (o *ReplayOptions) source() ReplaySource {
-	return ReplaySource{Path: o.Path, Trust: o.Trust, Host: o.Host, Registry: o.Registry, History: o.History,
+func (o *ReplayOptions) source() localapi.ReplaySource {
+	return localapi.ReplaySource{Path: o.Path, Trust: o.Trust, Host: o.Host, Registry: o.Registry, History: o.History,
 		StrictRevocation: o.StrictRevocation, FailUnreviewedBreakGlass: o.FailUnreviewedBreakGlass}
-}
-
-// ReplayJudge is what replay judges a journal by: the options, and the
-// configuration for what they leave out.
-type ReplayJudge struct {
-	Replayer          *receipts.Replayer
-	Policy            *approval.Policy
-	Trust, Path, Host string
-}
-
-// NewReplayJudge resolves o into the Replayer replay runs. receipts list
-// builds its own with no options, so that it says of break-glass runs what
-// `prod-write replay` of the configured journal says.
-func NewReplayJudge(f *Factory, o ReplaySource) (*ReplayJudge, error) {
-	trust, path, host, registry := o.Trust, o.Path, o.Host, o.Registry
-	if trust == "" || path == "" || registry == "" {
-		c, err := f.Config()
-		if err != nil {
-			return nil, err
-		}
-		if trust == "" {
-			trust = c.Trust
-		}
-		if registry == "" {
-			registry = c.Registry
-		}
-		if path == "" {
-			path = c.JournalPath()
-			if host == "" {
-				host = runner.JournalHost(c.Host) // this host's own journal
-			}
-		}
-	}
-	policy, err := approval.LoadPolicy(trust)
-	if err != nil {
-		return nil, err
-	}
-	defs, err := ReadDefinitions(registry)
-	if err != nil {
-		return nil, err
-	}
-	histDir := o.History
-	if histDir == "" {
-		histDir = filepath.Join(filepath.Dir(trust), "history")
-	}
-	hist, err := receipts.LoadHistory(histDir, policy, defs)
-	if err != nil {
-		return nil, err
-	}
-	rp := &receipts.Replayer{Policy: policy, Host: host, History: hist, StrictRevocation: o.StrictRevocation, FailUnreviewedBreakGlass: o.FailUnreviewedBreakGlass}
-	rp.BreakGlassReviews = storeReviews(f)
-	return &ReplayJudge{Replayer: rp, Policy: policy, Trust: trust, Path: path, Host: host}, nil
 }
 
 func replayRun(o *ReplayOptions) error {
 	f := o.F
-	j, err := NewReplayJudge(f, o.source())
+	j, err := localapi.NewReplayJudge(&f.Env, o.source())
 	if err != nil {
 		return err
 	}
@@ -574,15 +374,15 @@ func replayRun(o *ReplayOptions) error {
 			// journal's Merkle tree, judged by the replayer.
 			rp.CheckpointNote = b
 			if o.Witnesses > len(policy.Witnesses) {
-				return &UsageError{Msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
+				return &localapi.UsageError{Msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
 			}
 			rp.Witnesses = o.Witnesses
 		} else if o.Witnesses > 0 {
-			return &UsageError{Msg: "--witnesses counts the cosignatures of a checkpoint note (receipts checkpoint --note); " + o.Checkpoint + " is a DSSE checkpoint"}
+			return &localapi.UsageError{Msg: "--witnesses counts the cosignatures of a checkpoint note (receipts checkpoint --note); " + o.Checkpoint + " is a DSSE checkpoint"}
 		} else {
 			env, err := decodeCheckpoint(bytes.TrimSuffix(b, []byte{'\n'}))
 			if err != nil {
-				return &DataError{Err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
+				return &localapi.DataError{Err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
 			}
 			rp.Checkpoint = env
 		}
@@ -594,11 +394,11 @@ func replayRun(o *ReplayOptions) error {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
 	if isArchiveURL(path) {
 		if o.VSA != "" {
-			return &UsageError{Msg: "--vsa attests a journal file's head; replay the archive's journal from a file"}
+			return &localapi.UsageError{Msg: "--vsa attests a journal file's head; replay the archive's journal from a file"}
 		}
 		return replayArchive(f, rp, path)
 	}
-	in, note, err := OpenReplayJournal(path, o.Path == "")
+	in, note, err := localapi.OpenReplayJournal(path, o.Path == "")
 	if err != nil {
 		return err
 	}
@@ -626,25 +426,6 @@ func replayRun(o *ReplayOptions) error {
 	return out.end(sum, nil, nil)
 }
 
-// OpenReplayJournal opens the journal at path for replay, and says when it
-// has no entry. The configured journal (configured true) that does not
-// exist is one no run has written yet: replayed as empty, which verifies
-// unless a checkpoint counts entries it lacks. A path named on the command
-// line that does not exist stays an error: it is more likely mistyped.
-func OpenReplayJournal(path string, configured bool) (io.ReadCloser, string, error) {
-	in, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) && configured {
-		return io.NopCloser(strings.NewReader("")), noReceipts(path, true), nil
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	if fi, err := in.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() == 0 {
-		return in, noReceipts(path, false), nil
-	}
-	return in, "", nil
-}
-
 // replayArchive replays the S3 archive at url: one host's prefix, or the
 // parent of several, replayed as a fleet. Each host's chain is verified on
 // its own, and every approval's uses are counted across all of them
@@ -666,11 +447,11 @@ func replayArchive(f *Factory, rp *receipts.Replayer, url string) error {
 	case errors.As(err, &ce):
 		return err
 	case err != nil:
-		return &ExitError{Code: ExitIOErr, Msg: "replay: " + OneLine(err)}
+		return &ExitError{Code: ExitIOErr, Msg: "replay: " + localapi.OneLine(err)}
 	case len(chains) == 0:
 		return &ExitError{Code: ExitIOErr, Msg: fmt.Sprintf("replay: %s holds no receipts: no object PREFIX/SEQ-HASH.json is under it (is the prefix mistyped?)", url)}
 	case len(chains) > 1 && rp.Checkpoint != nil:
-		return &UsageError{Msg: fmt.Sprintf("--checkpoint is one host's signed head, and %s holds %d hosts' receipts: replay that host's prefix with it", url, len(chains))}
+		return &localapi.UsageError{Msg: fmt.Sprintf("--checkpoint is one host's signed head, and %s holds %d hosts' receipts: replay that host's prefix with it", url, len(chains))}
 	}
 	out := newReplayOutput(f, true)
 	out.audit = rp.Audit != nil
@@ -736,7 +517,7 @@ const tableBlock = 1024
 func newReplayOutput(f *Factory, hosts bool) *replayOutput {
 	o := &replayOutput{f: f, w: bufio.NewWriterSize(f.IO.Out, 64<<10), hosts: hosts, first: true}
 	if f.JSON {
-		fmt.Fprintf(o.w, "{\"format_version\":%d,\"receipts\":[", FormatVersion)
+		fmt.Fprintf(o.w, "{\"format_version\":%d,\"receipts\":[", localapi.FormatVersion)
 		return o
 	}
 	o.tw = tabwriter.NewWriter(o.w, 0, 4, 2, ' ', 0)
@@ -817,7 +598,7 @@ func (o *replayOutput) replayed(name string, sum receipts.Summary, err error) er
 			io.WriteString(o.w, "]}\n")
 		}
 		o.w.Flush()
-		return &DataError{Err: fmt.Errorf("%s: %w", name, err)}
+		return &localapi.DataError{Err: fmt.Errorf("%s: %w", name, err)}
 	}
 	return err
 }
@@ -896,33 +677,6 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 	return nil
 }
 
-// ReadDefinitions reads the operation definitions of a registry directory
-// as the protected branch declares them, without resolving programs (CI
-// need not have them).
-func ReadDefinitions(dir string) ([]*operations.Operation, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("reading the registry: %w", err)
-	}
-	var out []*operations.Operation
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".toml") {
-			continue
-		}
-		file := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, fmt.Errorf("reading the registry: %w", err)
-		}
-		ops, err := operations.Parse(file, data)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ops...)
-	}
-	return out, nil
-}
-
 // loadAudit reads a proposed trust policy and registry for replay --policy
 // (either may be empty: then each run's own is kept).
 func loadAudit(policy, registry string) (*receipts.Audit, error) {
@@ -935,7 +689,7 @@ func loadAudit(policy, registry string) (*receipts.Audit, error) {
 		a.Policy = p
 	}
 	if registry != "" {
-		defs, err := ReadDefinitions(registry)
+		defs, err := localapi.ReadDefinitions(registry)
 		if err != nil {
 			return nil, fmt.Errorf("the proposed registry: %w", err)
 		}

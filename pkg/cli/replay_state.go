@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -32,7 +33,7 @@ func replayState(f *Factory, o *ReplayOptions, rp *receipts.Replayer, out *repla
 		return receipts.Summary{}, err
 	default:
 		if from, err = receipts.OpenReplayState(b, k.Public()); err != nil {
-			return receipts.Summary{}, &DataError{Err: fmt.Errorf("--state %s: %w (remove it to replay in full)", o.State, err)}
+			return receipts.Summary{}, &localapi.DataError{Err: fmt.Errorf("--state %s: %w (remove it to replay in full)", o.State, err)}
 		}
 		if from.Judge != rp.JudgeDigest() {
 			fmt.Fprintf(f.IO.Err, "prod-write: the replay state %s was judged by another policy, history or options: replaying in full\n", o.State)

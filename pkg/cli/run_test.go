@@ -246,7 +246,7 @@ func (h *runHarness) key(name string) string { return filepath.Join(h.dir, "keys
 // says what the command says through serviceAPI, byte for byte, and exits
 // alike, for a run, a run killed on its timeout and a refusal.
 func TestRunAnswerRendersAsTheCommand(t *testing.T) {
-	ran := &api.RunResult{FormatVersion: FormatVersion, Outcome: "ran", Operation: "deploy", Fingerprint: "sha256:" + strings.Repeat("ab", 32), ExitCode: 3, Intent: 7, Receipt: 8}
+	ran := &api.RunResult{FormatVersion: localapi.FormatVersion, Outcome: "ran", Operation: "deploy", Fingerprint: "sha256:" + strings.Repeat("ab", 32), ExitCode: 3, Intent: 7, Receipt: 8}
 	killed := *ran
 	killed.ExitCode, killed.TimedOut, killed.Timeout = 124, true, 3*time.Second
 	refused := refusal.New(refusal.NoApproval, "no approval").For("deploy", ran.Fingerprint).Needs("an approval")

@@ -116,7 +116,7 @@ func serveRun(o *ServeOptions) error {
 	if err := st.Load(); err != nil {
 		return err
 	}
-	if st.Decisions, err = DecisionSinkFor(c, &decisionlog.Stream{W: f.IO.Out}); err != nil {
+	if st.Decisions, err = localapi.DecisionSinkFor(c, &decisionlog.Stream{W: f.IO.Out}); err != nil {
 		return err
 	}
 	if fl, ok := st.Decisions.(*decisionlog.File); ok {
@@ -135,7 +135,7 @@ func serveRun(o *ServeOptions) error {
 		}
 	}
 	var bridges *BridgeService
-	if SlackEnabled(c.Bridge) || GitHubEnabled(c.Bridge) || PageEnabled(c.Bridge) {
+	if localapi.SlackEnabled(c.Bridge) || localapi.GitHubEnabled(c.Bridge) || localapi.PageEnabled(c.Bridge) {
 		lp := st.Current()
 		if bridges, err = newBridgeService(f, c, lp.Registry, lp.Policy, nil); err != nil {
 			return err
@@ -336,7 +336,7 @@ func (h *hostedBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
 	for name := range req.Inline {
 		files[name] = operations.InlinePath(name)
 	}
-	return API{Env: b.f}.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: files})
+	return localapi.API{Env: &b.f.Env}.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: files})
 }
 
 // Run runs with the content of each file the plan binds as supplied
@@ -441,26 +441,6 @@ type serviceHandler struct {
 // relayGrace is how long a run's outcome receipt waits, at most, for a
 // client to take the output still buffered for it.
 const relayGrace = time.Second
-
-// IsOperator reports whether f's caller is the service's operator: in
-// this process (local mode: whoever can write the state directory, or
-// the service's own calls), or a service call's caller that is
-// (servicecall.Call.IsOperator). MCP over HTTP's callers are principals, not
-// operators.
-func (f *Factory) IsOperator() bool {
-	if f.Call == nil {
-		return true
-	}
-	return f.Call.Socket != nil && f.Call.IsOperator()
-}
-
-// MayReadPlans reports whether f's caller may read what plans bind: in
-// this process (local mode, or the service's own calls and MCP over
-// HTTP's, whose callers are principals), or a service call's caller that
-// may (servicecall.Call.MayReadPlans).
-func (f *Factory) MayReadPlans() bool {
-	return f.Call == nil || f.Call.Socket == nil || f.Call.MayReadPlans()
-}
 
 // Serve implements service.Handler.
 func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/provision"
 )
 
@@ -98,7 +99,7 @@ func setupAccount(lookup func(string) (*user.User, error), name, what string) (p
 	if err != nil {
 		var unknown user.UnknownUserError
 		if errors.As(err, &unknown) {
-			return provision.Account{}, "", &DataError{Err: fmt.Errorf("no account %q (%s): create it first (docs/DEPLOYMENT.md, step 1); setup creates none", name, what)}
+			return provision.Account{}, "", &localapi.DataError{Err: fmt.Errorf("no account %q (%s): create it first (docs/DEPLOYMENT.md, step 1); setup creates none", name, what)}
 		}
 		return provision.Account{}, "", fmt.Errorf("looking up %s: %w", name, err)
 	}
@@ -127,7 +128,7 @@ func readSecret(o *SetupServiceOptions, flag, from string) ([]byte, error) {
 	}
 	// Written as given: the bridge trims white space when it reads it.
 	if strings.TrimSpace(string(b)) == "" {
-		return nil, &DataError{Err: fmt.Errorf("--%s %s is empty: setup never writes an empty secret", flag, from)}
+		return nil, &localapi.DataError{Err: fmt.Errorf("--%s %s is empty: setup never writes an empty secret", flag, from)}
 	}
 	return b, nil
 }
@@ -142,7 +143,7 @@ func setupServiceRun(o *SetupServiceOptions) error {
 	}
 	for _, p := range []struct{ flag, v string }{{"etc", o.Etc}, {"state", o.State}, {"socket", o.Socket}} {
 		if !filepath.IsAbs(p.v) || filepath.Clean(p.v) != p.v {
-			return &UsageError{Msg: fmt.Sprintf("--%s %q: want a clean absolute path", p.flag, p.v)}
+			return &localapi.UsageError{Msg: fmt.Sprintf("--%s %q: want a clean absolute path", p.flag, p.v)}
 		}
 	}
 	svc, _, err := setupAccount(lookupUser, o.User, "the service account, --user")
@@ -150,13 +151,13 @@ func setupServiceRun(o *SetupServiceOptions) error {
 		return err
 	}
 	if svc.UID == 0 {
-		return &DataError{Err: errors.New("--user root: the service account must not be root (docs/DEPLOYMENT.md)")}
+		return &localapi.DataError{Err: errors.New("--user root: the service account must not be root (docs/DEPLOYMENT.md)")}
 	}
 	if o.SocketGroup != "" {
 		if _, err := lookupGroup(o.SocketGroup); err != nil {
 			var unknown user.UnknownGroupError
 			if errors.As(err, &unknown) {
-				return &DataError{Err: fmt.Errorf("no group %q (the callers', --socket-group): create it first (docs/DEPLOYMENT.md, step 1)", o.SocketGroup)}
+				return &localapi.DataError{Err: fmt.Errorf("no group %q (the callers', --socket-group): create it first (docs/DEPLOYMENT.md, step 1)", o.SocketGroup)}
 			}
 			return fmt.Errorf("looking up group %s: %w", o.SocketGroup, err)
 		}
@@ -171,7 +172,7 @@ func setupServiceRun(o *SetupServiceOptions) error {
 			agentHome = o.AgentHome
 		}
 		if !filepath.IsAbs(agentHome) || filepath.Clean(agentHome) != agentHome || agentHome == "/" {
-			return &DataError{Err: fmt.Errorf("the agent %s has home %q: setup writes its client configuration there, so it must be a directory of its own", o.Agent, agentHome)}
+			return &localapi.DataError{Err: fmt.Errorf("the agent %s has home %q: setup writes its client configuration there, so it must be a directory of its own", o.Agent, agentHome)}
 		}
 	}
 	secrets := []struct{ flag, key, name, from string }{
@@ -187,7 +188,7 @@ func setupServiceRun(o *SetupServiceOptions) error {
 		}
 	}
 	if stdin > 1 {
-		return &UsageError{Msg: "only one bridge secret can come from standard input"}
+		return &localapi.UsageError{Msg: "only one bridge secret can come from standard input"}
 	}
 
 	etc, state := o.Etc, o.State
@@ -279,16 +280,16 @@ func setupServiceRun(o *SetupServiceOptions) error {
 		// Only a home that exists: setup makes none, and one it made
 		// would be root's.
 		if ok, err := w.Exists(agentHome); err != nil {
-			return &DataError{Err: err}
+			return &localapi.DataError{Err: err}
 		} else if !ok {
-			return &DataError{Err: fmt.Errorf("the agent %s's home %s does not exist: create the account with its home (useradd --create-home), name it with --agent-home, or give --agent \"\"", o.Agent, agentHome)}
+			return &localapi.DataError{Err: fmt.Errorf("the agent %s's home %s does not exist: create the account with its home (useradd --create-home), name it with --agent-home, or give --agent \"\"", o.Agent, agentHome)}
 		}
 	}
 	if err := w.Write(l); err != nil {
 		var exists *provision.ExistsError
 		var unsafe *provision.UnsafeError
 		if errors.As(err, &exists) || errors.As(err, &unsafe) {
-			return &DataError{Err: err}
+			return &localapi.DataError{Err: err}
 		}
 		return err
 	}

@@ -23,7 +23,7 @@ func TestSetupServiceRefusesAMissingAccount(t *testing.T) {
 		User: "pw-missing", SocketGroup: "",
 		LookupUser: func(name string) (*user.User, error) { return nil, user.UnknownUserError(name) },
 	})
-	var de *DataError
+	var de *localapi.DataError
 	if !errors.As(err, &de) || !strings.Contains(err.Error(), `no account "pw-missing"`) {
 		t.Fatalf("got %v, want a refusal naming the account", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // StatusOptions are status's inputs.
@@ -50,7 +51,7 @@ backoff on DynamoDB), never in a busy loop (docs/JSON.md, "status --wait").`,
 				return statusWait(opts)
 			}
 			if opts.Timeout != "" {
-				return &UsageError{Msg: "--timeout goes with --wait"}
+				return &localapi.UsageError{Msg: "--timeout goes with --wait"}
 			}
 			return statusShow(opts)
 		},
@@ -68,8 +69,8 @@ func statusShow(o *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	if la, ok := a.(API); ok && f.IO.ErrTTY && !f.JSON {
-		la.Progress = ProgressPrinter(f.IO.Err)
+	if la, ok := a.(localapi.API); ok && f.IO.ErrTTY && !f.JSON {
+		la.Progress = localapi.ProgressPrinter(f.IO.Err)
 		a = la
 	}
 	r, err := a.Status(context.Background(), api.StatusRequest{Fingerprint: o.Fingerprint})

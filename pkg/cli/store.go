@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/receipts"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // The distributed backends (SPEC §10, docs/DISTRIBUTED.md): the DynamoDB
@@ -98,48 +98,6 @@ func storeInitRun(o *StoreInitOptions) error {
 	return nil
 }
 
-// shipTimeout bounds shipping a run's receipts: an unreachable archive
-// must not hold a finished run for long, and they are shipped later by
-// `receipts sync` anyway.
-const shipTimeout = 10 * time.Second
-
-// shipReceipts archives a run's receipts when an archive is configured.
-// It is best effort and never fails the run: the receipts are in the
-// journal already, which stays the write-ahead record; on failure one
-// warning line says so and how to ship them later.
-func shipReceipts(aws AWS, stderr io.Writer, c *config.Config, entries ...receipts.Appended) {
-	if c.Archive.Bucket == "" || len(entries) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), shipTimeout)
-	defer cancel()
-	var seqs []any
-	for _, e := range entries {
-		seqs = append(seqs, e.Seq)
-	}
-	// Config hands a command whose configuration names an archive to
-	// prod-write-net, so aws is set here; if it is not, say so rather
-	// than skip the archive quietly.
-	err := errors.New("this build has no S3 archive backend")
-	if aws != nil {
-		err = aws.ShipReceipts(ctx, c, entries)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "prod-write: warning: receipts %v are in the local journal but not archived (`prod-write receipts sync` ships them): %s\n", seqs, OneLine(err))
-	}
-}
-
-// OneLine joins the lines of an error (errors.Join makes several).
-func OneLine(err error) string {
-	b := []byte(err.Error())
-	for i, c := range b {
-		if c == '\n' {
-			b[i] = ';'
-		}
-	}
-	return string(b)
-}
-
 // ReceiptsSyncOptions are receipts sync's inputs.
 type ReceiptsSyncOptions struct {
 	F *Factory `json:"-"`
@@ -179,7 +137,7 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 	if c.Archive.Bucket == "" {
 		return &config.Error{Path: c.Path, Msg: "no archive configured: set archive.bucket (and prefix) to sync receipts to S3"}
 	}
-	fl, err := OpenJournal(f)
+	fl, err := localapi.OpenJournal(&f.Env)
 	if err != nil {
 		return err
 	}
@@ -205,9 +163,9 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, ErrArchiveConflict):
-		return &DataError{Err: fmt.Errorf("receipts sync: %s", OneLine(err))}
+		return &localapi.DataError{Err: fmt.Errorf("receipts sync: %s", localapi.OneLine(err))}
 	}
-	return &ExitError{Code: ExitIOErr, Msg: "receipts sync: " + OneLine(err)}
+	return &ExitError{Code: ExitIOErr, Msg: "receipts sync: " + localapi.OneLine(err)}
 }
 
 // ioFailure makes a failure to read the archive an I/O error (exit 74),

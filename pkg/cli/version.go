@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/spf13/cobra"
 )
 
@@ -32,7 +33,7 @@ type versionDoc struct {
 // one JSON document: `version` and `--version` print exactly this.
 func writeVersion(w io.Writer, binary string, asJSON bool) error {
 	if asJSON {
-		b, err := json.Marshal(versionDoc{FormatVersion, binary, Version})
+		b, err := json.Marshal(versionDoc{localapi.FormatVersion, binary, Version})
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -118,7 +119,7 @@ printed), 65 when the VSA or KEY is malformed, 74 when a file cannot be read.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.VSA = args[0]
 			if opts.Journal == "" || opts.Pub == "" {
-				return &UsageError{Msg: "verify-vsa needs --journal and --pub"}
+				return &localapi.UsageError{Msg: "verify-vsa needs --journal and --pub"}
 			}
 			if runF != nil {
 				return runF(opts)
@@ -137,7 +138,7 @@ func readPublic(s string) (keys.Public, error) {
 	if strings.HasPrefix(s, keys.PublicPrefix) {
 		p, err := keys.ParsePublic(s)
 		if err != nil {
-			return nil, &DataError{Err: fmt.Errorf("--pub: %w", err)}
+			return nil, &localapi.DataError{Err: fmt.Errorf("--pub: %w", err)}
 		}
 		return p, nil
 	}
@@ -152,7 +153,7 @@ func readPublic(s string) (keys.Public, error) {
 		p, err = keys.ParsePublicPEM(b)
 	}
 	if err != nil {
-		return nil, &DataError{Err: fmt.Errorf("--pub %s: %w", s, err)}
+		return nil, &localapi.DataError{Err: fmt.Errorf("--pub %s: %w", s, err)}
 	}
 	return p, nil
 }
@@ -168,7 +169,7 @@ func verifyVSARun(o *VerifyVSAOptions) error {
 	}
 	v, err := receipts.ParseVSA(b)
 	if err != nil {
-		return &DataError{Err: fmt.Errorf("%s: %w", o.VSA, err)}
+		return &localapi.DataError{Err: fmt.Errorf("%s: %w", o.VSA, err)}
 	}
 	in, err := os.Open(o.Journal)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -17,15 +18,6 @@ import (
 // again.
 const serviceWaitMax = 30 * time.Second
 
-// PolicyReplaced is closed once the runner service replaces the policy
-// and registry f's call judges by (a reload); nil outside the service.
-func (f *Factory) PolicyReplaced() <-chan struct{} {
-	if f.Call == nil {
-		return nil
-	}
-	return f.Call.State.Current().Replaced
-}
-
 // waitTimeout parses --timeout; 0 means none.
 func waitTimeout(s string) (time.Duration, error) {
 	if s == "" {
@@ -33,7 +25,7 @@ func waitTimeout(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, &UsageError{Msg: fmt.Sprintf("--timeout %q: want a positive Go duration such as 10m", s)}
+		return 0, &localapi.UsageError{Msg: fmt.Sprintf("--timeout %q: want a positive Go duration such as 10m", s)}
 	}
 	return d, nil
 }
@@ -52,8 +44,8 @@ func statusWait(o *StatusOptions) error {
 	if err != nil {
 		return err
 	}
-	if la, ok := a.(API); ok && f.IO.ErrTTY && !f.JSON {
-		la.Progress = ProgressPrinter(f.IO.Err)
+	if la, ok := a.(localapi.API); ok && f.IO.ErrTTY && !f.JSON {
+		la.Progress = localapi.ProgressPrinter(f.IO.Err)
 		a = la
 	}
 	said := false

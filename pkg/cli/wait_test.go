@@ -55,7 +55,7 @@ paths = ["record+approvals"]
 		Getwd:     func() (string, error) { return h.dir, nil },
 	}}
 	judged := 0
-	r, err := API{Env: f}.Wait(context.Background(), api.WaitRequest{Fingerprint: fp, Timeout: 300 * time.Millisecond, Progress: func(*api.StatusResult) { judged++ }})
+	r, err := localapi.API{Env: &f.Env}.Wait(context.Background(), api.WaitRequest{Fingerprint: fp, Timeout: 300 * time.Millisecond, Progress: func(*api.StatusResult) { judged++ }})
 	if err != nil || !r.Pending {
 		t.Fatalf("wait: %+v, %v; want it still pending", r, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/pkg/testservers"
@@ -56,7 +57,7 @@ func TestReplayWitnesses(t *testing.T) {
 	}
 	tf.Close()
 	runNoops(t, w, "one")
-	head, err := API{Env: w.local}.ReceiptsCheckpoint(context.Background(), api.ReceiptsCheckpointRequest{Note: true})
+	head, err := localapi.API{Env: &w.local.Env}.ReceiptsCheckpoint(context.Background(), api.ReceiptsCheckpointRequest{Note: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestReceiptsCheckpointWitness(t *testing.T) {
 	go func() { witnessLoop(ctx, st); close(done) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		states, err := WitnessStore(c2).Load()
+		states, err := localapi.WitnessStore(c2).Load()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,15 @@
-// Package localapi is the application API in this process (pkg/api):
-// what it depends on (Env: configuration, policy, store, registry, keys,
-// clock, environment, and the runner service's call when it answers
-// one), and the calls themselves. It knows no cobra and renders nothing:
-// the commands (pkg/cli) render its typed results on the caller's side
+// Package localapi is the application API (pkg/api) in this process:
+// API, its calls, and what they depend on (Env: configuration, policy,
+// store, registry, keys, clock, environment, the backends of
+// prod-write-net, and the runner service's call when it answers one).
+//
+// It knows no cobra and no terminal, and it renders no result: the
+// commands (pkg/cli) render the typed results on the caller's side, and
+// the runner service sends them as data. What it writes itself goes to
+// Env.IO.Err only: warnings (a registry file that is no operation, a
+// bridge that could not be told), a line saying where a decision was
+// posted (not with JSON), and progress lines where ErrTTY says a person
+// reads them. run's program writes to the request's streams
 // (docs/adr/0049-service-call-package.md).
 package localapi
 

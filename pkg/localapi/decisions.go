@@ -1,4 +1,4 @@
-package cli
+package localapi
 
 import (
 	"fmt"
@@ -21,22 +21,20 @@ import (
 // principals and digests, never a parameter, an argv, an environment
 // value or a file's content.
 type decisionRecord struct {
-	f      *Factory
+	f      *Env
 	stderr io.Writer // where its warnings go: the run's
-	id     string
+	ID     string
 	asked  string
 	pc     *runner.PlanContext
 	intent *receipts.Intent
 	done   bool
 }
 
-var _ runner.DecisionLog = (*decisionRecord)(nil)
-
 // StartDecision begins the record of a run of the plan asked for. It
 // refuses a configuration whose decision log this process cannot write
 // (standard output in local mode is the program's).
-func (f *Factory) StartDecision(asked string, stderr io.Writer) (*decisionRecord, error) {
-	d := &decisionRecord{f: f, stderr: stderr, id: decisionlog.NewID(), asked: asked}
+func (f *Env) StartDecision(asked string, stderr io.Writer) (*decisionRecord, error) {
+	d := &decisionRecord{f: f, stderr: stderr, ID: decisionlog.NewID(), asked: asked}
 	if f.Call == nil {
 		if c, err := f.LoadConfig(); err == nil && c.DecisionsPath() == "-" {
 			return nil, &config.Error{Path: c.Path, Msg: `log.decisions = "-" is the standard output of prod-write serve; a local run's standard output is its program's: name a file`}
@@ -50,7 +48,7 @@ func (d *decisionRecord) Loaded(pc *runner.PlanContext) { d.pc = pc }
 
 // Stamp gives the intent its decision id, and keeps it for the line.
 func (d *decisionRecord) Stamp(in *receipts.Intent) *receipts.Intent {
-	in.DecisionID = d.id
+	in.DecisionID = d.ID
 	d.intent = in
 	return in
 }
@@ -143,7 +141,7 @@ func (d *decisionRecord) entry(decision string) decisionlog.Entry {
 	f := d.f
 	e := decisionlog.Entry{
 		Time:       f.Now().UTC().Format(decisionlog.TimeFormat),
-		DecisionID: d.id,
+		DecisionID: d.ID,
 		Decision:   decision,
 		Surface:    f.Surface(),
 		Invoker:    decisionlog.Invoker{UID: -1},
@@ -205,12 +203,12 @@ func (d *decisionRecord) write(e decisionlog.Entry) error {
 // in the service's log, and the caller is told only that it could not log
 // (the cause names the service's files); the exit status is 74 either way.
 func (d *decisionRecord) failed(err error, done string) error {
-	msg := fmt.Sprintf("decision %s cannot be written to the decision log", d.id)
+	msg := fmt.Sprintf("decision %s cannot be written to the decision log", d.ID)
 	if done != "" {
 		msg += ", so " + done
 	}
 	if d.f.Call != nil {
-		d.f.Call.State.Log.Printf("decision %s (allowed) not logged, the run stopped: %v", d.id, err)
+		d.f.Call.State.Log.Printf("decision %s (allowed) not logged, the run stopped: %v", d.ID, err)
 		return &ExitError{Code: ExitIOErr, Msg: msg + " (the service's log says why)"}
 	}
 	return &ExitError{Code: ExitIOErr, Msg: msg + ": " + err.Error()}
@@ -219,7 +217,7 @@ func (d *decisionRecord) failed(err error, done string) error {
 // DecisionSink is where this process logs decisions: in the service, the
 // service's own (a caller never names it); else the file the
 // configuration names. Nil when off.
-func (f *Factory) DecisionSink() (decisionlog.Sink, error) {
+func (f *Env) DecisionSink() (decisionlog.Sink, error) {
 	if f.Call != nil {
 		return f.Call.State.Decisions, nil
 	}
@@ -248,7 +246,7 @@ func DecisionSinkFor(c *config.Config, stdout *decisionlog.Stream) (decisionlog.
 
 // callerUID is the calling account: this process's in local mode, the
 // kernel's SO_PEERCRED in the service, -1 for MCP over HTTP.
-func callerUID(f *Factory) int {
+func callerUID(f *Env) int {
 	switch {
 	case f.Call == nil:
 		return os.Getuid()
@@ -259,7 +257,7 @@ func callerUID(f *Factory) int {
 }
 
 // Surface names where a run was asked for, for the decision log.
-func (f *Factory) Surface() string {
+func (f *Env) Surface() string {
 	switch {
 	case f.Call != nil && f.Call.Socket == nil:
 		return "mcp_http"
@@ -270,3 +268,5 @@ func (f *Factory) Surface() string {
 	}
 	return "cli"
 }
+
+var _ runner.DecisionLog = (*decisionRecord)(nil)

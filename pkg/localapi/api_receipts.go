@@ -1,0 +1,74 @@
+package localapi
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+func (a API) ReceiptsShow(_ context.Context, req api.ReceiptsShowRequest) (*api.ReceiptsShowResult, error) {
+	found, err := findReceipts(a.Env, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	r := &api.ReceiptsShowResult{Entries: make([]*api.ReceiptEntry, len(found))}
+	for i, rc := range found {
+		// For an intent, why it was allowed (issue 20; not signed:
+		// derived from what is).
+		r.Entries[i] = &api.ReceiptEntry{FormatVersion: FormatVersion, Receipt: rc, Explanation: receipts.Explain(rc)}
+	}
+	return r, nil
+}
+
+// findReceipts is the entries of run id (or a prefix of at least 6
+// characters), or the entry of sequence number id, oldest first.
+func findReceipts(f *Env, id string) ([]*receipts.Receipt, error) {
+	fl, err := OpenJournal(f)
+	if err != nil {
+		return nil, err
+	}
+	defer fl.Close()
+	fi, err := fl.Stat()
+	if err != nil {
+		return nil, err
+	}
+	seq, seqErr := strconv.ParseUint(id, 10, 64)
+	// Read from the end, and stop as soon as nothing earlier can match:
+	// a recent receipt costs what it returns, not the journal's size.
+	// Sequence numbers grow along the journal; a full run id's receipts
+	// all follow its intent. A shorter prefix may match several runs, so
+	// it reads back to the start.
+	var found []*receipts.Receipt
+	err = receipts.ScanBack(fl, fi.Size(), func(l receipts.Line) bool {
+		_, r, err := receipts.DecodeLine(l)
+		if err != nil {
+			return false
+		}
+		if seqErr == nil {
+			// Digits only: a sequence number.
+			if r.Seq == seq {
+				found = append(found, r)
+			}
+			return r.Seq <= seq
+		}
+		runPrefix := len(id) >= 6 && r.RunID != "" && strings.HasPrefix(r.RunID, id)
+		if runPrefix {
+			found = append(found, r)
+		}
+		return runPrefix && r.Kind == receipts.KindIntent && len(id) == len(r.RunID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(found) == 0 {
+		return nil, &DataError{Err: fmt.Errorf("no receipt %q in the journal", id)}
+	}
+	for i, j := 0, len(found)-1; i < j; i, j = i+1, j-1 {
+		found[i], found[j] = found[j], found[i]
+	}
+	return found, nil
+}

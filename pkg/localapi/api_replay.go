@@ -1,0 +1,43 @@
+package localapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// Replay is replay of the configured journal by the configured policy,
+// registry and history, with no option: what the service answers. The
+// commands with options (a path, --trust, --checkpoint…) replay in the
+// caller's process (replayRun).
+func (a API) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayResult, error) {
+	j, err := NewReplayJudge(a.Env, ReplaySource{})
+	if err != nil {
+		return nil, err
+	}
+	in, note, err := OpenReplayJournal(j.Path, true)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	// As replayRun: collected only when memory nears a fixed bound.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
+	each := req.Each
+	if each == nil {
+		each = func(receipts.Result) {}
+	}
+	sum, err := j.Replayer.Replay(in, each)
+	var notReceipts *receipts.NotReceiptsError
+	if errors.As(err, &notReceipts) {
+		return nil, &DataError{Err: fmt.Errorf("%s: %w", j.Path, err)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &api.ReplayResult{Summary: sum, Note: note}, nil
+}
