@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // The receipts calls on the application API (docs/API.md): in-process,
@@ -22,20 +21,6 @@ func (a serviceAPI) ReceiptsShow(ctx context.Context, req api.ReceiptsShowReques
 		}
 	}
 	return &r, nil
-}
-
-// serveReceiptsShow is receipts show in the service: every entry redacted
-// for a caller that may not read plans
-// (docs/adr/0040-what-a-keyless-caller-reads-of-a-receipt.md).
-func serveReceiptsShow(ctx context.Context, a localapi.API, req api.ReceiptsShowRequest, mayReadPlans bool) (*api.ReceiptsShowResult, error) {
-	r, err := a.ReceiptsShow(ctx, req)
-	if err != nil || mayReadPlans {
-		return r, err
-	}
-	for i, e := range r.Entries {
-		r.Entries[i] = api.RedactedEntry(e)
-	}
-	return r, nil
 }
 
 // receiptsShowRender prints what receipts show found: each entry as a

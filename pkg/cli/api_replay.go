@@ -9,7 +9,6 @@ import (
 	"io"
 
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -88,21 +87,4 @@ func replayThroughService(ctx context.Context, f *Factory) error {
 	}
 	out.note = r.Note
 	return out.end(r.Summary, nil, nil)
-}
-
-// serveReplay is replay in the service: each verdict a line on the call's
-// own socket, as it is reached.
-func serveReplay(ctx context.Context, a localapi.API, out io.Writer) (*api.ReplayResult, error) {
-	enc := json.NewEncoder(out)
-	enc.SetEscapeHTML(false)
-	var werr error
-	r, err := a.Replay(ctx, api.ReplayRequest{Each: func(r receipts.Result) {
-		if werr == nil {
-			werr = enc.Encode(r)
-		}
-	}})
-	if err == nil && werr != nil {
-		return nil, werr
-	}
-	return r, err
 }

@@ -28,7 +28,7 @@ func (a serviceAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitRes
 		if !api.StillPending(s.Refusal, s.Request) {
 			return &api.WaitResult{Status: s}, nil
 		}
-		slice := serviceWaitMax
+		slice := localapi.ServiceWaitMax
 		if a.waitSlice > 0 {
 			slice = a.waitSlice
 		}
@@ -69,24 +69,4 @@ func (a serviceAPI) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitRes
 			return &r, nil
 		}
 	}
-}
-
-// serveWait is a typed wait inside the service: at most serviceWaitMax,
-// ended early when the client goes (nobody reads the answer) or the
-// service stops (a wait holds no stop: answered as pending, the client
-// asks again, of the service that replaces this one or of none).
-func serveWait(f *Factory, a localapi.API, req api.WaitRequest) (*api.WaitResult, error) {
-	if req.Timeout <= 0 || req.Timeout > serviceWaitMax {
-		req.Timeout = serviceWaitMax
-	}
-	ctx, cancel := f.clientContext()
-	defer cancel()
-	// The client says it waits once told: from here a stop or its going
-	// ends this wait (ctx), and the log says so.
-	f.Call.Socket.Hold()
-	r, err := a.Wait(ctx, req)
-	if f.serviceStopping() {
-		f.Call.Stopped = true
-	}
-	return r, err
 }

@@ -195,6 +195,9 @@ func (anyValue) String() string   { return "" }
 func (anyValue) Set(string) error { return nil }
 func (anyValue) Type() string     { return "string" }
 
+// printEnvError is printError for an Env alone (the service's calls).
+func printEnvError(e *localapi.Env, err error) { printError(&Factory{Env: *e}, err) }
+
 func printError(f *Factory, err error) {
 	w := f.IO.Err
 	var exitErr *ExitError
@@ -223,7 +226,7 @@ func printError(f *Factory, err error) {
 	}
 	msg := err.Error()
 	if f.JSON {
-		b, _ := json.Marshal(map[string]any{"format_version": localapi.FormatVersion, "outcome": "error", "code": errorCode(err), "exit_code": ExitCode(err), "error": msg})
+		b, _ := json.Marshal(map[string]any{"format_version": localapi.FormatVersion, "outcome": "error", "code": localapi.ErrorCode(err), "exit_code": ExitCode(err), "error": msg})
 		fmt.Fprintf(w, "%s\n", b)
 		return
 	}

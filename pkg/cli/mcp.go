@@ -241,7 +241,7 @@ func (b *mcpBackend) secrets() []string {
 	return out
 }
 
-func (b *mcpBackend) ErrorCode(err error) string { return errorCode(err) }
+func (b *mcpBackend) ErrorCode(err error) string { return localapi.ErrorCode(err) }
 
 // capture keeps the first limit bytes written to it.
 type capture struct {

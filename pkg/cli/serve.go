@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -29,7 +28,6 @@ import (
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
-	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 	"github.com/prod-write/prod-write/pkg/servicecall"
@@ -189,7 +187,7 @@ func serveRun(o *ServeOptions) error {
 	}
 	// The socket's server counts the calls of MCP over HTTP too: a stop
 	// treats them alike (docs/adr/0031-waits-through-the-service.md).
-	srv := &service.Server{Handler: &serviceHandler{st: st, base: f}, Log: st.Log, Classify: st.Pools}
+	srv := &service.Server{Handler: &localapi.ServiceHandler{State: st, Base: &f.Env, PrintError: printEnvError}, Log: st.Log, Classify: st.Pools}
 	// Done once the service has no call left: MCP over HTTP then shuts
 	// down. Its listener closes as the service stops (srv.OnStop), before
 	// any call learns of the stop.
@@ -365,28 +363,7 @@ func (h *hostedBackend) Run(fp string, inline map[string][]byte) (*mcpapi.RunRes
 
 // storedPlan is the plan stored under fp, verified.
 func (h *hostedBackend) storedPlan(fp string) (*operations.Plan, error) {
-	return h.mcpBackend.f.storedPlan(fp)
-}
-
-// storedPlan is the plan stored under fp (or a prefix of it), verified by
-// f's policy, read without asking the caller anything.
-func (f *Factory) storedPlan(fp string) (*operations.Plan, error) {
-	c, err := f.Config()
-	if err != nil {
-		return nil, err
-	}
-	p, err := f.Policy(c)
-	if err != nil {
-		return nil, err
-	}
-	st, err := f.Store(c)
-	if err != nil {
-		return nil, err
-	}
-	if fp, err = f.ResolveFingerprint(c, fp); err != nil {
-		return nil, err
-	}
-	return plans.StoredPlan(st, p, fp)
+	return h.mcpBackend.f.StoredPlan(fp)
 }
 
 // forCall returns a backend for one call whose files, supplied inline,
@@ -429,83 +406,4 @@ func (h *hostedBackend) forCall(operation string, names []string, inline map[str
 	g := *h.mcpBackend.f
 	g.Call, g.Getwd = &sc, sc.Getwd
 	return &mcpBackend{f: &g}, done, nil
-}
-
-// serviceHandler runs each call as the command it names, with a Factory
-// built from the call alone.
-type serviceHandler struct {
-	st   *servicecall.State
-	base *Factory
-}
-
-// relayGrace is how long a run's outcome receipt waits, at most, for a
-// client to take the output still buffered for it.
-const relayGrace = time.Second
-
-// Serve implements service.Handler.
-func (h *serviceHandler) Serve(ctx context.Context, c *service.Call) int {
-	sc := &servicecall.Call{Socket: c, State: h.st, Key: c.Files["key"], Cwd: c.Files["cwd"], Files: map[string]*os.File{}, Stop: ctx.Done()}
-	defer sc.Close()
-	for n, fl := range c.Files {
-		if name, ok := strings.CutPrefix(n, "file:"); ok {
-			sc.Files[name] = fl
-		}
-	}
-	f := &Factory{Env: localapi.Env{
-		IO:    &IOStreams{Out: io.Discard, Err: io.Discard},
-		Now:   h.base.Now,
-		JSON:  c.Request.JSON,
-		AWS:   h.base.AWS,
-		Net:   h.base.Net,
-		Call:  sc,
-		Getwd: sc.Getwd,
-		// The service reads no environment for a call: not the caller's
-		// (it has none here) and not its own, so a bridge token or a
-		// secret can only come from the service's files.
-		LookupEnv: func(string) (string, bool) { return "", false },
-	}}
-	if fl := c.Files["stdin"]; fl != nil {
-		// Handed to a program that runs, as it is; never read here.
-		f.IO.In = fl
-	}
-	// What the caller is to see goes back over the call's own socket,
-	// never onto a descriptor the caller handed over
-	// (docs/adr/0036-the-service-never-waits-on-a-caller.md). A program's
-	// output is relayed through a bounded buffer the program never waits
-	// on; a command's result is sent with a deadline.
-	f.IO.ErrTTY = c.Request.ErrTTY
-	if c.Request.Op == "run" {
-		relay := c.Relay()
-		defer relay.Finish(relayGrace)
-		f.IO.Out, f.IO.Err = relay.Writer(1), relay.Writer(2)
-		sc.FinishOutput = func() int64 { return relay.Finish(relayGrace) }
-	} else {
-		f.IO.Out, f.IO.Err = c.Output(1), c.Output(2)
-	}
-	start := time.Now()
-	if sc.Cwd != nil {
-		// A directory that does not stand for its path is refused only
-		// by the calls that bind it (Getwd, CallerCwd): status from
-		// there is still answered.
-		sc.CwdPath, sc.CwdErr = servicecall.CwdPath(sc.Cwd)
-	}
-	var err error
-	var code int
-	// A typed call: its outcome is the reply, nothing is printed (err
-	// is a call that could not be answered at all).
-	code, err = h.serveAPI(f, sc)
-	if err != nil {
-		printError(f, err)
-	}
-	gone := ""
-	select {
-	case <-c.Gone():
-		gone = "; the client went away"
-	default:
-		if sc.Stopped {
-			gone = "; the service is stopping"
-		}
-	}
-	h.st.Log.Printf("uid %d pid %d: %s: exit %d (%s%s)", c.Peer.UID, c.Peer.PID, c.Request.Op, code, time.Since(start).Round(time.Microsecond), gone)
-	return code
 }

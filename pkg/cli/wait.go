@@ -13,11 +13,6 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
-// serviceWaitMax bounds one wait inside the runner service, so that a
-// waiting client never holds a service slot for long: the client asks
-// again.
-const serviceWaitMax = 30 * time.Second
-
 // waitTimeout parses --timeout; 0 means none.
 func waitTimeout(s string) (time.Duration, error) {
 	if s == "" {
@@ -68,53 +63,6 @@ func statusWait(o *StatusOptions) error {
 		return &ExitError{Code: ExitTimeout, Msg: "--timeout passed with the decision still pending"}
 	}
 	return printStatus(f, r.Status)
-}
-
-// clientContext is done once the client of a call in the service has gone
-// (service.Call.Gone) or the service stops; in local mode, and for MCP
-// over HTTP, only when cancelled.
-func (f *Factory) clientContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	if f.Call == nil || f.Call.Socket == nil {
-		return ctx, cancel
-	}
-	gone, stop := f.Call.Socket.Gone(), f.Call.Stop
-	go func() {
-		select {
-		case <-gone:
-			cancel()
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
-// serviceStopping reports whether the service serving f's call stops.
-func (f *Factory) serviceStopping() bool {
-	if f.Call == nil || f.Call.Stop == nil {
-		return false
-	}
-	select {
-	case <-f.Call.Stop:
-		return true
-	default:
-		return false
-	}
-}
-
-// clientGone reports whether the client of a call in the service has gone.
-func (f *Factory) clientGone() bool {
-	if f.Call == nil || f.Call.Socket == nil {
-		return false
-	}
-	select {
-	case <-f.Call.Socket.Gone():
-		return true
-	default:
-		return false
-	}
 }
 
 func isRefusal(err error) bool { _, ok := refusal.As(err); return ok }

@@ -148,8 +148,8 @@ func TestWaitClientAsksAgain(t *testing.T) {
 		if err := json.Unmarshal([]byte(a), &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Timeout != serviceWaitMax {
-			t.Errorf("wait %d: %s, want one of the service's bound, %v", i, a, serviceWaitMax)
+		if r.Timeout != localapi.ServiceWaitMax {
+			t.Errorf("wait %d: %s, want one of the service's bound, %v", i, a, localapi.ServiceWaitMax)
 		}
 	}
 	if got := strings.Count(stderr.String(), "prod-write: waiting for a decision on req-1"); got != 1 {

@@ -1,7 +1,10 @@
 package localapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,8 +12,10 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
+	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/plans"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/servicecall"
 )
 
 // API is the API in this process.
@@ -110,4 +115,334 @@ func (a API) PlansComplete(_ context.Context, req api.PlansCompleteRequest) (*ap
 	sort.Strings(fps)
 	r.Fingerprints = append(r.Fingerprints, fps...)
 	return r, nil
+}
+
+// ServeAPI answers a typed call in the service (Request.API): the
+// in-process API with the call's Env, its outcome (result, refusal or
+// error) as an api.Answer, a status redacted for a caller that may not
+// read plans. It returns the exit status, and an error only for a call it
+// could not answer at all (which the caller prints).
+func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
+	req := sc.Socket.Request
+	if req.API != api.Version {
+		return ExitUsage, &UsageError{Msg: "this service speaks version 1 of the typed API"}
+	}
+	a := API{Env: f}
+	if req.ErrTTY && !req.JSON {
+		// Sent as text to the client's stderr, as it happens.
+		a.Progress = ProgressPrinter(f.IO.Err)
+	}
+	ctx := context.Background()
+	var result any
+	var err error
+	switch req.Op {
+	case "ops-list":
+		result, err = a.Ops(ctx)
+	case "ops-show":
+		var r api.OpsShowRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.OpsShow(ctx, r)
+	case "whoami":
+		result, err = a.Whoami(ctx)
+	case "plans-complete":
+		// Shell completion of a client: the fingerprints of the stored
+		// plans with a prefix, as `status` and `receipts list` show them
+		// to any caller (docs/adr/0024-completion-through-the-service.md).
+		var r api.PlansCompleteRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PlansComplete(ctx, r)
+	case "status":
+		var o StatusArgs
+		if err := DecodeArgs(req.Op, req.Args, &o); err != nil {
+			return ExitUsage, err
+		}
+		if o.Wait {
+			return ExitUsage, &UsageError{Msg: "status --wait is the call status-wait"}
+		}
+		if sc.MayReadPlans() {
+			result, err = a.Status(ctx, api.StatusRequest{Fingerprint: o.Fingerprint})
+		} else {
+			// Judged with nothing of the caller's: judging would ask
+			// the caller for the plan's files and variables by name.
+			result, err = KeylessStatus(f, o.Fingerprint)
+		}
+	case "status-wait":
+		var r api.WaitRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		if !sc.MayReadPlans() {
+			// A redacted status says nothing of the gate's judgement:
+			// there is nothing a keyless caller could wait on.
+			err = refusal.New(refusal.PrincipalUnknown, "status --wait shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
+			break
+		}
+		result, err = ServeWait(f, a, r)
+		if f.ClientGone() {
+			// Nobody reads the answer, and what the judgement asked the
+			// client for may be missing from it: end the call, silently.
+			return ExitSignalled, nil
+		}
+	// The calls that sign with the caller's key: a caller with no key of
+	// the policy is refused by the key lookup (Env.Actor).
+	case "file":
+		var r api.FileRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.File(ctx, r)
+	case "decide":
+		var r api.DecideRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.Decide(ctx, r)
+	case "gera":
+		var r api.GeraRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.Gera(ctx, r)
+	case "withdraw":
+		var r api.WithdrawRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.Withdraw(ctx, r)
+	case "freeze-grant":
+		var r api.FreezeGrantRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.FreezeGrant(ctx, r)
+	case "break-glass":
+		var r api.BreakGlassRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.BreakGlass(ctx, r)
+	case "break-glass-review":
+		var r api.BreakGlassReviewRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.BreakGlassReview(ctx, r)
+	case "answer-attested":
+		// An answer a bridge signed: stored only when a principal with
+		// role bridge signed it and the service's own checks make that
+		// very answer (bridge.Source.Admit), whoever the caller is.
+		var r api.AnswerAttestedRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.AnswerAttested(ctx, r)
+	case "decision-data":
+		// The plan's envelope and its evidence: what plans bind, so only
+		// for a caller with a key of the policy (a bridge hands over
+		// its bridge key).
+		var r api.DecisionDataRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		if !sc.MayReadPlans() {
+			err = refusal.New(refusal.PrincipalUnknown, "decision data shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
+			break
+		}
+		result, err = a.DecisionData(ctx, r)
+	case "plan":
+		var pr api.PlanRequest
+		if err := DecodeArgs(req.Op, req.Args, &pr); err != nil {
+			return ExitUsage, err
+		}
+		// The call's files are the descriptors the client handed over
+		// (servicecall.Call.File: identity from the object). A caller with no
+		// key of the policy plans as plans.Plan lets it: a dry run, with
+		// the files it handed over, or nothing; it is asked for no file
+		// it did not hand over, nor told a stored plan's path.
+		result, err = a.Plan(ctx, pr)
+	case "run":
+		var r api.RunRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// Any caller that may connect may ask: the gate decides, and a
+		// plan whose approval needs no key (a standing go) runs for a
+		// caller with none. What such a caller is told is the run
+		// order's: a file it did not hand over is asked of it only with
+		// a key (servicecall.Call.File), and a refusal names the operation and
+		// fingerprint. The program's stdin is the descriptor handed over,
+		// its output goes through the call's relay (Serve), never onto
+		// a descriptor of the caller's.
+		result, err = a.Run(ctx, api.RunRequest{Fingerprint: r.Fingerprint, Stdin: f.IO.In, Stdout: f.IO.Out, Stderr: f.IO.Err})
+		if sc.FinishOutput != nil {
+			// The relay's sender is done before the reply is sent, on
+			// the same socket (a refusal ends the relay here; a run
+			// did, before its outcome receipt).
+			sc.FinishOutput()
+		}
+	case "receipts-list":
+		var r api.ReceiptsListRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// Names and fingerprints for any caller; a break-glass run's
+		// reason and incident only with a key (localAPI.ReceiptsList).
+		result, err = a.ReceiptsList(ctx, r)
+	case "receipts-checkpoint":
+		// Signed here, with the service's runner key; the client writes
+		// it where its caller asked.
+		var r api.ReceiptsCheckpointRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.ReceiptsCheckpoint(ctx, r)
+	case "receipts-export":
+		var r api.ReceiptsExportRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// Signed here, with the service's runner key, and sent over the
+		// call's own socket as they are; a caller with no key of the
+		// policy is refused (localAPI.ReceiptsExport).
+		r.Out = f.IO.Out
+		result, err = a.ReceiptsExport(ctx, r)
+	case "replay":
+		var r api.ReplayRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// The service's own journal, policy, registry and history:
+		// nothing the caller names. The verdicts name operations and
+		// runners, and say why an entry fails, as receipts list does.
+		result, err = ServeReplay(ctx, a, f.IO.Out)
+	case "receipts-prove":
+		// Hashes and a signed tree head: nothing a plan binds.
+		var r api.ReceiptsProveRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.ReceiptsProve(ctx, r)
+	case "receipts-consistency":
+		// Hashes of trees the caller's own notes sign: nothing a plan
+		// binds.
+		var r api.ReceiptsConsistencyRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.ReceiptsConsistency(ctx, r)
+	case "receipts-show":
+		var r api.ReceiptsShowRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		// A caller with no key of the policy reads each entry redacted:
+		// what names and hashes the run, nothing the plan binds.
+		result, err = ServeReceiptsShow(ctx, a, r, sc.MayReadPlans())
+	// Passkey enrolment: a code only for the service's operator
+	// (localAPI.PasskeyCode); a begin by the caller's key or a code; a
+	// finish judged against a challenge this service issued, once.
+	case "passkey-code":
+		var r api.PasskeyCodeRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyCode(ctx, r)
+	case "passkey-enroll-begin":
+		var r api.PasskeyEnrollBeginRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyEnrollBegin(ctx, r)
+	case "passkey-enroll-finish":
+		var r api.PasskeyEnrollFinishRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyEnrollFinish(ctx, r)
+	// The approval page's: a statement only for a caller whose key holds
+	// role bridge (localAPI.PasskeyChallenge); a decision stored only when
+	// a bridge signed it, its nonce is this service's for exactly its
+	// statement and unspent, and the gate verifies it, whoever the caller.
+	case "passkey-challenge":
+		var r api.PasskeyChallengeRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyChallenge(ctx, r)
+	case "passkey-attested":
+		var r api.PasskeyAttestedRequest
+		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
+			return ExitUsage, err
+		}
+		result, err = a.PasskeyAttested(ctx, r)
+	default:
+		return ExitUsage, &UsageError{Msg: "the service has no typed form of " + req.Op}
+	}
+	var ans api.Answer
+	code := ExitOK
+	if err != nil {
+		code = ExitCode(err)
+		if r, ok := refusal.As(err); ok {
+			ans.Refusal = r
+		} else {
+			ans.Error = APIError(err)
+		}
+	} else if ans.Result, err = json.Marshal(result); err != nil {
+		return ExitSoftware, err
+	} else if w, ok := result.(*api.WaitResult); ok && w.Pending {
+		// For the log: a wait that ended pending, as --timeout's end.
+		code = ExitTimeout
+	} else if r, ok := result.(*api.RunResult); ok {
+		// For the log: the program's.
+		code = r.ExitCode
+	}
+	b, err := json.Marshal(ans)
+	if err != nil {
+		return ExitSoftware, err
+	}
+	if err := sc.Socket.Reply(b); err != nil {
+		// The client stopped reading or went: nobody to tell.
+		return ExitIOErr, nil
+	}
+	return code, nil
+}
+
+// KeylessStatus is the redacted status of the plan stored under fp, read
+// without asking the caller anything.
+func KeylessStatus(f *Env, fp string) (*api.StatusResult, error) {
+	plan, err := f.StoredPlan(fp)
+	if err != nil {
+		return nil, err
+	}
+	return api.RedactedStatus(plan.Fingerprint, plan.Operation, plan.Target, plan.Mutating, FormatVersion), nil
+}
+
+// APIError is err as the service reports it to a typed call.
+func APIError(err error) *api.Error {
+	e := &api.Error{Code: ErrorCode(err), Exit: ExitCode(err), Message: err.Error()}
+	var usage *UsageError
+	switch {
+	case errors.As(err, &usage):
+		e.Hint = "see 'prod-write --help'"
+	case errors.Is(err, keys.ErrNotAKey):
+		e.Hint = "a key is the file `prod-write keygen --out FILE` writes (PKCS#8 PEM, mode 0600); its public line goes in trust.toml"
+	}
+	return e
+}
+
+// DecodeArgs decodes a call's arguments strictly.
+func DecodeArgs(op string, b []byte, v any) error {
+	if len(b) == 0 {
+		return &UsageError{Msg: "the request carries no arguments"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &UsageError{Msg: fmt.Sprintf("arguments of %s: %v", op, err)}
+	}
+	return nil
 }

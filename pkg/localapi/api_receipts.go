@@ -72,3 +72,17 @@ func findReceipts(f *Env, id string) ([]*receipts.Receipt, error) {
 	}
 	return found, nil
 }
+
+// ServeReceiptsShow is receipts show in the service: every entry redacted
+// for a caller that may not read plans
+// (docs/adr/0040-what-a-keyless-caller-reads-of-a-receipt.md).
+func ServeReceiptsShow(ctx context.Context, a API, req api.ReceiptsShowRequest, mayReadPlans bool) (*api.ReceiptsShowResult, error) {
+	r, err := a.ReceiptsShow(ctx, req)
+	if err != nil || mayReadPlans {
+		return r, err
+	}
+	for i, e := range r.Entries {
+		r.Entries[i] = api.RedactedEntry(e)
+	}
+	return r, nil
+}

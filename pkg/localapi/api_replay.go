@@ -2,8 +2,10 @@ package localapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 
 	"github.com/prod-write/prod-write/pkg/api"
@@ -40,4 +42,21 @@ func (a API) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayResult
 		return nil, err
 	}
 	return &api.ReplayResult{Summary: sum, Note: note}, nil
+}
+
+// ServeReplay is replay in the service: each verdict a line on the call's
+// own socket, as it is reached.
+func ServeReplay(ctx context.Context, a API, out io.Writer) (*api.ReplayResult, error) {
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	var werr error
+	r, err := a.Replay(ctx, api.ReplayRequest{Each: func(r receipts.Result) {
+		if werr == nil {
+			werr = enc.Encode(r)
+		}
+	}})
+	if err == nil && werr != nil {
+		return nil, werr
+	}
+	return r, err
 }

@@ -26,3 +26,23 @@ func (a API) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResult, er
 	}
 	return &api.WaitResult{Status: s.Result(FormatVersion), Pending: pending}, nil
 }
+
+// ServeWait is a typed wait inside the service: at most serviceWaitMax,
+// ended early when the client goes (nobody reads the answer) or the
+// service stops (a wait holds no stop: answered as pending, the client
+// asks again, of the service that replaces this one or of none).
+func ServeWait(f *Env, a API, req api.WaitRequest) (*api.WaitResult, error) {
+	if req.Timeout <= 0 || req.Timeout > ServiceWaitMax {
+		req.Timeout = ServiceWaitMax
+	}
+	ctx, cancel := f.ClientContext()
+	defer cancel()
+	// The client says it waits once told: from here a stop or its going
+	// ends this wait (ctx), and the log says so.
+	f.Call.Socket.Hold()
+	r, err := a.Wait(ctx, req)
+	if f.ServiceStopping() {
+		f.Call.Stopped = true
+	}
+	return r, err
+}
