@@ -2,32 +2,12 @@ package cli
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/localapi"
 )
-
-func (a serviceAPI) AnswerAttested(ctx context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
-	var r api.AnswerAttestedResult
-	if err := a.call(ctx, "answer-attested", &req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
-func (a serviceAPI) DecisionData(ctx context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
-	var r api.DecisionDataResult
-	if err := a.call(ctx, "decision-data", &req, &r); err != nil {
-		return nil, err
-	}
-	if r.Input == nil {
-		return nil, fmt.Errorf("the runner service answered decision-data with no data")
-	}
-	return &r, nil
-}
 
 // readThrough is a bridge source's Read through a.
 func readThrough(a api.API) func(string) (*bridge.Input, error) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
@@ -13,23 +12,6 @@ import (
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
-
-func (a serviceAPI) ReceiptsList(ctx context.Context, req api.ReceiptsListRequest) (*api.ReceiptsListResult, error) {
-	var r api.ReceiptsListResult
-	if err := a.call(ctx, "receipts-list", req, &r); err != nil {
-		return nil, err
-	}
-	for _, e := range r.Entries {
-		if e == nil {
-			return nil, errors.New("the runner service's receipts list answered an empty entry")
-		}
-	}
-	if r.Next != nil && (len(r.Entries)+len(r.Problems) == 0 || (req.Page != nil && r.Next.From <= req.Page.From)) {
-		// A page that does not move on would list forever.
-		return nil, errors.New("the runner service's receipts list answered a page that does not move on")
-	}
-	return &r, nil
-}
 
 // receiptsList is receipts list through the API this caller reaches,
 // page by page, rendered here: a table, or JSON Lines

@@ -2,24 +2,17 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/transparency-dev/formats/log"
-	"github.com/transparency-dev/merkle/proof"
-	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/strictjson"
-	"github.com/prod-write/prod-write/receipts"
 )
 
 // newCmdReceiptsProve builds `receipts prove SEQ`.
@@ -70,20 +63,6 @@ docs/adr/0044-journal-merkle-log.md.`,
 	}
 	cmd.Flags().Uint64Var(&size, "size", 0, "prove it in the tree of the first `N` entries (default: all)")
 	return cmd
-}
-
-func (a serviceAPI) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
-	var r api.ReceiptsProveResult
-	if err := a.call(ctx, "receipts-prove", req, &r); err != nil {
-		return nil, err
-	}
-	// What the client prints, it checks: the proof against the root it
-	// states (the note's signature is the verifier's to check, with the
-	// runner key it trusts).
-	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, r.LeafIndex, r.TreeSize, r.LeafHash, r.Hashes, r.RootHash); err != nil {
-		return nil, errors.New("the runner service's inclusion proof does not verify: " + err.Error())
-	}
-	return &r, nil
 }
 
 // consistencyDoc is `receipts consistency --json`: the proof, which
@@ -155,37 +134,6 @@ docs/adr/0044-journal-merkle-log.md.`,
 	return cmd
 }
 
-func (a serviceAPI) ReceiptsConsistency(ctx context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
-	var r api.ReceiptsConsistencyResult
-	if err := a.call(ctx, "receipts-consistency", req, &r); err != nil {
-		return nil, err
-	}
-	// What the client prints, it checks: the proof between the trees the
-	// caller's own notes name (their signatures the service verified, and
-	// are the caller's to verify again with the key it trusts).
-	var cps [2]*log.Checkpoint
-	for i, n := range []string{req.Old, req.New} {
-		text, _, _ := strings.Cut(n, "\n\n")
-		var cp log.Checkpoint
-		if _, err := cp.Unmarshal([]byte(text + "\n")); err != nil {
-			return nil, fmt.Errorf("a checkpoint note the service verified does not read here: %w", err)
-		}
-		cps[i] = &cp
-	}
-	if err := checkConsistencyResult(&r, cps[0], cps[1]); err != nil {
-		return nil, fmt.Errorf("the runner service's consistency proof: %w", err)
-	}
-	return &r, nil
-}
-
-// checkConsistencyResult verifies r as the proof between old and new.
-func checkConsistencyResult(r *api.ReceiptsConsistencyResult, old, new *log.Checkpoint) error {
-	if r.Origin != old.Origin || r.OldSize != old.Size || r.NewSize != new.Size || !bytes.Equal(r.OldRoot, old.Hash) || !bytes.Equal(r.NewRoot, new.Hash) {
-		return &receipts.ConsistencyRefusedError{Reason: fmt.Sprintf("the proof is of %q from %d to %d entries, not of the notes' trees (%q from %d to %d)", r.Origin, r.OldSize, r.NewSize, old.Origin, old.Size, new.Size)}
-	}
-	return receipts.VerifyConsistency(old, new, r.Hashes)
-}
-
 // verifyConsistency is `receipts consistency --verify`: offline, in the
 // caller's process.
 func verifyConsistency(f *Factory, trust string, oldNote, newNote []byte, proofFile string) error {
@@ -212,7 +160,7 @@ func verifyConsistency(f *Factory, trust string, oldNote, newNote []byte, proofF
 	if err != nil {
 		return err
 	}
-	if err := checkConsistencyResult(&doc.ReceiptsConsistencyResult, old, new); err != nil {
+	if err := localapi.CheckConsistencyResult(&doc.ReceiptsConsistencyResult, old, new); err != nil {
 		return err
 	}
 	if f.JSON {

@@ -112,7 +112,7 @@ func bridgeServeRun(o *BridgeServeOptions) error {
 		// policy, which the service's DecisionData asks for.
 		g := *f
 		g.KeyPath = c.Bridge.Key
-		through = serviceAPI{f: &g}
+		through = localapi.Client{Env: &g.Env}
 	}
 	s, err := newBridgeService(f, c, reg, policy, through)
 	if err != nil {

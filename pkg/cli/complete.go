@@ -31,11 +31,11 @@ func completeRegistry(f *Factory) *operations.Registry {
 	if c.Service.Socket != "" {
 		// The API's registry, as the service sends it (each definition
 		// checked against its digest).
-		r, err := serviceAPI{f: f.completionFactory()}.Ops(context.Background())
+		r, err := localapi.Client{Env: &f.completionFactory().Env}.Ops(context.Background())
 		if err != nil {
 			return nil
 		}
-		reg, err := registryOf(r.Operations)
+		reg, err := localapi.RegistryOf(r.Operations)
 		if err != nil {
 			return nil
 		}
@@ -142,7 +142,7 @@ func completeArgs(f *Factory, words ...[]string) cobra.CompletionFunc {
 		}
 		var a api.API = localapi.API{Env: &f.Env}
 		if c.Service.Socket != "" {
-			a = serviceAPI{f: f.completionFactory()}
+			a = localapi.Client{Env: &f.completionFactory().Env}
 		}
 		r, err := a.PlansComplete(cmd.Context(), api.PlansCompleteRequest{Prefix: toComplete})
 		if err != nil {

@@ -129,7 +129,7 @@ func doctorRun(o *DoctorOptions) error {
 // the registry changed, or it reads another directory) is a warning: what
 // is enforced is not what was reviewed.
 func serviceFindings(ctx context.Context, f *Factory, c *config.Config) []doctor.Finding {
-	served, err := serviceAPI{f: f.completionFactory()}.Ops(ctx)
+	served, err := localapi.Client{Env: &f.completionFactory().Env}.Ops(ctx)
 	if err != nil {
 		// Not a weakness: nothing runs while it is down (doctor is also
 		// run before the service is first started).

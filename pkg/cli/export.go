@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -99,21 +98,6 @@ func receiptsExport(ctx context.Context, o *ExportOptions) error {
 // under the runner's public key signer.
 func verifyExportCommand(file, signer string) string {
 	return strings.Join([]string{"prod-write", "receipts", "verify-export", shellQuote(file), "--pub", shellQuote(signer)}, " ")
-}
-
-// ReceiptsExport through the service: the envelopes come over the call's
-// socket as its output, and are written to req.Out here.
-func (a serviceAPI) ReceiptsExport(ctx context.Context, req api.ReceiptsExportRequest) (*api.ReceiptsExportResult, error) {
-	g := *a.f
-	g.IO = &IOStreams{Out: req.Out, Err: a.f.IO.Err, ErrTTY: a.f.IO.ErrTTY}
-	if g.IO.Out == nil {
-		g.IO.Out = io.Discard
-	}
-	var r api.ReceiptsExportResult
-	if err := (serviceAPI{f: &g}).call(ctx, "receipts-export", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
 }
 
 // VerifyExportOptions are `receipts verify-export`'s inputs.

@@ -146,7 +146,7 @@ func (b *mcpBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
 	// the client hands each file over to.
 	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
-		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
+		a = localapi.Client{Env: &b.with(io.Discard, io.Discard).Env}
 	}
 	return a.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files})
 }
@@ -157,7 +157,7 @@ func (b *mcpBackend) Status(fp string) (any, *refusal.Error, error) {
 	// stdout, the protocol's channel).
 	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
-		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
+		a = localapi.Client{Env: &b.with(io.Discard, io.Discard).Env}
 	}
 	r, err := a.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
 	if err != nil {
@@ -171,7 +171,7 @@ func (b *mcpBackend) Receipt(id string) ([]json.RawMessage, error) {
 	// service's, which redacts for a caller with no key of the policy.
 	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
-		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
+		a = localapi.Client{Env: &b.with(io.Discard, io.Discard).Env}
 	}
 	r, err := a.ReceiptsShow(context.Background(), api.ReceiptsShowRequest{ID: id})
 	if err != nil {
@@ -202,7 +202,7 @@ func (b *mcpBackend) Run(fp string, inline map[string][]byte) (*mcpapi.RunResult
 	// the program's.
 	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
-		a = serviceAPI{f: b.with(io.Discard, io.Discard)}
+		a = localapi.Client{Env: &b.with(io.Discard, io.Discard).Env}
 	}
 	stdout, stderr := &capture{limit: runOutputLimit}, &capture{limit: runOutputLimit}
 	r, err := a.Run(context.Background(), api.RunRequest{Fingerprint: fp, Stdout: stdout, Stderr: stderr})
@@ -292,7 +292,7 @@ func (b *mcpBackend) Wait(ctx context.Context, fp string, timeout time.Duration,
 	// service's, whose client asks again after each bounded wait.
 	var a api.API = localapi.API{Env: &b.f.Env}
 	if b.remote {
-		a = serviceAPI{f: b.with(io.Discard, io.Discard), waitSlice: remoteWaitSlice}
+		a = localapi.Client{Env: &b.with(io.Discard, io.Discard).Env, WaitSlice: remoteWaitSlice}
 	}
 	r, err := a.Wait(ctx, api.WaitRequest{Fingerprint: fp, Timeout: timeout, Progress: func(s *api.StatusResult) {
 		if s.Request != nil {

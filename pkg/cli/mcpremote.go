@@ -6,6 +6,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
 // The MCP server of a runner service's client (`prod-write mcp` with a
@@ -14,15 +15,15 @@ import (
 // holds nothing but the agent's key and files.
 
 func (b *mcpBackend) remoteRegistry() (*operations.Registry, error) {
-	r, err := serviceAPI{f: b.with(io.Discard, io.Discard)}.Ops(context.Background())
+	r, err := localapi.Client{Env: &b.with(io.Discard, io.Discard).Env}.Ops(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	return registryOf(r.Operations)
+	return localapi.RegistryOf(r.Operations)
 }
 
 func (b *mcpBackend) remotePrincipal() (*approval.Principal, error) {
-	r, err := serviceAPI{f: b.with(io.Discard, io.Discard)}.Whoami(context.Background())
+	r, err := localapi.Client{Env: &b.with(io.Discard, io.Discard).Env}.Whoami(context.Background())
 	if err != nil {
 		return nil, err
 	}

@@ -182,17 +182,6 @@ func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote, wit
 	return os.WriteFile(out, b, 0o644)
 }
 
-func (a serviceAPI) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
-	var r api.ReceiptsCheckpointResult
-	if err := a.call(ctx, "receipts-checkpoint", req, &r); err != nil {
-		return nil, err
-	}
-	if r.Envelope == nil || (req.Note && r.Note == "") {
-		return nil, errors.New("the runner service answered a checkpoint with no envelope or no note")
-	}
-	return &r, nil
-}
-
 // checkpointDoc is `receipts checkpoint --json`: the signed envelope, and
 // what its payload says (unverified here; replay verifies the envelope).
 type checkpointDoc struct {

@@ -9,6 +9,10 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
+// BreakGlass and BreakGlassReview, in-process and through the runner
+// service: signed with the caller's key (role break-glass, role approver),
+// so a caller with no key of the policy is refused by the key lookup.
+
 func (a API) BreakGlass(_ context.Context, req api.BreakGlassRequest) (*api.BreakGlassResult, error) {
 	// Checked here, not only by the command line: the service takes the
 	// request from any client.
@@ -44,4 +48,20 @@ func (a API) BreakGlass(_ context.Context, req api.BreakGlassRequest) (*api.Brea
 
 func (a API) BreakGlassReview(_ context.Context, req api.BreakGlassReviewRequest) (*api.BreakGlassReviewResult, error) {
 	return breakGlassReview(a.Env, req)
+}
+
+func (a Client) BreakGlass(ctx context.Context, req api.BreakGlassRequest) (*api.BreakGlassResult, error) {
+	var r api.BreakGlassResult
+	if err := a.call(ctx, "break-glass", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (a Client) BreakGlassReview(ctx context.Context, req api.BreakGlassReviewRequest) (*api.BreakGlassReviewResult, error) {
+	var r api.BreakGlassReviewResult
+	if err := a.call(ctx, "break-glass-review", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }

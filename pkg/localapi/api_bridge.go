@@ -2,6 +2,7 @@ package localapi
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
@@ -65,4 +66,23 @@ func (a API) bridgeSource() (bridge.Source, error) {
 // bridgeRequest is req as a bridge's checks take it.
 func bridgeRequest(req api.AnswerAttestedRequest) bridge.Request {
 	return bridge.Request{Fingerprint: req.Fingerprint, Record: req.Record, Verdict: req.Verdict, Reason: req.Reason, Channel: req.Channel, Issued: req.Issued}
+}
+
+func (a Client) AnswerAttested(ctx context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
+	var r api.AnswerAttestedResult
+	if err := a.call(ctx, "answer-attested", &req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (a Client) DecisionData(ctx context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
+	var r api.DecisionDataResult
+	if err := a.call(ctx, "decision-data", &req, &r); err != nil {
+		return nil, err
+	}
+	if r.Input == nil {
+		return nil, fmt.Errorf("the runner service answered decision-data with no data")
+	}
+	return &r, nil
 }

@@ -8,6 +8,10 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 )
 
+// FreezeGrant, in-process and through the runner service: signed with the
+// caller's key (role freeze), so a caller with no key of the policy is
+// refused by the key lookup.
+
 func (a API) FreezeGrant(_ context.Context, req api.FreezeGrantRequest) (*api.FreezeGrantResult, error) {
 	// Checked here, not only by the command line: the service takes the
 	// request from any client.
@@ -32,4 +36,12 @@ func (a API) FreezeGrant(_ context.Context, req api.FreezeGrantRequest) (*api.Fr
 		return nil, err
 	}
 	return &api.FreezeGrantResult{Written: api.Written{FormatVersion: FormatVersion, Kind: approval.KindFreezeGrant, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "grant", Freeze: g.Freeze, Issued: now, Expires: g.Expires}}, nil
+}
+
+func (a Client) FreezeGrant(ctx context.Context, req api.FreezeGrantRequest) (*api.FreezeGrantResult, error) {
+	var r api.FreezeGrantResult
+	if err := a.call(ctx, "freeze-grant", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/prod-write/prod-write/receipts"
 )
 
+// The receipts calls on the application API (docs/API.md): in-process,
+// through the runner service, and the service's answer to each.
+
 func (a API) ReceiptsShow(_ context.Context, req api.ReceiptsShowRequest) (*api.ReceiptsShowResult, error) {
 	found, err := findReceipts(a.Env, req.ID)
 	if err != nil {
@@ -85,4 +88,17 @@ func ServeReceiptsShow(ctx context.Context, a API, req api.ReceiptsShowRequest, 
 		r.Entries[i] = api.RedactedEntry(e)
 	}
 	return r, nil
+}
+
+func (a Client) ReceiptsShow(ctx context.Context, req api.ReceiptsShowRequest) (*api.ReceiptsShowResult, error) {
+	var r api.ReceiptsShowResult
+	if err := a.call(ctx, "receipts-show", req, &r); err != nil {
+		return nil, err
+	}
+	for _, e := range r.Entries {
+		if e == nil || e.Receipt == nil {
+			return nil, fmt.Errorf("the runner service's receipts show answered an entry with no receipt")
+		}
+	}
+	return &r, nil
 }

@@ -142,3 +142,20 @@ func checkListPage(fl io.ReaderAt, size int64, p *api.ReceiptsListPage) error {
 	}
 	return nil
 }
+
+func (a Client) ReceiptsList(ctx context.Context, req api.ReceiptsListRequest) (*api.ReceiptsListResult, error) {
+	var r api.ReceiptsListResult
+	if err := a.call(ctx, "receipts-list", req, &r); err != nil {
+		return nil, err
+	}
+	for _, e := range r.Entries {
+		if e == nil {
+			return nil, errors.New("the runner service's receipts list answered an empty entry")
+		}
+	}
+	if r.Next != nil && (len(r.Entries)+len(r.Problems) == 0 || (req.Page != nil && r.Next.From <= req.Page.From)) {
+		// A page that does not move on would list forever.
+		return nil, errors.New("the runner service's receipts list answered a page that does not move on")
+	}
+	return &r, nil
+}

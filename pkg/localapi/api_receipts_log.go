@@ -1,11 +1,15 @@
 package localapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/transparency-dev/formats/log"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
@@ -132,4 +136,49 @@ func (a API) ReceiptsConsistency(_ context.Context, req api.ReceiptsConsistencyR
 		return nil, err
 	}
 	return &api.ReceiptsConsistencyResult{Origin: old.Origin, OldSize: old.Size, NewSize: new.Size, OldRoot: old.Hash, NewRoot: new.Hash, Hashes: NonNil(hashes)}, nil
+}
+
+func (a Client) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
+	var r api.ReceiptsProveResult
+	if err := a.call(ctx, "receipts-prove", req, &r); err != nil {
+		return nil, err
+	}
+	// What the client prints, it checks: the proof against the root it
+	// states (the note's signature is the verifier's to check, with the
+	// runner key it trusts).
+	if err := proof.VerifyInclusion(rfc6962.DefaultHasher, r.LeafIndex, r.TreeSize, r.LeafHash, r.Hashes, r.RootHash); err != nil {
+		return nil, errors.New("the runner service's inclusion proof does not verify: " + err.Error())
+	}
+	return &r, nil
+}
+
+func (a Client) ReceiptsConsistency(ctx context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
+	var r api.ReceiptsConsistencyResult
+	if err := a.call(ctx, "receipts-consistency", req, &r); err != nil {
+		return nil, err
+	}
+	// What the client prints, it checks: the proof between the trees the
+	// caller's own notes name (their signatures the service verified, and
+	// are the caller's to verify again with the key it trusts).
+	var cps [2]*log.Checkpoint
+	for i, n := range []string{req.Old, req.New} {
+		text, _, _ := strings.Cut(n, "\n\n")
+		var cp log.Checkpoint
+		if _, err := cp.Unmarshal([]byte(text + "\n")); err != nil {
+			return nil, fmt.Errorf("a checkpoint note the service verified does not read here: %w", err)
+		}
+		cps[i] = &cp
+	}
+	if err := CheckConsistencyResult(&r, cps[0], cps[1]); err != nil {
+		return nil, fmt.Errorf("the runner service's consistency proof: %w", err)
+	}
+	return &r, nil
+}
+
+// CheckConsistencyResult verifies r as the proof between old and new.
+func CheckConsistencyResult(r *api.ReceiptsConsistencyResult, old, new *log.Checkpoint) error {
+	if r.Origin != old.Origin || r.OldSize != old.Size || r.NewSize != new.Size || !bytes.Equal(r.OldRoot, old.Hash) || !bytes.Equal(r.NewRoot, new.Hash) {
+		return &receipts.ConsistencyRefusedError{Reason: fmt.Sprintf("the proof is of %q from %d to %d entries, not of the notes' trees (%q from %d to %d)", r.Origin, r.OldSize, r.NewSize, old.Origin, old.Size, new.Size)}
+	}
+	return receipts.VerifyConsistency(old, new, r.Hashes)
 }

@@ -1,6 +1,7 @@
 package localapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,3 +61,61 @@ func ServeReplay(ctx context.Context, a API, out io.Writer) (*api.ReplayResult, 
 	}
 	return r, err
 }
+
+func (a Client) Replay(ctx context.Context, req api.ReplayRequest) (*api.ReplayResult, error) {
+	lw := &resultLines{each: req.Each}
+	g := *a.Env
+	g.IO = &Streams{Out: lw, Err: a.Env.IO.Err, ErrTTY: a.Env.IO.ErrTTY}
+	var r api.ReplayResult
+	err := (Client{Env: &g}).call(ctx, "replay", req, &r)
+	if lw.err != nil {
+		return nil, lw.err
+	}
+	if err == nil && len(lw.buf) > 0 {
+		err = errors.New("the runner service's replay ended a verdict mid-line")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// resultLines reads the verdicts a service's replay sends, one JSON line
+// each, and hands each on as it ends.
+type resultLines struct {
+	each func(receipts.Result)
+	buf  []byte
+	err  error
+}
+
+func (w *resultLines) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.buf = append(w.buf, p...)
+			if len(w.buf) > maxReplayLine {
+				w.err = fmt.Errorf("the runner service's replay sent a verdict over %d bytes", maxReplayLine)
+				return 0, w.err
+			}
+			return n, nil
+		}
+		line := append(w.buf, p[:i]...)
+		p, w.buf = p[i+1:], w.buf[:0]
+		var r receipts.Result
+		if err := json.Unmarshal(line, &r); err != nil {
+			w.err = fmt.Errorf("the runner service's replay: %w", err)
+			return 0, w.err
+		}
+		if w.each != nil {
+			w.each(r)
+		}
+	}
+	return n, nil
+}
+
+// maxReplayLine bounds one verdict the service sends.
+const maxReplayLine = 16 << 20

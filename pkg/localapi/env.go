@@ -1,7 +1,9 @@
-// Package localapi is the application API (pkg/api) in this process:
-// API, its calls, and what they depend on (Env: configuration, policy,
-// store, registry, keys, clock, environment, the backends of
-// prod-write-net, and the runner service's call when it answers one).
+// Package localapi holds the application API (pkg/api) as this process
+// reaches it (Env.Reach): in process (API, and the runner service's
+// dispatch, ServiceHandler), or through the runner service's socket
+// (Client); and what they depend on (Env: configuration, policy, store,
+// registry, keys, clock, environment, the backends of prod-write-net, and
+// the runner service's call when it answers one).
 //
 // It knows no cobra and no terminal, and it renders no result: the
 // commands (pkg/cli) render the typed results on the caller's side, and

@@ -262,3 +262,14 @@ func ReadDefinitions(dir string) ([]*operations.Operation, error) {
 	}
 	return out, nil
 }
+
+func (a Client) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
+	var r api.ReceiptsCheckpointResult
+	if err := a.call(ctx, "receipts-checkpoint", req, &r); err != nil {
+		return nil, err
+	}
+	if r.Envelope == nil || (req.Note && r.Note == "") {
+		return nil, errors.New("the runner service answered a checkpoint with no envelope or no note")
+	}
+	return &r, nil
+}

@@ -1,4 +1,4 @@
-package cli
+package localapi
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 )
@@ -22,11 +21,11 @@ type handover struct {
 // runner service: nothing ran.
 const ServiceUnavailable refusal.Code = "service_unavailable"
 
-// callServiceAPI makes a typed call (pkg/api) to the runner service c
+// CallService makes a typed call (pkg/api) to the runner service c
 // names, with f's streams, working directory, key and environment
 // (service.APICall), and returns the service's reply, its errors mapped
 // to the CLI's (docs/adr/0031-waits-through-the-service.md).
-func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op string, args any, extra []handover) ([]byte, error) {
+func (f *Env) CallService(ctx context.Context, c *config.Config, op string, args any, extra []handover) ([]byte, error) {
 	cwd, err := f.Getwd()
 	if err != nil {
 		return nil, err
@@ -51,7 +50,7 @@ func (f *Factory) callServiceAPI(ctx context.Context, c *config.Config, op strin
 	case errors.As(err, &open) && open.Name == "key":
 		return nil, &config.Error{Msg: "cannot open the key", Err: open.Err}
 	case errors.As(err, &open):
-		return nil, &localapi.DataError{Err: open}
+		return nil, &DataError{Err: open}
 	case errors.As(err, &unanswered):
 		// A call the service could not answer: it said why on stderr.
 		return nil, &ExitError{Code: unanswered.Code}
