@@ -195,9 +195,6 @@ func (anyValue) String() string   { return "" }
 func (anyValue) Set(string) error { return nil }
 func (anyValue) Type() string     { return "string" }
 
-// printEnvError is printError for an Env alone (the service's calls).
-func printEnvError(e *localapi.Env, err error) { printError(&Factory{Env: *e}, err) }
-
 func printError(f *Factory, err error) {
 	w := f.IO.Err
 	var exitErr *ExitError

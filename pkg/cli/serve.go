@@ -187,7 +187,7 @@ func serveRun(o *ServeOptions) error {
 	}
 	// The socket's server counts the calls of MCP over HTTP too: a stop
 	// treats them alike (docs/adr/0031-waits-through-the-service.md).
-	srv := &service.Server{Handler: &localapi.ServiceHandler{State: st, Base: &f.Env, PrintError: printEnvError}, Log: st.Log, Classify: st.Pools}
+	srv := &service.Server{Handler: &localapi.ServiceHandler{State: st, Base: &f.Env}, Log: st.Log, Classify: st.Pools}
 	// Done once the service has no call left: MCP over HTTP then shuts
 	// down. Its listener closes as the service stops (srv.OnStop), before
 	// any call learns of the stop.

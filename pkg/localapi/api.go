@@ -121,12 +121,12 @@ func (a API) PlansComplete(_ context.Context, req api.PlansCompleteRequest) (*ap
 // ServeAPI answers a typed call in the service (Request.API): the
 // in-process API with the call's Env, its outcome (result, refusal or
 // error) as an api.Answer, a status redacted for a caller that may not
-// read plans. It returns the exit status, and an error only for a call it
-// could not answer at all (which the caller prints).
-func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
+// read plans; a call that could not be made at all is answered with its
+// typed error (answerError). It returns the exit status for the log.
+func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) int {
 	req := sc.Socket.Request
 	if req.API != api.Version {
-		return ExitUsage, &UsageError{Msg: "this service speaks version 1 of the typed API"}
+		return answerError(sc, &UsageError{Msg: "this service speaks version 1 of the typed API"})
 	}
 	a := API{Env: f}
 	if req.ErrTTY && !req.JSON {
@@ -142,7 +142,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 	case "ops-show":
 		var r api.OpsShowRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.OpsShow(ctx, r)
 	case "whoami":
@@ -153,16 +153,16 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 		// to any caller (docs/adr/0024-completion-through-the-service.md).
 		var r api.PlansCompleteRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.PlansComplete(ctx, r)
 	case "status":
 		var o StatusArgs
 		if err := DecodeArgs(req.Op, req.Args, &o); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		if o.Wait {
-			return ExitUsage, &UsageError{Msg: "status --wait is the call status-wait"}
+			return answerError(sc, &UsageError{Msg: "status --wait is the call status-wait"})
 		}
 		if sc.MayReadPlans() {
 			result, err = a.Status(ctx, api.StatusRequest{Fingerprint: o.Fingerprint})
@@ -174,7 +174,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 	case "status-wait":
 		var r api.WaitRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		if !sc.MayReadPlans() {
 			// A redacted status says nothing of the gate's judgement:
@@ -186,50 +186,50 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 		if f.ClientGone() {
 			// Nobody reads the answer, and what the judgement asked the
 			// client for may be missing from it: end the call, silently.
-			return ExitSignalled, nil
+			return ExitSignalled
 		}
 	// The calls that sign with the caller's key: a caller with no key of
 	// the policy is refused by the key lookup (Env.Actor).
 	case "file":
 		var r api.FileRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.File(ctx, r)
 	case "decide":
 		var r api.DecideRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.Decide(ctx, r)
 	case "gera":
 		var r api.GeraRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.Gera(ctx, r)
 	case "withdraw":
 		var r api.WithdrawRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.Withdraw(ctx, r)
 	case "freeze-grant":
 		var r api.FreezeGrantRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.FreezeGrant(ctx, r)
 	case "break-glass":
 		var r api.BreakGlassRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.BreakGlass(ctx, r)
 	case "break-glass-review":
 		var r api.BreakGlassReviewRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.BreakGlassReview(ctx, r)
 	case "answer-attested":
@@ -238,7 +238,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 		// very answer (bridge.Source.Admit), whoever the caller is.
 		var r api.AnswerAttestedRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.AnswerAttested(ctx, r)
 	case "decision-data":
@@ -247,7 +247,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 		// its bridge key).
 		var r api.DecisionDataRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		if !sc.MayReadPlans() {
 			err = refusal.New(refusal.PrincipalUnknown, "decision data shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
@@ -257,7 +257,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 	case "plan":
 		var pr api.PlanRequest
 		if err := DecodeArgs(req.Op, req.Args, &pr); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		// The call's files are the descriptors the client handed over
 		// (servicecall.Call.File: identity from the object). A caller with no
@@ -268,7 +268,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 	case "run":
 		var r api.RunRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		// Any caller that may connect may ask: the gate decides, and a
 		// plan whose approval needs no key (a standing go) runs for a
@@ -288,7 +288,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 	case "receipts-list":
 		var r api.ReceiptsListRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		// Names and fingerprints for any caller; a break-glass run's
 		// reason and incident only with a key (localAPI.ReceiptsList).
@@ -298,13 +298,13 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 		// it where its caller asked.
 		var r api.ReceiptsCheckpointRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.ReceiptsCheckpoint(ctx, r)
 	case "receipts-export":
 		var r api.ReceiptsExportRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		// Signed here, with the service's runner key, and sent over the
 		// call's own socket as they are; a caller with no key of the
@@ -314,7 +314,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 	case "replay":
 		var r api.ReplayRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		// The service's own journal, policy, registry and history:
 		// nothing the caller names. The verdicts name operations and
@@ -324,7 +324,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 		// Hashes and a signed tree head: nothing a plan binds.
 		var r api.ReceiptsProveRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.ReceiptsProve(ctx, r)
 	case "receipts-consistency":
@@ -332,13 +332,13 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 		// binds.
 		var r api.ReceiptsConsistencyRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.ReceiptsConsistency(ctx, r)
 	case "receipts-show":
 		var r api.ReceiptsShowRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		// A caller with no key of the policy reads each entry redacted:
 		// what names and hashes the run, nothing the plan binds.
@@ -349,19 +349,19 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 	case "passkey-code":
 		var r api.PasskeyCodeRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.PasskeyCode(ctx, r)
 	case "passkey-enroll-begin":
 		var r api.PasskeyEnrollBeginRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.PasskeyEnrollBegin(ctx, r)
 	case "passkey-enroll-finish":
 		var r api.PasskeyEnrollFinishRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.PasskeyEnrollFinish(ctx, r)
 	// The approval page's: a statement only for a caller whose key holds
@@ -371,17 +371,17 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 	case "passkey-challenge":
 		var r api.PasskeyChallengeRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.PasskeyChallenge(ctx, r)
 	case "passkey-attested":
 		var r api.PasskeyAttestedRequest
 		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return ExitUsage, err
+			return answerError(sc, err)
 		}
 		result, err = a.PasskeyAttested(ctx, r)
 	default:
-		return ExitUsage, &UsageError{Msg: "the service has no typed form of " + req.Op}
+		return answerError(sc, &UsageError{Msg: "the service has no typed form of " + req.Op})
 	}
 	var ans api.Answer
 	code := ExitOK
@@ -393,7 +393,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 			ans.Error = APIError(err)
 		}
 	} else if ans.Result, err = json.Marshal(result); err != nil {
-		return ExitSoftware, err
+		return answerError(sc, err)
 	} else if w, ok := result.(*api.WaitResult); ok && w.Pending {
 		// For the log: a wait that ended pending, as --timeout's end.
 		code = ExitTimeout
@@ -401,15 +401,29 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) (int, error) {
 		// For the log: the program's.
 		code = r.ExitCode
 	}
+	return reply(sc, ans, code)
+}
+
+// answerError answers a call that could not be made at all (a version the
+// service does not speak, an op it has no typed form of, arguments that
+// do not decode) as the typed error it is: the client says why, on its
+// side; the service writes no text.
+func answerError(sc *servicecall.Call, err error) int {
+	return reply(sc, api.Answer{Error: APIError(err)}, ExitCode(err))
+}
+
+// reply sends ans on the call's own socket and returns code, the exit
+// status the service's log records.
+func reply(sc *servicecall.Call, ans api.Answer, code int) int {
 	b, err := json.Marshal(ans)
 	if err != nil {
-		return ExitSoftware, err
+		b, code = []byte(`{"error":{"code":"internal","exit":70,"message":"the service could not encode its answer"}}`), ExitSoftware
 	}
 	if err := sc.Socket.Reply(b); err != nil {
 		// The client stopped reading or went: nobody to tell.
-		return ExitIOErr, nil
+		return ExitIOErr
 	}
-	return code, nil
+	return code
 }
 
 // KeylessStatus is the redacted status of the plan stored under fp, read

@@ -39,9 +39,6 @@ func (f *Env) StoredPlan(fp string) (*operations.Plan, error) {
 type ServiceHandler struct {
 	State *servicecall.State
 	Base  *Env
-	// PrintError tells the caller of a call that could not be answered
-	// at all why, on the call's own stderr (pkg/cli's printError).
-	PrintError func(*Env, error)
 }
 
 // StatusArgs are the status call's arguments as the socket client sends
@@ -103,14 +100,9 @@ func (h *ServiceHandler) Serve(ctx context.Context, c *service.Call) int {
 		// there is still answered.
 		sc.CwdPath, sc.CwdErr = servicecall.CwdPath(sc.Cwd)
 	}
-	var err error
-	var code int
-	// A typed call: its outcome is the reply, nothing is printed (err
-	// is a call that could not be answered at all).
-	code, err = h.ServeAPI(f, sc)
-	if err != nil {
-		h.PrintError(f, err)
-	}
+	// A typed call: its outcome, or why it could not be made, is the
+	// reply; the service prints nothing for a caller.
+	code := h.ServeAPI(f, sc)
 	gone := ""
 	select {
 	case <-c.Gone():
