@@ -15,6 +15,11 @@
 //	                     and the nonce; the statement's fields
 //	DIR/nonces/HEX.used  the nonce spent
 //
+// [Issuer.Sweep] removes a statement once it is [SweepGrace] past its
+// expiry, and its marker only after it: a nonce whose statement is gone is
+// refused as unknown whatever its marker says, so no order of removals,
+// and no crash between two, makes a nonce answer again.
+//
 // Everything the page hands over is a stranger's input: the nonce names a
 // file only through its hash, and every field of the statement is compared
 // with the one the service issued, never taken from the caller.
@@ -111,6 +116,11 @@ func (i *Issuer) Challenge(src bridge.Source, fp, decision, record string) (*Sta
 	if err := durable.CreateOnce(filepath.Join(dir, nonceFile(nonce)), b, 0o600); err != nil {
 		return nil, fmt.Errorf("storing the nonce's statement: %w", err)
 	}
+	// Each statement issued sweeps up to SweepLimit expired ones, so the
+	// directory does not grow with every decision ever begun. A sweep
+	// that fails leaves files for the next one, and nothing it leaves
+	// makes a nonce usable again, so the statement is issued all the same.
+	_, _ = i.Sweep(now)
 	st := approval.PasskeyStatement{Fingerprint: fp, Decision: decision, Record: record, Nonce: nonce, Issued: now, Expires: rec.Expires, Version: 2}
 	return &Statement{PasskeyStatement: st, Challenge: approval.PasskeyChallenge(st)}, nil
 }
@@ -131,7 +141,7 @@ func (i *Issuer) spend(d *approval.PasskeyDecision, now time.Time) error {
 	path := filepath.Join(i.Dir, "nonces", nonceFile(d.Nonce))
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return errNonce(d.Fingerprint, "carries a nonce this service did not issue")
+		return unknown(d, now)
 	}
 	if err != nil {
 		return fmt.Errorf("reading the passkey statement: %w", err)
@@ -151,16 +161,51 @@ func (i *Issuer) spend(d *approval.PasskeyDecision, now time.Time) error {
 		return errNonce(d.Fingerprint, "was issued at another time")
 	}
 	if !now.Before(rec.Expires) {
-		return refusal.New(refusal.EvidenceExpired, "the passkey statement expired at %s", rec.Expires.Format(time.RFC3339)).Needs("a new challenge from the approval page").For("", d.Fingerprint)
+		return errExpired(d.Fingerprint, rec.Expires)
 	}
-	err = durable.CreateOnce(path+".used", []byte(now.Format(time.RFC3339Nano)+"\n"), 0o600)
+	return i.commit(d, path, now)
+}
+
+// commit spends the nonce of the statement at path, which spend has
+// judged: it creates the marker path.used exclusively, then checks the
+// statement is still there. A sweep removes a statement before its marker
+// (see [Issuer.Sweep]), so when the statement is there after this caller
+// created the marker, no earlier marker of this nonce was removed before
+// it: the create would have failed. Without the check, a caller that
+// judged the statement, then stalled while a sweep removed the statement
+// and the marker of an earlier use, would spend the nonce a second time.
+func (i *Issuer) commit(d *approval.PasskeyDecision, path string, now time.Time) error {
+	err := durable.CreateOnce(path+".used", []byte(now.Format(time.RFC3339Nano)+"\n"), 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return refusal.New(refusal.EvidenceConsumed, "the passkey statement's nonce was used already: a nonce answers once").Needs("a new challenge from the approval page").For("", d.Fingerprint)
 	}
 	if err != nil {
 		return fmt.Errorf("spending the nonce: %w", err)
 	}
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return unknown(d, now) // swept meanwhile; the marker is an orphan the next sweep removes
+	} else if err != nil {
+		return fmt.Errorf("reading the passkey statement: %w", err)
+	}
 	return nil
+}
+
+// errExpired refuses a statement that expired at exp.
+func errExpired(fp string, exp time.Time) error {
+	return refusal.New(refusal.EvidenceExpired, "the passkey statement expired at %s", exp.Format(time.RFC3339)).Needs("a new challenge from the approval page").For("", fp)
+}
+
+// unknown refuses d, whose nonce names no statement of this service's:
+// never issued, or issued and swept. A statement is swept only
+// [SweepGrace] past its expiry, so a decision whose own expiry has passed
+// is refused as expired, as it was before its statement was swept; any
+// other is refused as a nonce this service did not issue. Both refuse, and
+// neither depends on which nonces exist.
+func unknown(d *approval.PasskeyDecision, now time.Time) error {
+	if !now.Before(d.Expires) {
+		return errExpired(d.Fingerprint, d.Expires)
+	}
+	return errNonce(d.Fingerprint, "carries a nonce this service did not issue")
 }
 
 // Admitted is a passkey decision stored.
