@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/go-webauthn/webauthn/protocol"
+	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
@@ -106,6 +107,10 @@ type Server struct {
 	mu       sync.Mutex
 	logins   map[string]time.Time // login challenge (base64url) → expiry
 	sessions map[string]*session  // sha256(session id) → session
+	// counts is the highest sign count of each credential (base64url
+	// id) in an assertion this page verified: at most one entry per
+	// credential of the policy.
+	counts map[string]uint32
 }
 
 type session struct {
@@ -141,7 +146,7 @@ func New(c Config) (*Server, error) {
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Server{c: c, origin: p.Passkey.Origin, rpID: u.Hostname(), logins: map[string]time.Time{}, sessions: map[string]*session{}}
+	s := &Server{c: c, origin: p.Passkey.Origin, rpID: u.Hostname(), logins: map[string]time.Time{}, sessions: map[string]*session{}, counts: map[string]uint32{}}
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", s.page)
 	m.HandleFunc("GET /approve/{fp}", s.page)
@@ -437,6 +442,41 @@ func (s *Server) verify(raw json.RawMessage, challenge string) (*protocol.Parsed
 	return par, pr, nil
 }
 
+// signCount judges the sign count of an assertion of credential cred that
+// verify verified (only a verified count is judged or kept: a forged
+// one could otherwise raise a credential's count out of its owner's
+// reach), made by principal's passkey. The count must move forward from
+// the highest seen of the credential: in the assertions this page
+// verified since it started, and, when the page reads the store itself,
+// the count the store holds from the runs (store.SignCounts; a page that
+// is a client of the service has no call for it). go-webauthn's
+// Authenticator.UpdateCounter judges it as WebAuthn §7.2 step 17 says:
+// a count not above the highest, unless both are 0 (an authenticator
+// without a counter), is a CloneWarning, which the page refuses and logs
+// as a possible clone of the passkey; the highest is then kept as it was.
+// See docs/adr/0048-approval-page.md.
+func (s *Server) signCount(principal, cred string, count uint32) error {
+	var stored uint32
+	if st := s.c.Source.Store; st != nil {
+		m, err := st.SignCounts([]string{cred})
+		if err != nil {
+			return fmt.Errorf("reading sign counts: %w", err)
+		}
+		stored = m[cred]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := webauthn.Authenticator{SignCount: max(s.counts[cred], stored)}
+	a.UpdateCounter(count)
+	if a.CloneWarning {
+		s.c.Log.Warn("approval page: refused a passkey whose sign count did not move forward, a possible clone",
+			"principal", principal, "credential", cred, "sign_count", count, "highest_seen", a.SignCount)
+		return fail(http.StatusUnauthorized, "the passkey's sign count did not move forward: the passkey may have been copied, so its answer is refused")
+	}
+	s.counts[cred] = a.SignCount
+	return nil
+}
+
 func (s *Server) loginFinish(r *http.Request, body []byte) (any, error) {
 	var req struct {
 		Credential json.RawMessage `json:"credential"`
@@ -458,8 +498,11 @@ func (s *Server) loginFinish(r *http.Request, body []byte) (any, error) {
 	if !issued || !now.Before(exp) {
 		return nil, fail(http.StatusUnauthorized, "the sign-in was not begun here or has expired; sign in again")
 	}
-	_, pr, err := s.verify(req.Credential, ch)
+	par, pr, err := s.verify(req.Credential, ch)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.signCount(pr.ID, base64.RawURLEncoding.EncodeToString(par.RawID), par.Response.AuthenticatorData.Counter); err != nil {
 		return nil, err
 	}
 	id, err := random()
@@ -630,6 +673,11 @@ func (s *Server) decide(r *http.Request, body []byte) (any, error) {
 	}
 	if pr.ID != se.principal {
 		return nil, fail(http.StatusForbidden, "the passkey is %s's, not that of the session's %s", pr.ID, se.principal)
+	}
+	// As at sign-in: the gate judges the count against the store's too,
+	// but the page refuses before it signs anything.
+	if err := s.signCount(se.principal, base64.RawURLEncoding.EncodeToString(par.RawID), par.Response.AuthenticatorData.Counter); err != nil {
+		return nil, err
 	}
 	raw := par.Raw.AssertionResponse
 	d := approval.PasskeyDecision{Fingerprint: st.Fingerprint, Record: st.Record, Decision: st.Decision, Approver: se.principal,
