@@ -328,3 +328,32 @@ func TestDecideSignCount(t *testing.T) {
 		})
 	}
 }
+
+// A sign-in challenge answers once, whatever the sign count says: an
+// assertion of an authenticator without a counter (0, which the sign
+// count check lets through every time) sent twice is refused the second
+// time as not begun here, and so is a fresh assertion over the spent
+// challenge.
+func TestSignInChallengeAnswersOnce(t *testing.T) {
+	p := newPage(t, nil)
+	a := copyOf(p.pat, withoutCounter)
+	ch := challengeOf(t, p.post(t, "/api/login/begin", "", struct{}{}))
+	cred, err := a.AssertJSON(ch, origin, rpID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := p.post(t, "/api/login/finish", "", map[string]any{"credential": json.RawMessage(cred)}); rec.Code != http.StatusOK {
+		t.Fatalf("first sign-in: %d %s", rec.Code, rec.Body)
+	}
+	a.Count = withoutCounter
+	again, err := a.AssertJSON(ch, origin, rpID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]byte{cred, again} {
+		rec := p.post(t, "/api/login/finish", "", map[string]any{"credential": json.RawMessage(c)})
+		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "not begun here") {
+			t.Fatalf("a sign-in over a spent challenge: %d %s; want 401, not begun here", rec.Code, rec.Body)
+		}
+	}
+}
