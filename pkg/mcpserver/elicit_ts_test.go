@@ -53,7 +53,7 @@ func TestWaitElicitsTheApprovalPageTypeScriptSDK(t *testing.T) {
 		{"url only", `{"url":{}}`, "web"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := startTSElicit(t, node, modules, endpoint, bearer, d.inlined(t, tt.service), tt.elicitation, 60)
+			c := startTSElicit(t, node, modules, endpoint, bearer, d.inlined(t, tt.service), tsElicitOptions{elicitation: tt.elicitation, wait: 60})
 			fp := c.expect(t, "planned", 30*time.Second).Fingerprint
 			d.file(t, fp)
 			c.say(t, "go")
@@ -73,7 +73,7 @@ func TestWaitElicitsTheApprovalPageTypeScriptSDK(t *testing.T) {
 			c.expect(t, "mark", 30*time.Second)
 			for _, ev := range c.seen {
 				if ev.Event == "complete" || ev.Event == "waited" {
-					t.Fatalf("before any decision the SDK heard %s: %+v", ev.Event, ev)
+					t.Fatalf("before any decision the SDK heard:\n%s", c.summary())
 				}
 			}
 			if _, errb, code := d.cli(t, "alice", "decide", fp, "approve"); code != 0 {
@@ -114,7 +114,7 @@ func TestWaitElicitsTheApprovalPageTypeScriptSDK(t *testing.T) {
 		{"empty, read as form", `{}`, "cache"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := startTSElicit(t, node, modules, endpoint, bearer, d.inlined(t, tt.service), tt.elicitation, 1)
+			c := startTSElicit(t, node, modules, endpoint, bearer, d.inlined(t, tt.service), tsElicitOptions{elicitation: tt.elicitation, wait: 1})
 			fp := c.expect(t, "planned", 30*time.Second).Fingerprint
 			d.file(t, fp)
 			c.say(t, "go")
@@ -127,7 +127,7 @@ func TestWaitElicitsTheApprovalPageTypeScriptSDK(t *testing.T) {
 			for _, ev := range c.seen {
 				switch ev.Event {
 				case "elicitation", "complete":
-					t.Errorf("a form-only client heard %s: %+v", ev.Event, ev)
+					t.Errorf("a form-only client heard %s %s%s", ev.Event, ev.Params, ev.ElicitationID)
 				case "progress":
 					progress++
 				}
@@ -138,6 +138,84 @@ func TestWaitElicitsTheApprovalPageTypeScriptSDK(t *testing.T) {
 			if progress == 0 {
 				t.Errorf("a form-only client's wait reported no progress")
 			}
+		})
+	}
+
+	// An elicitation nobody answers (a link left unopened, a client gone)
+	// holds nothing: the wait runs meanwhile, to its decision or its
+	// bound, and then nothing of the call is left (serveHTTP's Close ends
+	// at once). The elicitation is withdrawn as the wait ends, by the
+	// go-sdk's notifications/cancelled, which is best effort: sent after
+	// the call's result, it may find the call's stream closed.
+	for _, tt := range []struct {
+		name, service string
+		decide        bool
+	}{
+		{"unanswered, decided", "queue", true},
+		{"unanswered, timed out", "mail", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tsElicitOptions{elicitation: `{"form":{},"url":{}}`, never: true, wait: 60}
+			if !tt.decide {
+				o.wait = 2
+			}
+			c := startTSElicit(t, node, modules, endpoint, bearer, d.inlined(t, tt.service), o)
+			fp := c.expect(t, "planned", 30*time.Second).Fingerprint
+			d.file(t, fp)
+			c.say(t, "go")
+			var el elicitParams
+			if err := json.Unmarshal(c.expect(t, "elicitation", 30*time.Second).Params, &el); err != nil {
+				t.Fatal(err)
+			}
+			if el.Mode != "url" || el.URL != origin+"/approve/"+fp {
+				t.Fatalf("the SDK was asked %+v", el)
+			}
+			outcome := "pending"
+			if tt.decide {
+				c.say(t, "mark")
+				c.expect(t, "mark", 30*time.Second)
+				if c.heard("complete") || c.heard("waited") || c.heard("withdrawn") {
+					t.Fatalf("before any decision the SDK heard:\n%s", c.summary())
+				}
+				if _, errb, code := d.cli(t, "alice", "decide", fp, "approve"); code != 0 {
+					t.Fatal(errb)
+				}
+				outcome = "approved"
+			}
+			// Well within the wait's own bound when decided, and within
+			// a few seconds of it when not.
+			waited := c.expect(t, "waited", 30*time.Second)
+			if waited.Result["outcome"] != outcome {
+				t.Fatalf("wait_for_decision with the elicitation unanswered: %v, want %s", waited.Result, outcome)
+			}
+			if tt.decide && !c.heard("complete") {
+				c.expect(t, "complete", 30*time.Second)
+			}
+			wire := c.close(t)
+			var create, cancelled []string
+			for _, m := range wire {
+				switch m.Method {
+				case "elicitation/create":
+					create = append(create, fmt.Sprint(m.ID))
+				case "notifications/cancelled":
+					var p struct {
+						RequestID any `json:"requestId"`
+					}
+					if err := json.Unmarshal(m.Params, &p); err != nil {
+						t.Fatal(err)
+					}
+					cancelled = append(cancelled, fmt.Sprint(p.RequestID))
+				case "notifications/elicitation/complete":
+					if !tt.decide {
+						t.Errorf("an undecided wait said the elicitation complete: %s", m.Params)
+					}
+				}
+			}
+			if len(create) != 1 || len(cancelled) > 1 || len(cancelled) == 1 && cancelled[0] != create[0] {
+				t.Errorf("elicitation/create %q, notifications/cancelled for %q: want one elicitation, withdrawn if at all", create, cancelled)
+			}
+			t.Logf("the elicitation withdrawn where the client heard it: %v", c.heard("withdrawn"))
+			noFormOnTheWire(t, wire)
 		})
 	}
 }
@@ -158,7 +236,19 @@ func (d *deployment) serveHTTP(t *testing.T, who string) (endpoint, bearer strin
 	h.Mount(mux, "/mcp")
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
-		h.Close()
+		// Every call has ended: Close, which waits for a session's
+		// calls, must end at once (a handler still blocked on a client
+		// that went away would hold it for ever).
+		closed := make(chan struct{})
+		go func() {
+			h.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Error("HTTPHandler.Close has not ended 10 s after the last client went: a call is still held")
+		}
 		srv.Close()
 	})
 	return srv.URL + "/mcp", bearer
@@ -288,15 +378,25 @@ type tsElicitClient struct {
 	done   chan error
 }
 
-// startTSElicit starts ts_elicit_client.mjs, declaring the elicitation
-// capability elicitation (JSON), to plan config-push with plan and wait
-// waitSeconds; it returns once the client has connected with the SDK
-// version tsSDKVersion.
-func startTSElicit(t *testing.T, node, modules, endpoint, bearer string, plan map[string]any, elicitation string, waitSeconds int) *tsElicitClient {
+// tsElicitOptions are how ts_elicit_client.mjs acts.
+type tsElicitOptions struct {
+	elicitation string // the elicitation capability it declares, JSON
+	never       bool   // its handler never answers an elicitation
+	wait        int    // wait_for_decision's timeout_seconds
+}
+
+// startTSElicit starts ts_elicit_client.mjs to plan config-push with plan
+// and wait as o says; it returns once the client has connected with the
+// SDK version tsSDKVersion.
+func startTSElicit(t *testing.T, node, modules, endpoint, bearer string, plan map[string]any, o tsElicitOptions) *tsElicitClient {
 	t.Helper()
 	args, err := json.Marshal(plan)
 	if err != nil {
 		t.Fatal(err)
+	}
+	answer := "accept"
+	if o.never {
+		answer = "never"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "ts_elicit_client.mjs"))
@@ -305,8 +405,9 @@ func startTSElicit(t *testing.T, node, modules, endpoint, bearer string, plan ma
 		"MCP_URL="+endpoint,
 		"BEARER="+bearer,
 		"PLAN_ARGS="+string(args),
-		"WAIT_SECONDS="+strconv.Itoa(waitSeconds),
-		"ELICITATION="+elicitation,
+		"WAIT_SECONDS="+strconv.Itoa(o.wait),
+		"ELICITATION="+o.elicitation,
+		"ANSWER="+answer,
 		"NO_PROXY=*", "no_proxy=*",
 	)
 	c := &tsElicitClient{cmd: cmd, events: make(chan tsEvent, 64), stderr: &syncBuffer{}, done: make(chan error, 1)}
@@ -380,7 +481,7 @@ func (c *tsElicitClient) expect(t *testing.T, name string, within time.Duration)
 				t.Fatalf("the TypeScript client, waiting for %s: %s: %s\nstderr:\n%s", name, ev.Event, ev.Error, c.stderr.String())
 			}
 		case <-deadline.C:
-			t.Fatalf("no %s from the TypeScript client in %s; it said %+v\nstderr:\n%s", name, within, c.seen, c.stderr.String())
+			t.Fatalf("no %s from the TypeScript client in %s; it said:\n%s\nstderr:\n%s", name, within, c.summary(), c.stderr.String())
 		}
 	}
 }
@@ -395,10 +496,15 @@ func (c *tsElicitClient) heard(name string) bool {
 	return false
 }
 
-// log logs what the client said, but the wire (which noFormOnTheWire
-// checks), and what it wrote on stderr.
+// log logs what the client said and what it wrote on stderr.
 func (c *tsElicitClient) log(t *testing.T) {
 	t.Helper()
+	t.Logf("the TypeScript client heard:\n%s\nstderr: %q", c.summary(), c.stderr.String())
+}
+
+// summary is what the client said, one event a line, the wire (which
+// noFormOnTheWire checks) only counted.
+func (c *tsElicitClient) summary() string {
 	var lines []string
 	for _, ev := range c.seen {
 		switch ev.Event {
@@ -416,7 +522,7 @@ func (c *tsElicitClient) log(t *testing.T) {
 			lines = append(lines, ev.Event)
 		}
 	}
-	t.Logf("the TypeScript client heard:\n%s\nstderr: %q", strings.Join(lines, "\n"), c.stderr.String())
+	return strings.Join(lines, "\n")
 }
 
 // say writes one word to the client's stdin.

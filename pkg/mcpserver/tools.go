@@ -410,7 +410,7 @@ func (h *handlers) wait(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		sent++
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: sent, Message: msg})
 	}
-	ask, done := h.elicitApproval(req, in.Fingerprint)
+	ask, done := h.elicitApproval(ctx, req, in.Fingerprint)
 	if ask != nil {
 		return ask, nil
 	}
@@ -512,17 +512,30 @@ const approvalInput = "approval_page"
 // answer for. Nothing is asked when the deployment serves no page, the
 // gate is open, or the decision is no longer pending.
 //
-// It is a multi-round-trip input request (SEP-2322; the go-sdk asks a
-// client of an older protocol itself): the first call returns it in
-// place of a result (ask), and the client calls again with its response,
-// whatever the user did with the link; that call waits. The returned done
-// then says, once the wait ends decided, that the elicitation is
-// complete (notifications/elicitation/complete).
-func (h *handlers) elicitApproval(req *mcp.CallToolRequest, fp string) (ask *mcp.CallToolResult, done func(ctx context.Context, decided bool)) {
+// On 2026-07-28 it is a multi-round-trip input request (SEP-2322): the
+// first call returns it in place of a result (ask), and the client calls
+// again with its response, whatever the user did with the link; that call
+// waits. A client of an older protocol is sent the elicitation/create
+// while the wait runs, not before it: its answer waits on its user, or
+// never comes from a client that went away, and the wait must still end
+// within its timeout_seconds, holding nothing after (the go-sdk, asked
+// with an input request, would send it itself and wait for the answer
+// without a bound). The returned done then says, once the wait ends
+// decided, that the elicitation is complete
+// (notifications/elicitation/complete), and withdraws an elicitation
+// still unanswered (notifications/cancelled).
+func (h *handlers) elicitApproval(ctx context.Context, req *mcp.CallToolRequest, fp string) (ask *mcp.CallToolResult, done func(ctx context.Context, decided bool)) {
 	nothing := func(context.Context, bool) {}
 	ss := req.Session
 	if ss == nil {
 		return nil, nothing
+	}
+	complete := func(eid string) func(context.Context, bool) {
+		return func(ctx context.Context, decided bool) {
+			if decided {
+				_ = ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: eid})
+			}
+		}
 	}
 	if _, answered := req.Params.InputResponses[approvalInput]; answered {
 		// The elicitation id came back as the request state: only ever a
@@ -531,11 +544,7 @@ func (h *handlers) elicitApproval(req *mcp.CallToolRequest, fp string) (ask *mcp
 		if len(eid) != 32 || strings.Trim(eid, "0123456789abcdef") != "" {
 			return nil, nothing
 		}
-		return nil, func(ctx context.Context, decided bool) {
-			if decided {
-				_ = ss.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: eid})
-			}
-		}
+		return nil, complete(eid)
 	}
 	ip := ss.InitializeParams()
 	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil || ip.Capabilities.Elicitation.URL == nil {
@@ -554,12 +563,30 @@ func (h *handlers) elicitApproval(req *mcp.CallToolRequest, fp string) (ask *mcp
 		return nil, nothing
 	}
 	eid := hex.EncodeToString(id[:])
-	return &mcp.CallToolResult{
-		InputRequests: mcp.InputRequestMap{approvalInput: &mcp.ElicitParams{Mode: "url", URL: page, ElicitationID: eid,
-			Message: "This plan needs an approver's decision, made with their passkey on the approval page. Share the link with an approver."}},
-		RequestState: eid,
-	}, nothing
+	params := &mcp.ElicitParams{Mode: "url", URL: page, ElicitationID: eid,
+		Message: "This plan needs an approver's decision, made with their passkey on the approval page. Share the link with an approver."}
+	if ip.ProtocolVersion >= multiRoundTrip {
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{approvalInput: params}, RequestState: eid}, nothing
+	}
+	ectx, withdraw := context.WithCancel(ctx)
+	asked := make(chan struct{})
+	go func() {
+		defer close(asked)
+		// Whatever the answer, or none: the wait goes on.
+		_, _ = ss.Elicit(ectx, params)
+	}()
+	said := complete(eid)
+	return nil, func(ctx context.Context, decided bool) {
+		said(ctx, decided)
+		withdraw()
+		<-asked
+	}
 }
+
+// multiRoundTrip is the first protocol version with multi-round-trip
+// requests (SEP-2322), by the go-sdk's rule: a client that negotiated it
+// or later takes an input request in a result.
+const multiRoundTrip = "2026-07-28"
 
 // approvalPageOf reads a status report's approval page and whether its
 // decision request is pending.

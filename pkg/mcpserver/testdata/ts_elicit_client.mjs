@@ -4,11 +4,12 @@
 // It declares the elicitation capability ELICITATION, as the SDK's
 // ClientCapabilities spell it: {"form":{},"url":{}} (form and URL mode),
 // {"url":{}}, {"form":{}}, or {} (form, for backward compatibility). Its
-// handler for elicitation/create is the
-// SDK's own, set with ElicitRequestSchema, and accepts whatever it is
-// asked, as a careless client would: it is the server's part never to ask
-// this client anything it could answer for the approver. Completions are
-// heard with ElicitationCompleteNotificationSchema.
+// handler for elicitation/create is the SDK's own, set with
+// ElicitRequestSchema, and accepts whatever it is asked, as a careless
+// client would (it is the server's part never to ask this client anything
+// it could answer for the approver), or, with ANSWER=never, never
+// answers, as a user who leaves the link unopened or a client that went
+// away. Completions are heard with ElicitationCompleteNotificationSchema.
 //
 // Every message the server sends the client is recorded as it arrives at
 // the transport, before the SDK's Client checks it against the declared
@@ -20,9 +21,11 @@
 //   {"event":"connected", sdkVersion, protocolVersion, capabilities (as sent)}
 //   {"event":"planned", fingerprint}        then waits for "go"
 //   {"event":"elicitation", params}          the handler was asked
+//   {"event":"withdrawn"}                    with ANSWER=never, the server
+//                                            withdrew an elicitation
 //   {"event":"complete", elicitationId}      notifications/elicitation/complete
 //   {"event":"progress", progress, message}  the wait's progress
-//   {"event":"waited", result}                wait_for_decision's result
+//   {"event":"waited", result}               wait_for_decision's result
 //   {"event":"wire", messages}               every server message, at the end
 //
 // then waits for "close" on stdin, closes the session and exits 0. Any
@@ -31,7 +34,7 @@
 //
 // Environment: NODE_MODULES (holding @modelcontextprotocol/sdk), MCP_URL,
 // BEARER, PLAN_ARGS (plan_config-push's arguments, JSON), WAIT_SECONDS,
-// ELICITATION (JSON).
+// ELICITATION (JSON), ANSWER ("never", or accept).
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -98,9 +101,18 @@ try {
 
     const elicitation = JSON.parse(env('ELICITATION'));
     const client = new Client({ name: 'prod-write-ts-elicit-test', version: '0' }, { capabilities: { elicitation } });
-    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    const never = process.env.ANSWER === 'never';
+    client.setRequestHandler(ElicitRequestSchema, async (req, extra) => {
         say({ event: 'elicitation', params: req.params });
-        return { action: 'accept' };
+        if (!never) return { action: 'accept' };
+        // A user who never answers: only the server's withdrawal
+        // (notifications/cancelled, which aborts the SDK's signal) ends it.
+        return new Promise((_, reject) => {
+            extra.signal.addEventListener('abort', () => {
+                say({ event: 'withdrawn' });
+                reject(new Error('withdrawn'));
+            });
+        });
     });
     client.setNotificationHandler(ElicitationCompleteNotificationSchema, async (n) => {
         say({ event: 'complete', elicitationId: n.params.elicitationId });
