@@ -31,21 +31,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	bw := bridgetest.New(t, 1)
-	pat, err := passkeytest.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cose, err := pat.COSE()
-	if err != nil {
-		t.Fatal(err)
-	}
-	members := append(slices.Clone(bridgetest.Cast), bridgetest.Member{ID: "pat", Roles: []string{approval.RoleApprover}})
-	trust := fmt.Sprintf("[passkey]\norigin = %q\n", testOrigin) + bridgetest.PolicyTOML(members) +
-		fmt.Sprintf("[[principal.passkey]]\nid = %q\npublic_key = \"cose:%s\"\n", pat.CredentialID(), b64(cose))
-	if bw.Policy, err = approval.ParsePolicy("trust.toml", []byte(trust)); err != nil {
-		t.Fatal(err)
-	}
+	bw, pat := bridgetest.NewWithPasskey(t, testOrigin)
 	w := &world{World: bw, pat: pat, now: time.Now().UTC()}
 	w.iss = &Issuer{Dir: filepath.Join(bw.Dir, "state", "passkey-approve"), Now: func() time.Time { return w.now }}
 	return w

@@ -5,19 +5,16 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
@@ -44,21 +41,8 @@ type page struct {
 
 func newPage(t *testing.T, src func(bridge.Source) bridge.Source) *page {
 	t.Helper()
-	w := bridgetest.New(t, 1)
-	pat, err := passkeytest.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cose, err := pat.COSE()
-	if err != nil {
-		t.Fatal(err)
-	}
-	members := append(slices.Clone(bridgetest.Cast), bridgetest.Member{ID: "pat", Roles: []string{approval.RoleApprover}})
-	trust := fmt.Sprintf("[passkey]\norigin = %q\n", origin) + bridgetest.PolicyTOML(members) +
-		fmt.Sprintf("[[principal.passkey]]\nid = %q\npublic_key = \"cose:%s\"\n", pat.CredentialID(), base64.RawURLEncoding.EncodeToString(cose))
-	if w.Policy, err = approval.ParsePolicy("trust.toml", []byte(trust)); err != nil {
-		t.Fatal(err)
-	}
+	w, pat := bridgetest.NewWithPasskey(t, origin)
+	var err error
 	s := w.Source()
 	if src != nil {
 		s = src(s)
