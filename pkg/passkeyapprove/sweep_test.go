@@ -1,7 +1,6 @@
 package passkeyapprove
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -107,8 +106,6 @@ func refused(t *testing.T, err error, what string) *refusal.Error {
 	}
 	return r
 }
-
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
 // A nonce whose statement expired and was swept is refused after the
 // sweep as it was before it: the same code and the same reason, whether
