@@ -37,7 +37,7 @@ func receiptsList(ctx context.Context, f *Factory, last int) error {
 		return err
 	}
 	for _, w := range r.Warnings {
-		localapi.Warnf(&f.Env, "%s", w)
+		f.Warn("%s", w)
 	}
 	bgs := &breakGlassLister{runs: r.BreakGlass, redact: r.Redacted}
 	out := bufio.NewWriterSize(f.IO.Out, 64<<10)

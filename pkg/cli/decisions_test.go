@@ -127,8 +127,8 @@ func TestUnloggedAllowedDecisionStopsTheRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var svcLog, stderr bytes.Buffer
-			f := &Factory{Env: localapi.Env{Now: time.Now, Call: &servicecall.Call{State: &servicecall.State{Cfg: &config.Config{}, Decisions: tc.sink, Log: log.New(&svcLog, "", 0)}}}}
-			d, err := f.StartDecision("sha256:ab", &stderr)
+			f := &Factory{Env: localapi.Env{Now: time.Now, IO: &IOStreams{Err: &stderr}, Call: &servicecall.Call{State: &servicecall.State{Cfg: &config.Config{}, Decisions: tc.sink, Log: log.New(&svcLog, "", 0)}}}}
+			d, err := f.StartDecision("sha256:ab")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -101,7 +101,10 @@ func printRun(f *Factory, r *api.RunResult) error {
 func runAnswer(body []byte, asJSON, errTTY bool, stderr io.Writer) int {
 	f := &Factory{Env: localapi.Env{IO: &IOStreams{Out: io.Discard, Err: stderr, ErrTTY: errTTY}, JSON: asJSON}}
 	var r api.RunResult
-	err := api.Decode(body, &r)
+	notices, err := api.Decode(body, &r)
+	for _, n := range notices {
+		f.Notify(n)
+	}
 	if err == nil && r.Outcome != "ran" {
 		err = errors.New("the runner service's run answered no outcome")
 	}

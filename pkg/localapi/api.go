@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prod-write/prod-write/operations"
@@ -127,6 +128,24 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) int {
 	req := sc.Socket.Request
 	if req.API != api.Version {
 		return answerError(sc, &UsageError{Msg: "this service speaks version 1 of the typed API"})
+	}
+	// What the call tells its caller besides its result goes back in the
+	// answer, as data (docs/adr/0050-notices-are-data.md); the registry
+	// loads on a goroutine of its own, hence the lock.
+	var (
+		mu      sync.Mutex
+		notices []api.Notice
+	)
+	f.Notices = func(n api.Notice) {
+		mu.Lock()
+		notices = append(notices, n)
+		mu.Unlock()
+	}
+	answer := func(ans api.Answer, code int) int {
+		mu.Lock()
+		ans.Notices = notices
+		mu.Unlock()
+		return reply(sc, ans, code)
 	}
 	a := API{Env: f}
 	if req.ErrTTY && !req.JSON {
@@ -393,7 +412,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) int {
 			ans.Error = APIError(err)
 		}
 	} else if ans.Result, err = json.Marshal(result); err != nil {
-		return answerError(sc, err)
+		return answer(api.Answer{Error: APIError(err)}, ExitCode(err))
 	} else if w, ok := result.(*api.WaitResult); ok && w.Pending {
 		// For the log: a wait that ended pending, as --timeout's end.
 		code = ExitTimeout
@@ -401,7 +420,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) int {
 		// For the log: the program's.
 		code = r.ExitCode
 	}
-	return reply(sc, ans, code)
+	return answer(ans, code)
 }
 
 // answerError answers a call that could not be made at all (a version the
@@ -484,7 +503,11 @@ func (a Client) callWith(ctx context.Context, op string, args any, files []hando
 	if err != nil {
 		return err
 	}
-	return api.Decode(b, result)
+	notices, err := api.Decode(b, result)
+	for _, n := range notices {
+		a.Env.Notify(n)
+	}
+	return err
 }
 
 func (a Client) Ops(ctx context.Context) (*api.OpsResult, error) {

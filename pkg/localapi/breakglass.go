@@ -39,12 +39,12 @@ func notifyBreakGlass(f *Env, pc *planContext, id string, b *approval.BreakGlass
 		}
 	}
 	if !slices.Contains([]bool{SlackEnabled(pc.Config.Bridge), GitHubEnabled(pc.Config.Bridge)}, true) {
-		Warnf(f, "break-glass %.12s: no bridge is configured, so the skipped approvers (%s) were not notified", id, strings.Join(names, ", "))
+		f.Warn("break-glass %.12s: no bridge is configured, so the skipped approvers (%s) were not notified", id, strings.Join(names, ", "))
 		return
 	}
 	ps, secrets, errs := posters(f, pc.Config)
 	for _, err := range errs {
-		Warnf(f, "break-glass %.12s: approvers not notified: %s", id, bridge.Redact(err.Error(), secrets...))
+		f.Warn("break-glass %.12s: approvers not notified: %s", id, bridge.Redact(err.Error(), secrets...))
 	}
 	text := fmt.Sprintf("Break-glass: %s on %s by %s without the usual approvals\nIncident: %s\nReason: %s\nRecord: %s (may run until %s)\nFingerprint: %s\nSkipped: %s\nOnce it has run, review it: prod-write break-glass review RUN (receipts list shows the run)",
 		pc.Plan.Operation, pc.Plan.Target, b.Breaker, b.Incident, b.Reason, id, b.Expires.UTC().Format(time.RFC3339), pc.Plan.Fingerprint, strings.Join(names, ", "))
@@ -52,12 +52,10 @@ func notifyBreakGlass(f *Env, pc *planContext, id string, b *approval.BreakGlass
 	defer cancel()
 	posts, errs := bridge.Announce(ctx, bridge.LedgerOf(pc.Config), ps, pc.Plan.Fingerprint, id, f.Now().UTC(), bridge.Notice{Kind: "break-glass", Text: text, Mention: skipped})
 	for _, err := range errs {
-		Warnf(f, "break-glass %.12s: %s", id, bridge.Redact(err.Error(), secrets...))
+		f.Warn("break-glass %.12s: %s", id, bridge.Redact(err.Error(), secrets...))
 	}
-	if !f.JSON {
-		for _, p := range posts {
-			fmt.Fprintf(f.IO.Err, "prod-write: break-glass notified on %s%s: %s\n", p.Kind, where(p), strings.Join(names, ", "))
-		}
+	for _, p := range posts {
+		f.Notify(api.Notice{Kind: api.NoticeNotified, Text: fmt.Sprintf("break-glass notified on %s%s: %s", p.Kind, where(p), strings.Join(names, ", ")), Channel: p.Kind, URL: p.URL})
 	}
 }
 
@@ -225,8 +223,8 @@ func breakGlassRunsOf(f *Env, journal io.Reader, redact bool) (map[int]*receipts
 }
 
 // warnUnnotified is run's second voice: a break-glass run whose record no
-// bridge post in the ledger announces says so on stderr (the run goes on).
-func warnUnnotified(stderr io.Writer, pc *runner.PlanContext, dec *approval.Decision, runID string) {
+// bridge post in the ledger announces is warned of (the run goes on).
+func (f *Env) warnUnnotified(pc *runner.PlanContext, dec *approval.Decision, runID string) {
 	posts, err := bridge.LedgerOf(pc.Config).Posts(pc.Plan.Fingerprint)
 	if err == nil {
 		for _, p := range posts {
@@ -235,5 +233,5 @@ func warnUnnotified(stderr io.Writer, pc *runner.PlanContext, dec *approval.Deci
 			}
 		}
 	}
-	fmt.Fprintf(stderr, "prod-write: warning: break-glass run %s by %s: no bridge post of it is recorded, so the approvers it skips may not know; it stays unreviewed until an approver reviews it\n", runID, dec.Breaker)
+	f.Warn("break-glass run %s by %s: no bridge post of it is recorded, so the approvers it skips may not know; it stays unreviewed until an approver reviews it", runID, dec.Breaker)
 }

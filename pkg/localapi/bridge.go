@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/config"
 )
@@ -92,10 +93,6 @@ func DiffRules(c *config.Config) *bridge.DiffRules {
 	return &bridge.DiffRules{Roots: c.Bridge.DiffRoots}
 }
 
-func Warnf(f *Env, format string, args ...any) {
-	fmt.Fprintf(f.IO.Err, "prod-write: warning: "+format+"\n", args...)
-}
-
 // notifyFiled posts the decision on a newly stored certainty record to the
 // configured bridges. It cannot fail the command: the record is stored, and
 // a decision that was not posted can still be answered with decide.
@@ -105,7 +102,7 @@ func notifyFiled(f *Env, pc *planContext, record string) {
 	}
 	ps, secrets, errs := posters(f, pc.Config)
 	for _, err := range errs {
-		Warnf(f, "the decision was not posted: %s", bridge.Redact(err.Error(), secrets...))
+		f.Warn("the decision was not posted: %s", bridge.Redact(err.Error(), secrets...))
 	}
 	if len(ps) == 0 {
 		return
@@ -113,20 +110,17 @@ func notifyFiled(f *Env, pc *planContext, record string) {
 	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store, Diffs: DiffRules(pc.Config), Page: PageOrigin(pc.Config, pc.Policy)}
 	v, err := bridge.Describe(src, pc.Plan.Fingerprint, record, f.Now().UTC())
 	if err != nil {
-		Warnf(f, "the decision was not posted: %v", err)
+		f.Warn("the decision was not posted: %v", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), BridgeTimeout)
 	defer cancel()
 	posts, errs := bridge.Notify(ctx, bridge.LedgerOf(pc.Config), ps, v)
 	for _, err := range errs {
-		Warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
-	}
-	if f.JSON {
-		return
+		f.Warn("%s", bridge.Redact(err.Error(), secrets...))
 	}
 	for _, p := range posts {
-		fmt.Fprintf(f.IO.Err, "prod-write: decision posted to %s%s\n", p.Kind, where(p))
+		f.Notify(api.Notice{Kind: api.NoticePosted, Text: fmt.Sprintf("decision posted to %s%s", p.Kind, where(p)), Channel: p.Kind, URL: p.URL})
 	}
 }
 
@@ -137,7 +131,7 @@ func notifyWithdrawn(f *Env, pc *planContext) {
 	l := bridge.LedgerOf(pc.Config)
 	posted, err := l.Posts(pc.Plan.Fingerprint)
 	if err != nil {
-		Warnf(f, "reading where the decision was posted: %v", err)
+		f.Warn("reading where the decision was posted: %v", err)
 		return
 	}
 	if len(posted) == 0 {
@@ -145,7 +139,7 @@ func notifyWithdrawn(f *Env, pc *planContext) {
 	}
 	ps, secrets, errs := posters(f, pc.Config)
 	for _, err := range errs {
-		Warnf(f, "the posted decision was not closed: %s", bridge.Redact(err.Error(), secrets...))
+		f.Warn("the posted decision was not closed: %s", bridge.Redact(err.Error(), secrets...))
 	}
 	src := bridge.Source{Policy: pc.Policy, Registry: pc.Registry, Store: pc.Store}
 	now := f.Now().UTC()
@@ -155,13 +149,10 @@ func notifyWithdrawn(f *Env, pc *planContext) {
 		return bridge.Describe(src, pc.Plan.Fingerprint, record, now)
 	})
 	for _, err := range errs {
-		Warnf(f, "%s", bridge.Redact(err.Error(), secrets...))
-	}
-	if f.JSON {
-		return
+		f.Warn("%s", bridge.Redact(err.Error(), secrets...))
 	}
 	for _, p := range done {
-		fmt.Fprintf(f.IO.Err, "prod-write: decision on %s marked withdrawn%s\n", p.Kind, where(p))
+		f.Notify(api.Notice{Kind: api.NoticeWithdrawn, Text: fmt.Sprintf("decision on %s marked withdrawn%s", p.Kind, where(p)), Channel: p.Kind, URL: p.URL})
 	}
 }
 

@@ -2,7 +2,6 @@ package localapi
 
 import (
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/prod-write/prod-write/approval"
@@ -57,24 +56,15 @@ func (f *Env) Config() (*config.Config, error) {
 // Registry loads the operation registry (in the service: the one it
 // loaded last).
 func (f *Env) Registry(c *config.Config) (*operations.Registry, error) {
-	var stderr io.Writer
-	if f.IO != nil {
-		stderr = f.IO.Err
-	}
-	return f.RegistryTo(c, stderr)
-}
-
-// RegistryTo is Registry, its warnings to stderr (nil: none).
-func (f *Env) RegistryTo(c *config.Config, stderr io.Writer) (*operations.Registry, error) {
 	if f.Call != nil {
 		return f.Call.State.Current().Registry, nil
 	}
 	reg, err := runner.LoadRegistry(c)
-	if err == nil && stderr != nil {
+	if err == nil {
 		// Files that look meant as operations but are not read
 		// (k8s.TOML, k8s.toml.bak): named, never silently ignored.
 		for _, w := range reg.Warnings {
-			fmt.Fprintf(stderr, "prod-write: warning: %s\n", w)
+			f.Warn("%s", w)
 		}
 	}
 	return reg, err

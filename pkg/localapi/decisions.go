@@ -2,7 +2,6 @@ package localapi
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -22,7 +21,6 @@ import (
 // value or a file's content.
 type decisionRecord struct {
 	f      *Env
-	stderr io.Writer // where its warnings go: the run's
 	ID     string
 	asked  string
 	pc     *runner.PlanContext
@@ -33,8 +31,8 @@ type decisionRecord struct {
 // StartDecision begins the record of a run of the plan asked for. It
 // refuses a configuration whose decision log this process cannot write
 // (standard output in local mode is the program's).
-func (f *Env) StartDecision(asked string, stderr io.Writer) (*decisionRecord, error) {
-	d := &decisionRecord{f: f, stderr: stderr, ID: decisionlog.NewID(), asked: asked}
+func (f *Env) StartDecision(asked string) (*decisionRecord, error) {
+	d := &decisionRecord{f: f, ID: decisionlog.NewID(), asked: asked}
 	if f.Call == nil {
 		if c, err := f.LoadConfig(); err == nil && c.DecisionsPath() == "-" {
 			return nil, &config.Error{Path: c.Path, Msg: `log.decisions = "-" is the standard output of prod-write serve; a local run's standard output is its program's: name a file`}
@@ -113,10 +111,10 @@ func (d *decisionRecord) Finish(err error) {
 	if werr := d.write(e); werr != nil {
 		if d.f.Call != nil {
 			d.f.Call.State.Log.Printf("warning: decision %s (%s) not logged: %v", e.DecisionID, e.Decision, werr)
-			fmt.Fprintf(d.stderr, "prod-write: warning: the service could not write decision %s to its decision log (its log says why)\n", e.DecisionID)
+			d.f.Warn("the service could not write decision %s to its decision log (its log says why)", e.DecisionID)
 			return
 		}
-		fmt.Fprintf(d.stderr, "prod-write: warning: decision %s not logged: %v\n", e.DecisionID, werr)
+		d.f.Warn("decision %s not logged: %v", e.DecisionID, werr)
 	}
 }
 

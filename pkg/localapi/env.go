@@ -7,19 +7,23 @@
 //
 // It knows no cobra and no terminal, and it renders no result: the
 // commands (pkg/cli) render the typed results on the caller's side, and
-// the runner service sends them as data. What it writes itself goes to
-// Env.IO.Err only: warnings (a registry file that is no operation, a
-// bridge that could not be told), a line saying where a decision was
-// posted (not with JSON), and progress lines where ErrTTY says a person
-// reads them. run's program writes to the request's streams
-// (docs/adr/0049-service-call-package.md).
+// the runner service sends them as data. What a call says besides its
+// result is an api.Notice (Env.Notify): a warning (a registry file that is
+// no operation, a bridge that could not be told), or where a decision was
+// posted; the service sends them in its answer. Besides, it writes only
+// progress lines on Env.IO.Err, where ErrTTY says a person reads them.
+// run's program writes to the request's streams
+// (docs/adr/0049-service-call-package.md,
+// docs/adr/0050-notices-are-data.md).
 package localapi
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"time"
 
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/servicecall"
 )
@@ -38,6 +42,9 @@ type Streams struct {
 // The CLI's Factory embeds it.
 type Env struct {
 	IO *Streams
+	// Notices, when set, hears every notice (Notify): the runner
+	// service's collects them for its answer. Nil prints each on IO.Err.
+	Notices func(api.Notice)
 
 	Now       func() time.Time
 	LookupEnv func(string) (string, bool)
@@ -77,4 +84,21 @@ type Env struct {
 	// ViaMCP says a run was asked for over MCP (the decision log's
 	// surface).
 	ViaMCP bool
+}
+
+// Notify tells the caller n: through Notices, or as a line on IO.Err (a
+// bridge post not with JSON, which has its document to print).
+func (f *Env) Notify(n api.Notice) {
+	switch {
+	case f.Notices != nil:
+		f.Notices(n)
+	case f.IO == nil || f.IO.Err == nil:
+	case n.Kind == api.NoticeWarning || !f.JSON:
+		fmt.Fprintln(f.IO.Err, n)
+	}
+}
+
+// Warn notifies a warning.
+func (f *Env) Warn(format string, args ...any) {
+	f.Notify(api.Notice{Kind: api.NoticeWarning, Text: fmt.Sprintf(format, args...)})
 }

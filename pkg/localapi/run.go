@@ -1,7 +1,6 @@
 package localapi
 
 import (
-	"io"
 	"os"
 
 	"github.com/prod-write/prod-write/approval"
@@ -30,7 +29,7 @@ func (f *Env) Runner() *runner.Runner {
 	r := &runner.Runner{
 		Now:                f.Now,
 		Config:             f.Config,
-		Registry:           f.RegistryTo,
+		Registry:           f.Registry,
 		Policy:             f.Policy,
 		Store:              f.Store,
 		ResolveFingerprint: f.ResolveFingerprint,
@@ -40,17 +39,15 @@ func (f *Env) Runner() *runner.Runner {
 		LookupEnv:          f.LookupEnv,
 		JournalSync:        f.JournalSync,
 		Invoker:            func(p *approval.Policy) receipts.Invoker { return Invoker(f, p) },
-		StartDecision: func(asked string, stderr io.Writer) (runner.DecisionLog, error) {
-			d, err := f.StartDecision(asked, stderr)
+		StartDecision: func(asked string) (runner.DecisionLog, error) {
+			d, err := f.StartDecision(asked)
 			if err != nil {
 				return nil, err
 			}
 			return d, nil
 		},
-		Ship: func(stderr io.Writer, c *config.Config, entries ...receipts.Appended) {
-			shipReceipts(f.AWS, stderr, c, entries...)
-		},
-		WarnUnnotified: warnUnnotified,
+		Ship:           f.shipReceipts,
+		WarnUnnotified: f.warnUnnotified,
 	}
 	if f.IO != nil {
 		r.Stdin, r.Stdout, r.Stderr = f.IO.In, f.IO.Out, f.IO.Err

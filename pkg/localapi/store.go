@@ -3,8 +3,6 @@ package localapi
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/prod-write/prod-write/pkg/config"
@@ -20,7 +18,7 @@ const shipTimeout = 10 * time.Second
 // It is best effort and never fails the run: the receipts are in the
 // journal already, which stays the write-ahead record; on failure one
 // warning line says so and how to ship them later.
-func shipReceipts(aws AWS, stderr io.Writer, c *config.Config, entries ...receipts.Appended) {
+func (f *Env) shipReceipts(c *config.Config, entries ...receipts.Appended) {
 	if c.Archive.Bucket == "" || len(entries) == 0 {
 		return
 	}
@@ -31,14 +29,14 @@ func shipReceipts(aws AWS, stderr io.Writer, c *config.Config, entries ...receip
 		seqs = append(seqs, e.Seq)
 	}
 	// Config hands a command whose configuration names an archive to
-	// prod-write-net, so aws is set here; if it is not, say so rather
+	// prod-write-net, so AWS is set here; if it is not, say so rather
 	// than skip the archive quietly.
 	err := errors.New("this build has no S3 archive backend")
-	if aws != nil {
-		err = aws.ShipReceipts(ctx, c, entries)
+	if f.AWS != nil {
+		err = f.AWS.ShipReceipts(ctx, c, entries)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "prod-write: warning: receipts %v are in the local journal but not archived (`prod-write receipts sync` ships them): %s\n", seqs, OneLine(err))
+		f.Warn("receipts %v are in the local journal but not archived (`prod-write receipts sync` ships them): %s", seqs, OneLine(err))
 	}
 }
 

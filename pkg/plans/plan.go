@@ -69,7 +69,7 @@ func plan(d *Deps, o api.PlanRequest, dg operations.Digester) (*operations.Plan,
 	if err != nil {
 		return nil, false, err
 	}
-	reg, err := rn.Registry(c, rn.Stderr)
+	reg, err := rn.Registry(c)
 	if err != nil {
 		return nil, false, err
 	}
@@ -165,7 +165,7 @@ func planRequest(d *Deps, plan *operations.Plan, stored bool) (*bridge.DecisionR
 	if err != nil {
 		return nil, err
 	}
-	reg, err := rn.Registry(c, rn.Stderr)
+	reg, err := rn.Registry(c)
 	if err != nil {
 		return nil, err
 	}

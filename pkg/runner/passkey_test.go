@@ -112,7 +112,7 @@ func (d *pkDeployment) plan(t *testing.T, counter uint32) (fp, record string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := r.Registry(c, nil)
+	reg, err := r.Registry(c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,7 +251,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	}
 	failpoint.Hit("after-intent")
 	if dec.Path == operations.PathBreakGlass && r.WarnUnnotified != nil {
-		r.WarnUnnotified(r.Stderr, pc, dec, runID)
+		r.WarnUnnotified(pc, dec, runID)
 	}
 
 	// 6. Execute: the snapshots, the planned argv, no shell.
@@ -309,7 +309,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	// Best effort: the journal holds both receipts durably already; an
 	// archive that cannot be reached only costs a warning (receipts sync).
 	if r.Ship != nil {
-		r.Ship(r.Stderr, pc.Config, in, done)
+		r.Ship(pc.Config, in, done)
 	}
 	if runErr != nil {
 		return nil, fmt.Errorf("executing %s: %w", pc.Op.ProgramPath, runErr)
@@ -329,7 +329,7 @@ func (r *Runner) notStarted(j *receipts.Journal, pc *PlanContext, in receipts.Ap
 		return fmt.Errorf("%w; the program was not started, but its outcome receipt could not be written (its intent is receipt %d): %v", cause, in.Seq, err)
 	}
 	if r.Ship != nil {
-		r.Ship(r.Stderr, pc.Config, in, done)
+		r.Ship(pc.Config, in, done)
 	}
 	return fmt.Errorf("%w; the program was not started (receipts %d and %d say so; the approval's use is spent)", cause, in.Seq, done.Seq)
 }

@@ -45,10 +45,10 @@ type Runner struct {
 	Now func() time.Time
 
 	// Config, Registry, Policy and Store load what the plan is judged by
-	// (in the service: what it loaded and keeps warm). Registry says what
-	// it warns of on stderr, the run's.
+	// (in the service: what it loaded and keeps warm). What they warn of
+	// is their own to tell (localapi.Env.Warn), never the program's stderr.
 	Config   func() (*config.Config, error)
-	Registry func(c *config.Config, stderr io.Writer) (*operations.Registry, error)
+	Registry func(c *config.Config) (*operations.Registry, error)
 	Policy   func(*config.Config) (*approval.Policy, error)
 	Store    func(*config.Config) (store.Store, error)
 	// PolicyShared says the policy is shared by concurrent calls and
@@ -98,8 +98,8 @@ type Runner struct {
 	// at most, and returns how many bytes the client was never given.
 	FinishOutput func() int64
 
-	// Stdin, Stdout and Stderr are the program's; Stderr also carries the
-	// run's warnings. Progress, when set, hears the hashing of large files.
+	// Stdin, Stdout and Stderr are the program's; Stderr also carries a
+	// precondition's drift. Progress, when set, hears the hashing of large files.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Progress       func(name string, done, total int64)
@@ -110,14 +110,14 @@ type Runner struct {
 	// process's account and no principal.
 	Invoker func(*approval.Policy) receipts.Invoker
 	// StartDecision begins the decision log's record of an attempt
-	// (docs/DECISIONS.md), its warnings to stderr; nil keeps none.
-	StartDecision func(asked string, stderr io.Writer) (DecisionLog, error)
-	// Ship archives a run's receipts, best effort, warning on stderr; nil
-	// ships nothing.
-	Ship func(stderr io.Writer, c *config.Config, entries ...receipts.Appended)
+	// (docs/DECISIONS.md); nil keeps none.
+	StartDecision func(asked string) (DecisionLog, error)
+	// Ship archives a run's receipts, best effort, warning when it cannot;
+	// nil ships nothing.
+	Ship func(c *config.Config, entries ...receipts.Appended)
 	// WarnUnnotified, when set, is told of a break-glass run whose intent
 	// is durable, to warn when no bridge announced it.
-	WarnUnnotified func(stderr io.Writer, pc *PlanContext, dec *approval.Decision, runID string)
+	WarnUnnotified func(pc *PlanContext, dec *approval.Decision, runID string)
 }
 
 // DecisionLog hears one run attempt: the plan once loaded, the intent of
@@ -150,7 +150,7 @@ func (r *Runner) startDecision(asked string) (DecisionLog, error) {
 	if r.StartDecision == nil {
 		return noDecisionLog{}, nil
 	}
-	return r.StartDecision(asked, r.Stderr)
+	return r.StartDecision(asked)
 }
 
 // PlanContext is what every command acting on a stored plan needs.
@@ -187,7 +187,7 @@ func (r *Runner) Load(fp string) (*PlanContext, error) {
 	}
 	regC := make(chan loaded, 1)
 	go func() {
-		reg, err := r.Registry(pc.Config, r.Stderr)
+		reg, err := r.Registry(pc.Config)
 		regC <- loaded{reg, err}
 	}()
 	var planErr error

@@ -86,7 +86,7 @@ func (d *deployment) runner(stdout, stderr io.Writer) *runner.Runner {
 	return &runner.Runner{
 		Now:    time.Now,
 		Config: func() (*config.Config, error) { return config.Load(filepath.Join(d.dir, config.FileName)) },
-		Registry: func(c *config.Config, _ io.Writer) (*operations.Registry, error) {
+		Registry: func(c *config.Config) (*operations.Registry, error) {
 			return operations.Load(c.Registry, c.SecurePath)
 		},
 		Policy:    func(c *config.Config) (*approval.Policy, error) { return approval.LoadPolicy(c.Trust) },
@@ -107,7 +107,7 @@ func (d *deployment) plan(t *testing.T, uses int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := r.Registry(c, nil)
+	reg, err := r.Registry(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestRunStopsWhenItsDecisionCannotBeLogged(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		r := d.runner(&stdout, &stderr)
 		dl := &decisionLog{ready: errUnloggable, allowed: errUnloggable}
-		r.StartDecision = func(string, io.Writer) (runner.DecisionLog, error) { return dl, nil }
+		r.StartDecision = func(string) (runner.DecisionLog, error) { return dl, nil }
 		if ran, err := r.Run(fp); !errors.Is(err, errUnloggable) || ran != nil {
 			t.Fatalf("run with a log that cannot take its line: %v, %v", ran, err)
 		}
@@ -277,7 +277,7 @@ func TestRunStopsWhenItsDecisionCannotBeLogged(t *testing.T) {
 		fp := d.plan(t, 1)
 		var stdout, stderr bytes.Buffer
 		r := d.runner(&stdout, &stderr)
-		r.StartDecision = func(string, io.Writer) (runner.DecisionLog, error) {
+		r.StartDecision = func(string) (runner.DecisionLog, error) {
 			return &decisionLog{allowed: errUnloggable}, nil
 		}
 		ran, err := r.Run(fp)
