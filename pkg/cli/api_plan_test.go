@@ -47,7 +47,7 @@ func filesUnder(t *testing.T, dir string) map[string][]byte {
 // of the service's disk), and kept nowhere.
 func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 	w := newAPIWorld(t)
-	hosted, err := hostedMCPBackend(w.st, w.base, "agent")
+	hosted, err := localapi.HostedMCPBackend(w.st, &w.base.Env, "agent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 // with a refusal that quotes none of the content, and nothing stored.
 func TestMCPHTTPInlineFilesAttackerInput(t *testing.T) {
 	w := newAPIWorld(t)
-	hosted, err := hostedMCPBackend(w.st, w.base, "agent")
+	hosted, err := localapi.HostedMCPBackend(w.st, &w.base.Env, "agent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,18 +173,8 @@ func TestMCPHTTPInlineFilesAttackerInput(t *testing.T) {
 		})
 	}
 
-	// The total: several files each under the bound, over it in all.
-	total := mcpapi.MaxInlineTotal/mcpapi.MaxInlineFile + 1
-	names := make([]string, total)
-	inline := map[string][]byte{}
-	for i := range names {
-		names[i] = string(rune('a' + i))
-		inline[names[i]] = make([]byte, mcpapi.MaxInlineFile)
-	}
-	_, _, err = hosted.(*hostedBackend).forCall("many", names, inline)
-	if err == nil || !strings.Contains(err.Error(), "in all") {
-		t.Errorf("%d files of %d bytes: %v", total, mcpapi.MaxInlineFile, err)
-	}
+	// The total over the bound, each file under it:
+	// localapi.TestInlineFilesBoundedInAll.
 
 	// A run supplies only the plan's inline files: another name is
 	// refused before the plan runs.

@@ -686,7 +686,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 	// The MCP tools return the API's results: in-process, through the
 	// service, and over HTTP (the service's hosted backend, as
 	// mcpserver's HTTP handler calls it), field by field.
-	hosted, err := hostedMCPBackend(w.st, w.base, "agent")
+	hosted, err := localapi.HostedMCPBackend(w.st, &w.base.Env, "agent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -694,8 +694,8 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		name string
 		b    mcpapi.Backend
 	}{
-		{"MCP in-process", newMCPBackend(w.local)},
-		{"MCP through the service", newMCPBackend(w.client)},
+		{"MCP in-process", localapi.NewMCPBackend(&w.local.Env)},
+		{"MCP through the service", localapi.NewMCPBackend(&w.client.Env)},
 		{"MCP over HTTP", hosted},
 	}
 	local := localapi.API{Env: &w.local.Env}

@@ -207,8 +207,8 @@ func TestMCPRemoteWaitCancelledEndsItsCall(t *testing.T) {
 	}
 	f, _, _ := testFactory(t, dir)
 	f.LookupEnv = func(k string) (string, bool) { return cfg, k == "PROD_WRITE_CONFIG" }
-	b := newMCPBackend(f)
-	if !b.remote {
+	b := localapi.NewMCPBackend(&f.Env)
+	if !b.Remote() {
 		t.Fatal("the backend is not the service's client")
 	}
 	type result struct {

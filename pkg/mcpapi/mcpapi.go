@@ -1,5 +1,5 @@
 // Package mcpapi is the contract between prod-write's MCP server
-// (pkg/mcpserver) and the CLI that implements its tools (cli.MCPBackend).
+// (pkg/mcpserver) and the API that implements its tools (localapi.MCPBackend).
 // It links no MCP SDK: prod-write itself implements the contract, and only
 // prod-write-net, which serves it, links the SDK (docs/adr/0010-network-binary.md).
 package mcpapi
@@ -16,7 +16,7 @@ import (
 )
 
 // Backend is what the tools call: the CLI's code paths. Package cli holds
-// the one implementation (cli.MCPBackend). Every method reads the
+// the one implementation (localapi.MCPBackend). Every method reads the
 // configuration, registry, trust policy and store as they are at call time.
 type Backend interface {
 	// Registry loads the operation registry.
