@@ -30,6 +30,9 @@ type PasskeyCodeResult struct {
 // the principal an operator issued the one-time code for (spending it).
 type PasskeyEnrollBeginRequest struct {
 	Code string `json:"code,omitempty"`
+	// Page asks for an enrolment on the approval page: refused, before a
+	// code is spent or a session kept, when the deployment serves none.
+	Page bool `json:"page,omitempty"`
 }
 
 // PasskeyEnrollBeginResult is the enrolment begun: the WebAuthn
@@ -42,6 +45,11 @@ type PasskeyEnrollBeginResult struct {
 	Authorised    string          `json:"authorised"` // "key" or "code"
 	Expires       time.Time       `json:"expires"`
 	Options       json.RawMessage `json:"options"`
+	// Page is the approval page's link that runs this ceremony in a
+	// browser, with Options in its fragment, which no browser sends to a
+	// server (approvalpage.EnrollURL); "" when the deployment serves no
+	// page (docs/adr/0051-enrolment-on-the-approval-page.md).
+	Page string `json:"page,omitempty"`
 }
 
 // PasskeyEnrollFinishRequest is the registration response: the JSON of

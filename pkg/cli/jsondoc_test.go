@@ -232,6 +232,18 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	}
 	code, _ = run("passkey enroll finish", "stdout", "passkey", "enroll", "finish", respFile)
 	mustExit(0, code, "passkey enroll finish")
+	// On the approval page: a configuration beside the demo's that serves
+	// it (bridge serve's page_listen).
+	base, err := os.ReadFile(filepath.Join(dir, "prod-write.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageCfg := filepath.Join(dir, "page.toml")
+	if err := os.WriteFile(pageCfg, append(base, "\n[bridge]\nkey = \"keys/agent.key\"\npage_listen = \"127.0.0.1:0\"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _ = run("passkey enroll", "stdout", "passkey", "enroll", "--key", filepath.Join(dir, "keys", "bob.key"), "--config", pageCfg)
+	mustExit(0, code, "passkey enroll")
 	code, _ = run("--version", "stdout", "--version")
 	mustExit(0, code, "--version")
 	code, _ = run("version", "stdout", "version")

@@ -31,8 +31,8 @@ one-time code an operator issues. It ends with the credential's id and public
 key printed as a trust.toml snippet: root adds it under the principal, and
 the policy stays root's. Removing the table revokes the credential.`,
 		Example: `  sudo prod-write passkey code alice
-  prod-write passkey enroll begin --code-file code.txt > options.json
-  prod-write passkey enroll finish response.json`,
+  prod-write passkey enroll --code-file code.txt
+  prod-write passkey enroll --key keys/alice.key`,
 	}
 	var ttl time.Duration
 	code := &cobra.Command{
@@ -48,12 +48,30 @@ the service's own account is answered.`,
 		},
 	}
 	code.Flags().DurationVar(&ttl, "ttl", 0, "how long the code stands (default 15m)")
+	var enrollCode string
 	enroll := &cobra.Command{
-		Use:   "enroll",
-		Short: "Enrol a passkey: begin (the WebAuthn options), then finish (the registration)",
-		Example: `  prod-write passkey enroll begin --key keys/alice.key > options.json
+		Use:   "enroll [--code-file FILE | --key FILE]",
+		Short: "Enrol a passkey on the approval page: print the link that runs the enrolment",
+		Long: `enroll begins an enrolment and prints the approval page's link that runs it:
+open it in a browser on the device that is to hold the passkey. The page has
+the device make the credential, the service verifies it, and the page shows
+the trust.toml snippet to give root. The enrolment is authorised by the
+acting principal's key, or by the one-time code in --code-file (- for stdin),
+which it spends; the link works once, for 5 minutes. The link carries the
+ceremony's challenge: give it to nobody else.
+
+Without an approval page ([bridge] page_listen), begin and finish run the
+ceremony by hand.`,
+		Example: `  prod-write passkey enroll --key keys/alice.key
+  prod-write passkey enroll --code-file - < code.txt
+  prod-write passkey enroll begin --key keys/alice.key > options.json
   prod-write passkey enroll finish response.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return passkeyEnrollOnPage(f, enrollCode)
+		},
 	}
+	enroll.Flags().StringVar(&enrollCode, "code-file", "", "read the one-time code from `FILE` (- for stdin); not a flag's value, which ps shows")
 	var codeFile string
 	begin := &cobra.Command{
 		Use:   "begin [--code-file FILE | --key FILE]",
@@ -132,16 +150,50 @@ func passkeyCode(f *Factory, principal string, ttl time.Duration) error {
 	return nil
 }
 
-func passkeyEnrollBegin(f *Factory, codeFile string) error {
+// enrollRequest is the begin request with the code read from codeFile
+// ("": authorised by the key).
+func enrollRequest(f *Factory, codeFile string) (api.PasskeyEnrollBeginRequest, error) {
 	var req api.PasskeyEnrollBeginRequest
 	if codeFile != "" {
 		b, err := readInput(f, codeFile, "the code file")
 		if err != nil {
-			return err
+			return req, err
 		}
 		if req.Code = strings.TrimSpace(string(b)); req.Code == "" {
-			return &localapi.UsageError{Msg: "the code file holds no code"}
+			return req, &localapi.UsageError{Msg: "the code file holds no code"}
 		}
+	}
+	return req, nil
+}
+
+func passkeyEnrollOnPage(f *Factory, codeFile string) error {
+	req, err := enrollRequest(f, codeFile)
+	if err != nil {
+		return err
+	}
+	req.Page = true
+	a, err := f.api()
+	if err != nil {
+		return err
+	}
+	res, err := a.PasskeyEnrollBegin(context.Background(), req)
+	if err != nil {
+		return err
+	}
+	if f.JSON {
+		return printJSON(f.IO.Out, res)
+	}
+	// The link on stdout alone, for a pipe; what it is on stderr.
+	fmt.Fprintf(f.IO.Err, "enrolment of %s begun (authorised by its %s): open this link, once, before %s, in a browser on the device that is to hold the passkey; the page shows the trust.toml snippet for root:\n",
+		res.Principal, res.Authorised, res.Expires.Format(time.RFC3339))
+	_, err = fmt.Fprintln(f.IO.Out, res.Page)
+	return err
+}
+
+func passkeyEnrollBegin(f *Factory, codeFile string) error {
+	req, err := enrollRequest(f, codeFile)
+	if err != nil {
+		return err
 	}
 	a, err := f.api()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,62 +63,16 @@ func selfSigned(t *testing.T) (tls.Certificate, string) {
 // deny is recorded and the plan does not run.
 // Screenshots at phone and desktop width go to the test's directory.
 func TestApprovalPageInChromium(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("PROD_WRITE_REQUIRE_SERVERS") == "1" {
-			t.Fatalf("%s is missing and PROD_WRITE_REQUIRE_SERVERS=1: run scripts/test-deps.sh as root", chromiumPath)
-		}
-		t.Skipf("%s is missing (scripts/test-deps.sh installs it as root); set PROD_WRITE_REQUIRE_SERVERS=1 to fail instead", chromiumPath)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	origin := "https://localhost:" + strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:")
+	origin, serve := pageOrigin(t)
 	p := newPageServerAt(t, origin)
 	w := p.w
-	cert, spki := selfSigned(t)
-	srv := &http.Server{Handler: p.srv, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.ServeTLS(ln, "", "") }()
-	t.Cleanup(func() { _ = srv.Close() })
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("ignore-certificate-errors-spki-list", spki),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelT()
-
-	// The virtual authenticator, with alice's credential.
-	if _, err := chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{}); err != nil {
-		t.Fatalf("WebAuthn.enable: %v", err)
-	}
-	va, err := chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
-		Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21, Transport: webauthn.AuthenticatorTransportInternal,
-		HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
-		// The generated Credential always sends generateCmtgKeyOnNextOperation,
-		// which an authenticator without the extension refuses.
-		HasCmtgKey: true,
-	}})
-	if err != nil {
-		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
-	}
+	serve(p.srv)
+	ctx, authenticator := chromiumWithAuthenticator(t)
 	pkcs8, err := x509.MarshalPKCS8PrivateKey(w.alice.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Call(ctx, webauthn.AddCredential, webauthn.AddCredentialParams{AuthenticatorID: va.AuthenticatorID, Credential: &webauthn.Credential{
+	if _, err := chromedp.Call(ctx, webauthn.AddCredential, webauthn.AddCredentialParams{AuthenticatorID: authenticator, Credential: &webauthn.Credential{
 		CredentialID: w.alice.ID, IsResidentCredential: true, RpID: "localhost", PrivateKey: pkcs8, UserHandle: []byte("alice"), SignCount: 0,
 	}}); err != nil {
 		t.Fatalf("WebAuthn.addCredential: %v", err)
@@ -244,4 +199,217 @@ func TestApprovalPageInChromium(t *testing.T) {
 	if code, _, _ := w.h.run("run", fp2); code == 0 {
 		t.Fatal("a plan denied in the browser ran")
 	}
+}
+
+// pageOrigin listens on a port of localhost and returns the page's origin
+// there and serve, which serves h (again, when the page is made anew) over
+// TLS with a certificate the browser of chromiumWithAuthenticator accepts.
+func pageOrigin(t *testing.T) (string, func(http.Handler)) {
+	t.Helper()
+	requireChromium(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := "https://localhost:" + strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:")
+	var current atomic.Pointer[http.Handler]
+	cert, spki := selfSigned(t)
+	testSPKI.Store(&spki)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := current.Load()
+		if h == nil {
+			http.Error(w, "no page yet", http.StatusServiceUnavailable)
+			return
+		}
+		(*h).ServeHTTP(w, r)
+	}), TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return origin, func(h http.Handler) { current.Store(&h) }
+}
+
+// testSPKI is the hash of pageOrigin's certificate key, which
+// chromiumWithAuthenticator's browser is told to accept.
+var testSPKI atomic.Pointer[string]
+
+func requireChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("PROD_WRITE_REQUIRE_SERVERS") == "1" {
+			t.Fatalf("%s is missing and PROD_WRITE_REQUIRE_SERVERS=1: run scripts/test-deps.sh as root", chromiumPath)
+		}
+		t.Skipf("%s is missing (scripts/test-deps.sh installs it as root); set PROD_WRITE_REQUIRE_SERVERS=1 to fail instead", chromiumPath)
+	}
+}
+
+// chromiumWithAuthenticator starts Debian's chromium, accepting
+// pageOrigin's certificate, with the DevTools protocol's virtual
+// authenticator (CTAP2, internal, resident keys, user verification),
+// holding no credential yet; it returns the browser's context (90 s) and
+// the authenticator's id.
+func chromiumWithAuthenticator(t *testing.T) (context.Context, webauthn.AuthenticatorID) {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("ignore-certificate-errors-spki-list", *testSPKI.Load()),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelT)
+	if _, err := chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{}); err != nil {
+		t.Fatalf("WebAuthn.enable: %v", err)
+	}
+	va, err := chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
+		Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21, Transport: webauthn.AuthenticatorTransportInternal,
+		HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
+		// The generated Credential always sends generateCmtgKeyOnNextOperation,
+		// which an authenticator without the extension refuses.
+		HasCmtgKey: true,
+	}})
+	if err != nil {
+		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
+	}
+	return ctx, va.AuthenticatorID
+}
+
+// Enrolment on the approval page, end to end in a real browser (issue 30:
+// `passkey enroll` starts an enrolment on the page). bob runs `passkey
+// enroll` with his key and opens the link it prints in Chromium, whose
+// virtual authenticator holds no credential. The page shows whom he
+// enrols as, the authenticator makes the credential, the service verifies
+// it, and the page shows the trust.toml snippet of exactly that
+// credential. Until root pastes it, bob cannot sign in; once it is
+// pasted (and the page loads the policy anew), bob signs in with it and
+// approves, and the gate counts his passkey's approval. The link, opened
+// again, enrols nothing.
+func TestEnrolmentOnTheApprovalPageInChromium(t *testing.T) {
+	origin, serve := pageOrigin(t)
+	p := newPageServerAt(t, origin)
+	w := p.w
+	serve(p.srv)
+	ctx, authenticator := chromiumWithAuthenticator(t)
+
+	code, link, stderr := w.h.run("passkey", "enroll", "--key", w.h.key("bob"))
+	link = strings.TrimSpace(link)
+	if code != 0 || !strings.HasPrefix(link, origin+"/enroll#") || strings.Contains(link, "?") {
+		t.Fatalf("passkey enroll: exit %d, stdout %q, stderr %s; want the page's link, the options in its fragment", code, link, stderr)
+	}
+	if !strings.Contains(stderr, "enrolment of bob begun (authorised by its key)") {
+		t.Errorf("passkey enroll says %q", stderr)
+	}
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("#create"))); err != nil {
+		msg, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("message").textContent`))
+		t.Fatalf("opening the enrolment link: %v (page says %q)", err, msg)
+	}
+	who, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("enrol-principal").textContent + " at " + document.getElementById("enrol-rp").textContent`))
+	if err != nil || who != "bob at localhost" {
+		t.Fatalf("the page enrols %q (%v), want bob at localhost", who, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#create"))); err != nil {
+		t.Fatal(err)
+	}
+	enrolled := func(what string) string {
+		t.Helper()
+		msg, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const m = document.getElementById("message").textContent; return m.startsWith("Enrolled") || m.startsWith("Not enrolled") ? m : false })()`))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return msg
+	}
+	if msg := enrolled("enrolling"); !strings.HasPrefix(msg, "Enrolled: passkey ") || !strings.HasSuffix(msg, " of bob.") {
+		t.Fatalf("after Create passkey the page says %q", msg)
+	}
+	snippet, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("snippet").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := chromedp.Call(ctx, webauthn.GetCredentials, webauthn.GetCredentialsParams{AuthenticatorID: authenticator})
+	if err != nil || len(creds.Credentials) != 1 {
+		t.Fatalf("the authenticator holds %v (%v), want the one credential made", creds, err)
+	}
+	made := base64.RawURLEncoding.EncodeToString(creds.Credentials[0].CredentialID)
+	if !strings.Contains(snippet, "[[principal.passkey]]\nid = \""+made+"\"\n") || !strings.Contains(snippet, `root adds it below [[principal]] id = "bob"`) {
+		t.Fatalf("the snippet is not of the credential made (%s):\n%s", made, snippet)
+	}
+	shot(t, ctx, "enrolment-page-phone", 390, 844)
+
+	// Not in the policy yet: bob cannot sign in.
+	signIn := func() string {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Navigate(origin+"/approve/"+w.fp), chromedp.WaitVisible(chromedp.CSS("#signin")), chromedp.Click(chromedp.CSS("#signin"))); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { if (document.getElementById("approve")) return "signed in"; const m = document.getElementById("message").textContent; return m.startsWith("Sign-in failed") ? m : false })()`))
+		if err != nil {
+			t.Fatalf("signing in: %v", err)
+		}
+		return msg
+	}
+	if msg := signIn(); msg == "signed in" {
+		t.Fatal("bob signed in with a passkey root has not added")
+	}
+
+	// Root pastes it; the page loads the policy anew.
+	pasteUnder(t, w.h, "bob", snippet)
+	serve(w.bridgeService(t, origin).Page)
+	if msg := signIn(); msg != "signed in" {
+		t.Fatalf("bob's pasted passkey: %s", msg)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#approve"))); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const m = document.getElementById("message").textContent; return m.startsWith("Recorded") || m.startsWith("Not recorded") ? m : false })()`))
+	if err != nil || !strings.HasPrefix(msg, "Recorded: approve by bob (user verified)") {
+		t.Fatalf("bob approving with the enrolled passkey: %q %v", msg, err)
+	}
+	code, stdout, _ := w.h.run("status", w.fp, "--json")
+	var st struct {
+		Allowed bool `json:"allowed"`
+	}
+	if json.Unmarshal([]byte(stdout), &st) != nil || !st.Allowed {
+		t.Fatalf("status after bob's passkey approval: %d %s", code, stdout)
+	}
+	// The link again (loaded anew: a link differing only in its fragment
+	// would not be): the enrolment is spent. (Last: the authenticator
+	// replaces bob's resident credential with the one it makes now.)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("#create")), chromedp.Click(chromedp.CSS("#create"))); err != nil {
+		t.Fatal(err)
+	}
+	if msg := enrolled("enrolling again"); !strings.HasPrefix(msg, "Not enrolled") {
+		t.Fatalf("the link opened again: the page says %q", msg)
+	}
+}
+
+// shot saves a screenshot of the page at w×h in the test's directory (or
+// PROD_WRITE_SCREENSHOTS).
+func shot(t *testing.T, ctx context.Context, name string, w, h int64) {
+	t.Helper()
+	dir := t.TempDir()
+	if d := os.Getenv("PROD_WRITE_SCREENSHOTS"); d != "" {
+		dir = d
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, h)); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
 }

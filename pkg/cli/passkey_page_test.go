@@ -67,6 +67,14 @@ func newPageServerAt(t *testing.T, origin string) *pageServer {
 	if err := cfgFile.Close(); err != nil {
 		t.Fatal(err)
 	}
+	bs := w.bridgeService(t, origin)
+	return &pageServer{w: w, srv: bs.Page, viewer: viewer, origin: origin, bridges: bs}
+}
+
+// bridgeService is the bridge service of w's configuration, as loaded
+// now, with its approval page at origin.
+func (w *pageWorld) bridgeService(t *testing.T, origin string) *BridgeService {
+	t.Helper()
 	f := w.factory("")
 	c, err := f.Config()
 	if err != nil {
@@ -87,7 +95,7 @@ func newPageServerAt(t *testing.T, origin string) *pageServer {
 	if bs.Page == nil || bs.Page.Origin() != origin {
 		t.Fatalf("the bridge service has no approval page of %s", origin)
 	}
-	return &pageServer{w: w, srv: bs.Page, viewer: viewer, origin: origin, bridges: bs}
+	return bs
 }
 
 // do sends a request to the page as a browser at origin would, with the

@@ -9,6 +9,8 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
+	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/passkeyapprove"
 	"github.com/prod-write/prod-write/pkg/passkeyenroll"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -64,6 +66,15 @@ func (a API) PasskeyEnrollBegin(_ context.Context, req api.PasskeyEnrollBeginReq
 	if err != nil {
 		return nil, err
 	}
+	c, err := a.Env.Config()
+	if err != nil {
+		return nil, err
+	}
+	origin := PageOrigin(c, e.Policy)
+	if req.Page && origin == "" {
+		// Before a code is spent or a session kept.
+		return nil, &config.Error{Path: c.Path, Msg: "this deployment serves no approval page to enrol on: it needs [bridge] page_listen and trust.toml's [passkey] origin (or use passkey enroll begin and finish)"}
+	}
 	var b *passkeyenroll.Begun
 	if req.Code != "" {
 		b, err = e.BeginWithCode(req.Code)
@@ -81,7 +92,11 @@ func (a API) PasskeyEnrollBegin(_ context.Context, req api.PasskeyEnrollBeginReq
 	if err != nil {
 		return nil, err
 	}
-	return &api.PasskeyEnrollBeginResult{FormatVersion: FormatVersion, Principal: b.Principal, Authorised: b.Authorised, Expires: b.Expires, Options: opts}, nil
+	r := &api.PasskeyEnrollBeginResult{FormatVersion: FormatVersion, Principal: b.Principal, Authorised: b.Authorised, Expires: b.Expires, Options: opts}
+	if origin != "" {
+		r.Page = approvalpage.EnrollURL(origin, opts)
+	}
+	return r, nil
 }
 
 func (a API) PasskeyEnrollFinish(_ context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {

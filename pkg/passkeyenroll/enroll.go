@@ -211,9 +211,14 @@ func (e *Enroller) rp() (*webauthn.WebAuthn, error) {
 		// adding it to the policy. Verification is asked of the
 		// authenticator, and checked.
 		AttestationPreference: protocol.PreferNoAttestation,
+		// Discoverable: the approval page's sign-in names no
+		// credential (it would tell a stranger which are enrolled), so
+		// a credential the authenticator cannot find by itself could
+		// never sign in there.
 		AuthenticatorSelection: protocol.AuthenticatorSelection{
-			ResidentKey:      protocol.ResidentKeyRequirementPreferred,
-			UserVerification: protocol.VerificationRequired,
+			ResidentKey:        protocol.ResidentKeyRequirementRequired,
+			RequireResidentKey: protocol.ResidentKeyRequired(),
+			UserVerification:   protocol.VerificationRequired,
 		},
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
 	"github.com/prod-write/prod-write/pkg/bridge/bridgetest"
 	"github.com/prod-write/prod-write/pkg/passkeyapprove"
+	"github.com/prod-write/prod-write/pkg/passkeyenroll"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 )
 
@@ -48,7 +49,8 @@ func newPage(t *testing.T, src func(bridge.Source) bridge.Source) *page {
 		s = src(s)
 	}
 	p := &page{w: w, pat: pat, log: &syncBuffer{}}
-	p.api = &issuerAPI{src: w.Source(), iss: &passkeyapprove.Issuer{Dir: filepath.Join(w.Dir, "state", "passkey-approve"), Now: time.Now}}
+	p.api = &issuerAPI{src: w.Source(), iss: &passkeyapprove.Issuer{Dir: filepath.Join(w.Dir, "state", "passkey-approve"), Now: time.Now},
+		enr: &passkeyenroll.Enroller{Dir: filepath.Join(w.Dir, "state", "passkey-enrol"), Policy: w.Policy, Now: time.Now}}
 	if p.srv, err = approvalpage.New(approvalpage.Config{Source: s, API: p.api, Key: bridgetest.Key("bridge"), Now: time.Now,
 		Log: slog.New(slog.NewTextHandler(p.log, nil))}); err != nil {
 		t.Fatal(err)
@@ -56,12 +58,25 @@ func newPage(t *testing.T, src func(bridge.Source) bridge.Source) *page {
 	return p
 }
 
-// issuerAPI is the service's side of the page's two calls, in process.
+// issuerAPI is the service's side of the page's calls, in process.
 type issuerAPI struct {
 	src      bridge.Source
 	iss      *passkeyapprove.Issuer
+	enr      *passkeyenroll.Enroller
 	mu       sync.Mutex
 	attested int
+	finished int
+}
+
+func (a *issuerAPI) PasskeyEnrollFinish(_ context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {
+	a.mu.Lock()
+	a.finished++
+	a.mu.Unlock()
+	en, err := a.enr.Finish(req.Response)
+	if err != nil {
+		return nil, err
+	}
+	return &api.PasskeyEnrollFinishResult{Principal: en.Principal, Authorised: en.Authorised, Credential: en.CredentialID, PublicKey: en.PublicKey, Snippet: en.Snippet()}, nil
 }
 
 func (a *issuerAPI) PasskeyChallenge(_ context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error) {

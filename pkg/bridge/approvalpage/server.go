@@ -78,10 +78,12 @@ const (
 )
 
 // API is what the page asks of the runner service: the statement a
-// passkey signs, and the storing of the decision.
+// passkey signs, the storing of the decision, and the judging of an
+// enrolment's registration.
 type API interface {
 	PasskeyChallenge(ctx context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error)
 	PasskeyAttested(ctx context.Context, req api.PasskeyAttestedRequest) (*api.PasskeyAttestedResult, error)
+	PasskeyEnrollFinish(ctx context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error)
 }
 
 // Config is what a Server is made of.
@@ -158,6 +160,8 @@ func New(c Config) (*Server, error) {
 	m.HandleFunc("GET /api/decision/{fp}", s.json(s.decision))
 	m.HandleFunc("POST /api/challenge", s.post(s.challenge))
 	m.HandleFunc("POST /api/decide", s.post(s.decide))
+	m.HandleFunc("GET /enroll", s.page)
+	m.HandleFunc("POST /api/enroll", s.post(s.enroll))
 	s.mux = m
 	return s, nil
 }
@@ -167,6 +171,15 @@ func (s *Server) Origin() string { return s.origin }
 
 // URL is the page of the decision on the plan fp.
 func URL(origin, fp string) string { return origin + "/approve/" + url.PathEscape(fp) }
+
+// EnrollURL is the page that runs the enrolment whose WebAuthn creation
+// options are options (api.PasskeyEnrollBeginResult): they travel in the
+// fragment, base64url, which a browser never sends to a server, so the
+// challenge is in no request line, log or Referer
+// (docs/adr/0051-enrolment-on-the-approval-page.md).
+func EnrollURL(origin string, options []byte) string {
+	return origin + "/enroll#" + base64.RawURLEncoding.EncodeToString(options)
+}
 
 // ServeHTTP serves the page, every answer with the headers that keep it
 // to itself: the CSP, no sniffing, no referrer, no caching, no framing.
@@ -695,4 +708,39 @@ func (s *Server) decide(r *http.Request, body []byte) (any, error) {
 	}
 	s.c.Log.Info("approval page: decision stored", "principal", se.principal, "decision", res.Decision, "fingerprint", res.Fingerprint, "id", res.ID)
 	return res, nil
+}
+
+// enrollRequest is what the enrolment page sends: the registration
+// navigator.credentials.create made from the options in its link.
+type enrollRequest struct {
+	Credential json.RawMessage `json:"credential"`
+}
+
+// enrolled is what the enrolment page shows: the snippet root adds.
+type enrolled struct {
+	Principal  string `json:"principal"`
+	Credential string `json:"credential"`
+	Snippet    string `json:"snippet"`
+}
+
+// enroll hands a registration to the runner service, which judges it
+// against the enrolment it began (passkeyenroll.Enroller.Finish: a
+// challenge it issued, once, at this origin and RP ID) and answers the
+// trust.toml snippet. It needs no session: whoever enrols has no passkey
+// yet, and the challenge in the link is the enrolment's one capability.
+// Nothing is written to the policy; root adds the snippet.
+func (s *Server) enroll(r *http.Request, body []byte) (any, error) {
+	var req enrollRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if !json.Valid(req.Credential) || len(req.Credential) == 0 || req.Credential[0] != '{' {
+		return nil, fail(http.StatusBadRequest, "the request's body is not what the page sends")
+	}
+	res, err := s.c.API.PasskeyEnrollFinish(r.Context(), api.PasskeyEnrollFinishRequest{Response: req.Credential})
+	if err != nil {
+		return nil, err
+	}
+	s.c.Log.Info("approval page: passkey enrolled", "principal", res.Principal, "credential", res.Credential, "authorised", res.Authorised)
+	return &enrolled{Principal: res.Principal, Credential: res.Credential, Snippet: res.Snippet}, nil
 }

@@ -71,6 +71,79 @@
     };
   }
 
+  // The enrolment's creation options, from the link's fragment
+  // (approvalpage.EnrollURL), which no browser sends to a server.
+  function enrolment() {
+    if (location.pathname !== "/enroll" || location.hash.length < 2) return null;
+    try {
+      const bin = new Uint8Array(b64urlToBytes(location.hash.slice(1)));
+      return JSON.parse(new TextDecoder().decode(bin));
+    } catch (e) {
+      return null;
+    }
+  }
+
+  // create asks the authenticator for a new credential from the options
+  // the service issued and returns the PublicKeyCredential as JSON.
+  async function create(options) {
+    const pk = options.publicKey;
+    const req = {
+      rp: pk.rp,
+      user: { id: b64urlToBytes(pk.user.id), name: pk.user.name, displayName: pk.user.displayName },
+      challenge: b64urlToBytes(pk.challenge),
+      pubKeyCredParams: pk.pubKeyCredParams,
+      timeout: pk.timeout,
+      excludeCredentials: (pk.excludeCredentials || []).map((c) => ({ type: c.type, id: b64urlToBytes(c.id) })),
+      authenticatorSelection: pk.authenticatorSelection,
+      attestation: pk.attestation || "none",
+    };
+    const cred = await navigator.credentials.create({ publicKey: req });
+    const r = cred.response;
+    return {
+      id: cred.id,
+      rawId: bytesToB64url(cred.rawId),
+      type: cred.type,
+      response: {
+        clientDataJSON: bytesToB64url(r.clientDataJSON),
+        attestationObject: bytesToB64url(r.attestationObject),
+        transports: r.getTransports ? r.getTransports() : [],
+      },
+      clientExtensionResults: {},
+    };
+  }
+
+  function enrolPage() {
+    const opts = enrolment();
+    const pk = opts && opts.publicKey;
+    if (!pk || !pk.rp || !pk.user || !pk.challenge) {
+      say("This enrolment link is incomplete: copy the whole link prod-write passkey enroll printed.", true);
+      return;
+    }
+    if (pk.rp.id !== location.hostname) {
+      say("This enrolment is for " + pk.rp.id + ", not this page.", true);
+      return;
+    }
+    $("enrol-principal").textContent = pk.user.name;
+    $("enrol-rp").textContent = pk.rp.id;
+    $("enrol").hidden = false;
+    $("create").addEventListener("click", async () => {
+      $("create").disabled = true;
+      try {
+        say("Waiting for your device…");
+        const cred = await create(opts);
+        const r = await call("POST", "/api/enroll", { credential: cred });
+        $("enrolled-principal").textContent = 'id = "' + r.principal + '"';
+        $("snippet").textContent = r.snippet;
+        $("enrolled").hidden = false;
+        $("create").hidden = true;
+        say("Enrolled: passkey " + r.credential + " of " + r.principal + ".");
+      } catch (e) {
+        say("Not enrolled: " + e.message, true);
+        $("create").disabled = false;
+      }
+    });
+  }
+
   function fingerprint() {
     const m = location.pathname.match(/^\/approve\/([^/]+)$/);
     return m ? decodeURIComponent(m[1]) : "";
@@ -207,6 +280,10 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
+    if (location.pathname === "/enroll") {
+      enrolPage();
+      return;
+    }
     $("signin").addEventListener("click", signin);
     load();
   });
