@@ -68,6 +68,7 @@ func TestScript(t *testing.T) {
 			"waittcp":         cmdWaitTCP,
 			"httpget":         cmdHTTPGet,
 			"pageauthn":       cmdPageAuthn,
+			"browser":         cmdBrowser,
 			"mcpcall":         cmdMCPCall,
 			"mcphttp":         cmdMCPHTTP,
 			"freeaddr":        cmdFreeAddr,
@@ -100,6 +101,13 @@ func TestScript(t *testing.T) {
 				// Running programs as another account needs root (or
 				// CAP_SETUID); CI runs as root.
 				return os.Geteuid() == 0, nil
+			}
+			if cond == "chromium" {
+				// A script that needs a real browser: skipped without
+				// one, unless PROD_WRITE_REQUIRE_SERVERS=1 (make test,
+				// CI), where the browser command then fails.
+				_, err := os.Stat(chromiumPath)
+				return err == nil || os.Getenv("PROD_WRITE_REQUIRE_SERVERS") == "1", nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
