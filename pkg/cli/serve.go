@@ -159,6 +159,17 @@ func serveRun(o *ServeOptions) error {
 				continue
 			}
 			st.Log.Printf("reloaded the trust policy and registry (%s)", st.Current().Registry.Digest)
+			if bridges != nil && bridges.Page != nil {
+				// The approval page judges sign-ins and decisions by the
+				// new policy: a pasted passkey signs in, a removed one
+				// no longer does.
+				lp := st.Current()
+				src := bridges.Page.Source()
+				src.Policy, src.Registry, src.Page = lp.Policy, lp.Registry, localapi.PageOrigin(c, lp.Policy)
+				if err := bridges.Page.Reload(src); err != nil {
+					st.Log.Printf("the approval page keeps the policy loaded before: %v", err)
+				}
+			}
 		}
 	}()
 	st.Log.Printf("listening on %s (uid %d)", c.Service.Socket, st.UID)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
+	"github.com/prod-write/prod-write/pkg/bridge/bridgetest"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 )
 
@@ -110,5 +111,29 @@ func TestPageEnrols(t *testing.T) {
 	rec = p.post(t, "/api/enroll", "", body)
 	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "evidence_consumed") {
 		t.Errorf("enrolling twice: %d %s, want 409 evidence_consumed", rec.Code, rec.Body)
+	}
+}
+
+// A reload (the runner service's SIGHUP) takes a policy of the page's own
+// origin only: one of another origin is refused, and the page goes on
+// judging by the policy it had (its origin and RP ID are its listener's).
+// That a reload lets a pasted passkey sign in is
+// testdata/script/service_page_reload.txtar.
+func TestReloadKeepsTheOrigin(t *testing.T) {
+	p := newPage(t, nil)
+	before := p.srv.Source().Policy
+	other, _ := bridgetest.NewWithPasskey(t, "https://elsewhere.example.test")
+	if err := p.srv.Reload(other.Source()); err == nil || !strings.Contains(err.Error(), origin) {
+		t.Fatalf("a reload to another origin: %v, want refused naming %s", err, origin)
+	}
+	if p.srv.Source().Policy != before {
+		t.Fatal("a refused reload changed the policy the page judges by")
+	}
+	again, _ := bridgetest.NewWithPasskey(t, origin)
+	if err := p.srv.Reload(again.Source()); err != nil {
+		t.Fatalf("a reload of the same origin: %v", err)
+	}
+	if p.srv.Source().Policy != again.Policy {
+		t.Fatal("the page does not judge by the reloaded policy")
 	}
 }

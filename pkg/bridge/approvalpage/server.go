@@ -37,6 +37,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-webauthn/webauthn/protocol"
@@ -101,7 +102,9 @@ type Config struct {
 
 // Server is the approval page.
 type Server struct {
-	c      Config
+	c Config
+	// src is what the page judges by: c.Source, then what Reload gave.
+	src    atomic.Pointer[bridge.Source]
 	origin string
 	rpID   string
 	mux    *http.ServeMux
@@ -149,6 +152,7 @@ func New(c Config) (*Server, error) {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := &Server{c: c, origin: p.Passkey.Origin, rpID: u.Hostname(), logins: map[string]time.Time{}, sessions: map[string]*session{}, counts: map[string]uint32{}}
+	s.src.Store(&c.Source)
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", s.page)
 	m.HandleFunc("GET /approve/{fp}", s.page)
@@ -168,6 +172,28 @@ func New(c Config) (*Server, error) {
 
 // Origin is the page's origin; URL the address of one decision on it.
 func (s *Server) Origin() string { return s.origin }
+
+// Source is what the page judges by now.
+func (s *Server) Source() bridge.Source { return *s.src.Load() }
+
+// Reload has the page judge by src from now on: the runner service's
+// SIGHUP, after it loaded a new trust policy and registry. So a passkey
+// root pasted signs in, and one removed is revoked, without a restart;
+// sessions stay, each judged by the new policy at its next call. A policy
+// whose [passkey] origin is not the page's, or in which the page's key
+// holds no role bridge, is refused, and the page keeps the source it had:
+// its origin and RP ID are fixed at its start.
+func (s *Server) Reload(src bridge.Source) error {
+	p := src.Policy
+	if p == nil || p.Passkey == nil || p.Passkey.Origin != s.origin {
+		return fmt.Errorf("the approval page serves %s: restart it for another [passkey] origin", s.origin)
+	}
+	if pr, ok := p.ByKey(s.c.Key.Public().ID()); !ok || !pr.Has(approval.RoleBridge) {
+		return refusal.New(refusal.RoleMissing, "the approval page's key is not of a principal with role bridge in the reloaded policy")
+	}
+	s.src.Store(&src)
+	return nil
+}
 
 // URL is the page of the decision on the plan fp.
 func URL(origin, fp string) string { return origin + "/approve/" + url.PathEscape(fp) }
@@ -414,7 +440,7 @@ func (s *Server) loginBegin(r *http.Request, body []byte) (any, error) {
 // principal.
 func (s *Server) credentialOf(raw []byte) (*approval.PasskeyCredential, *approval.Principal, bool) {
 	id := base64.RawURLEncoding.EncodeToString(raw)
-	p := s.c.Source.Policy
+	p := s.Source().Policy
 	c, ok := p.Credential(id)
 	if !ok {
 		return nil, nil, false
@@ -470,7 +496,7 @@ func (s *Server) verify(raw json.RawMessage, challenge string) (*protocol.Parsed
 // See docs/adr/0048-approval-page.md.
 func (s *Server) signCount(principal, cred string, count uint32) error {
 	var stored uint32
-	if st := s.c.Source.Store; st != nil {
+	if st := s.Source().Store; st != nil {
 		m, err := st.SignCounts([]string{cred})
 		if err != nil {
 			return fmt.Errorf("reading sign counts: %w", err)
@@ -569,7 +595,7 @@ func (s *Server) whoami(r *http.Request, _ []byte) (any, error) {
 // judge is the view of the plan fp, on its newest certainty record that
 // counts (or, lacking one, its newest).
 func (s *Server) judge(fp string) (*bridge.Judgement, *bridge.View, error) {
-	j, err := bridge.Judge(s.c.Source, fp, s.c.Now().UTC())
+	j, err := bridge.Judge(s.Source(), fp, s.c.Now().UTC())
 	if err != nil {
 		if r, ok := refusal.As(err); ok && r.Code == refusal.PlanAbsent {
 			return nil, nil, fail(http.StatusNotFound, "no plan with this fingerprint is stored")
@@ -639,7 +665,7 @@ func (s *Server) challenge(r *http.Request, body []byte) (any, error) {
 		return nil, err
 	}
 	var allow []descriptor
-	if pr, ok := s.c.Source.Policy.ByID(se.principal); ok {
+	if pr, ok := s.Source().Policy.ByID(se.principal); ok {
 		for _, c := range pr.Passkeys {
 			allow = append(allow, descriptor{Type: "public-key", ID: c.ID})
 		}
