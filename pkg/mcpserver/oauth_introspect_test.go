@@ -28,10 +28,10 @@ const (
 
 // introspector is an RFC 7662 introspection endpoint on an httptest
 // server: it authenticates the resource server (client_secret_basic) and
-// answers for each token what answers holds, or {"active": false}. It is
-// written here, not run: zitadel's example storage, the tests' real
-// authorization server (pkg/testservers), introspects a client-credentials
-// token only by looking its subject up as a user, which a client is not
+// answers for each token what answers holds, or {"active": false}: the
+// failure cases a real server will not produce on demand (a redirect, a
+// 500, a malformed answer, each bad claim). The good path against a real
+// endpoint, zitadel's, is TestOAuthIntrospectionRealAuthorizationServer
 // (docs/adr/0047-mcp-http-limits-tls-origin-body.md).
 type introspector struct {
 	srv *httptest.Server

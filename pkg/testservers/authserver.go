@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/zitadel/oidc/v3/example/server/storage"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
@@ -39,6 +41,14 @@ type AuthClient struct {
 	// Scopes are the scopes the client may be granted: a request's
 	// others are dropped. The granted ones are the token's scope claim.
 	Scopes []string
+	// Opaque clients are issued opaque access tokens (zitadel's bearer
+	// tokens, encrypted ids) instead of JWTs: a resource server learns
+	// what one is only from the introspection endpoint (RFC 7662).
+	Opaque bool
+	// Introspects says the client is a resource server that may ask the
+	// introspection endpoint about tokens (authenticated, as zitadel
+	// authenticates every client, with its id and secret).
+	Introspects bool
 }
 
 // StartAuthServer starts an AuthServer with clients; it stops when t ends.
@@ -48,7 +58,7 @@ func StartAuthServer(t testing.TB, clients ...AuthClient) *AuthServer {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	issuer := srv.URL
-	st := &authStorage{Storage: storage.NewStorage(storage.NewUserStore(issuer)), clients: map[string]AuthClient{}}
+	st := &authStorage{Storage: storage.NewStorage(storage.NewUserStore(issuer)), issuer: issuer, clients: map[string]AuthClient{}, issued: map[string]issuedToken{}}
 	for _, c := range clients {
 		st.clients[c.ID] = c
 	}
@@ -76,7 +86,70 @@ func (a *AuthServer) Client() *http.Client { return a.srv.Client() }
 // the client_credentials grant.
 type authStorage struct {
 	*storage.Storage
+	issuer  string
 	clients map[string]AuthClient
+
+	mu sync.Mutex
+	// issued is what each access token was issued as, by its id: the
+	// example storage keeps its own record privately, and introspects a
+	// token only by looking its subject up as a user, which a client of
+	// the client_credentials grant is not.
+	issued map[string]issuedToken
+}
+
+type issuedToken struct {
+	subject, client string
+	audience        []string
+	scopes          []string
+	issued, expires time.Time
+}
+
+// CreateAccessToken implements op.Storage: the example storage's token,
+// recorded for introspection.
+func (s *authStorage) CreateAccessToken(ctx context.Context, request op.TokenRequest) (string, time.Time, error) {
+	id, exp, err := s.Storage.CreateAccessToken(ctx, request)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	client := request.GetSubject() // a client_credentials token's subject is its client
+	s.mu.Lock()
+	s.issued[id] = issuedToken{subject: request.GetSubject(), client: client, audience: request.GetAudience(), scopes: request.GetScopes(), issued: time.Now(), expires: exp}
+	s.mu.Unlock()
+	return id, exp, nil
+}
+
+// AuthorizeClientIDSecret implements op.Storage: this package's clients,
+// on the token and introspection endpoints alike.
+func (s *authStorage) AuthorizeClientIDSecret(ctx context.Context, clientID, clientSecret string) error {
+	c, ok := s.clients[clientID]
+	if !ok || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(clientSecret)) != 1 {
+		return errClient
+	}
+	return nil
+}
+
+// SetIntrospectionFromToken implements op.Storage: zitadel's introspection
+// endpoint has authenticated the asking client and decrypted the opaque
+// token into its id and subject; this says what the token was issued as,
+// to a client that Introspects only. An error is zitadel's
+// {"active":false}.
+func (s *authStorage) SetIntrospectionFromToken(ctx context.Context, resp *oidc.IntrospectionResponse, tokenID, subject, clientID string) error {
+	if !s.clients[clientID].Introspects {
+		return errors.New("the client may not introspect")
+	}
+	s.mu.Lock()
+	tok, ok := s.issued[tokenID]
+	s.mu.Unlock()
+	if !ok || tok.subject != subject {
+		return errors.New("no such token")
+	}
+	if !time.Now().Before(tok.expires) {
+		return errors.New("the token expired")
+	}
+	resp.Subject, resp.ClientID, resp.Issuer, resp.TokenType = tok.subject, tok.client, s.issuer, oidc.BearerToken
+	resp.Audience, resp.Scope = tok.audience, tok.scopes
+	resp.IssuedAt, resp.NotBefore, resp.Expiration = oidc.FromTime(tok.issued), oidc.FromTime(tok.issued), oidc.FromTime(tok.expires)
+	return nil
 }
 
 var errClient = errors.New("wrong client id or secret")
@@ -87,7 +160,7 @@ func (s *authStorage) ClientCredentials(ctx context.Context, clientID, clientSec
 	if !ok || subtle.ConstantTimeCompare([]byte(c.Secret), []byte(clientSecret)) != 1 {
 		return nil, errClient
 	}
-	return &serviceClient{Client: storage.WebClient(c.ID, c.Secret)}, nil
+	return &serviceClient{Client: storage.WebClient(c.ID, c.Secret), opaque: c.Opaque}, nil
 }
 
 // ClientCredentialsTokenRequest implements op.ClientCredentialsStorage: the
@@ -124,13 +197,19 @@ func (s *authStorage) GetPrivateClaimsFromScopes(ctx context.Context, userID, cl
 }
 
 // serviceClient is a confidential client of the client_credentials grant
-// only, whose access tokens are JWTs.
+// only, whose access tokens are JWTs, or opaque.
 type serviceClient struct {
 	*storage.Client
+	opaque bool
 }
 
 func (c *serviceClient) GrantTypes() []oidc.GrantType {
 	return []oidc.GrantType{oidc.GrantTypeClientCredentials}
 }
 
-func (c *serviceClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+func (c *serviceClient) AccessTokenType() op.AccessTokenType {
+	if c.opaque {
+		return op.AccessTokenTypeBearer
+	}
+	return op.AccessTokenTypeJWT
+}
