@@ -174,7 +174,7 @@ func serveRun(o *ServeOptions) error {
 	}()
 	st.Log.Printf("listening on %s (uid %d)", c.Service.Socket, st.UID)
 	// The witnesses' cadence: never in a run's path (ADR 0044).
-	go witnessLoop(ctx, st)
+	go localapi.WitnessLoop(ctx, st)
 	if o.Ready != nil {
 		o.Ready()
 	}

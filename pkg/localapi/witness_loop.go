@@ -1,4 +1,4 @@
-package cli
+package localapi
 
 import (
 	"context"
@@ -6,21 +6,20 @@ import (
 	"os"
 	"time"
 
-	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/servicecall"
 	"github.com/prod-write/prod-write/pkg/tlogwitness"
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// witnessLoop is serve's cadence: it sends the head's checkpoint to the
+// WitnessLoop is serve's cadence: it sends the head's checkpoint to the
 // witnesses once new receipts have waited service.witness_interval, or
 // as soon as service.witness_every are new. It reads only the journal's
 // new lines at each turn (the tree is kept), and rebuilds the tree from
 // the start when the journal is shorter than it was. Witnesses that
 // fail are logged and tried again at the next turn; no run waits on any
 // of it.
-func witnessLoop(ctx context.Context, s *servicecall.State) {
+func WitnessLoop(ctx context.Context, s *servicecall.State) {
 	c := s.Cfg
 	if len(c.Witnesses) == 0 {
 		return
@@ -72,7 +71,7 @@ func witnessLoop(ctx context.Context, s *servicecall.State) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*tlogwitness.DefaultTimeout)
-		answers, err := localapi.SendToWitnesses(sctx, c, lp.Policy, j.tree, note)
+		answers, err := SendToWitnesses(sctx, c, lp.Policy, j.tree, note)
 		cancel()
 		if err != nil {
 			s.Log.Printf("witnesses: %v", err)
