@@ -148,6 +148,9 @@ type Replayer struct {
 	// of them fails bad_signature, and the journal is not judged against
 	// it.
 	Witnesses int
+	// WitnessedSince, when set, counts only the cosignatures made at or
+	// after it (replay --witness-max-age).
+	WitnessedSince time.Time
 	// Workers verifying signatures in parallel; 0 means GOMAXPROCS.
 	Workers int
 	// Host, when set, is the host whose journal this is: every receipt

@@ -41,7 +41,7 @@ func (rp *Replayer) openNoteCheckpoint(res *Result) *noteCheck {
 		res.add(BadSignature, "%v", err)
 		return nil
 	}
-	if _, err := VerifyCosignatures(rp.CheckpointNote, rp.Policy, rp.Witnesses); err != nil {
+	if _, err := VerifyCosignatures(rp.CheckpointNote, rp.Policy, rp.Witnesses, rp.WitnessedSince); err != nil {
 		res.add(BadSignature, "%v", err)
 		return nil
 	}

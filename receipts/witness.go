@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
+	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/prod-write/prod-write/approval"
@@ -34,7 +36,12 @@ func (e *WitnessError) Error() string { return "checkpoint note witnesses: " + e
 // github.com/transparency-dev/formats/note; one witness counts once
 // (Open keeps one signature per key, and the policy refuses one key
 // under two names).
-func VerifyCosignatures(b []byte, policy *approval.Policy, k int) ([]string, error) {
+//
+// A cosignature made before since (its signed cosignature/v1 timestamp,
+// read by the library's CoSigV1Timestamp) counts for nothing when since
+// is set: a witness that cosigned long ago says nothing of what the log
+// has shown it since (replay --witness-max-age).
+func VerifyCosignatures(b []byte, policy *approval.Policy, k int, since time.Time) ([]string, error) {
 	if k <= 0 {
 		return nil, nil
 	}
@@ -58,15 +65,24 @@ func VerifyCosignatures(b []byte, policy *approval.Policy, k int) ([]string, err
 	case err != nil:
 		return nil, &WitnessError{Want: k, Reason: fmt.Sprintf("the note does not read: %v", err)}
 	}
-	var names []string
+	var names, stale []string
 	for _, s := range n.Sigs {
+		if !since.IsZero() {
+			if at, err := fnote.CoSigV1Timestamp(s); err != nil || at.Before(since) {
+				stale = append(stale, s.Name)
+				continue
+			}
+		}
 		if !slices.Contains(names, s.Name) {
 			names = append(names, s.Name)
 		}
 	}
 	if len(names) < k {
-		return names, &WitnessError{Have: len(names), Want: k,
-			Reason: fmt.Sprintf("cosigned by %d of the trust policy's witnesses (%s); %d asked for", len(names), strings.Join(names, ", "), k)}
+		reason := fmt.Sprintf("cosigned by %d of the trust policy's witnesses (%s); %d asked for", len(names), strings.Join(names, ", "), k)
+		if len(stale) > 0 {
+			reason += fmt.Sprintf("; cosigned before %s, so not counted: %s", since.UTC().Format(time.RFC3339), strings.Join(stale, ", "))
+		}
+		return names, &WitnessError{Have: len(names), Want: k, Reason: reason}
 	}
 	return names, nil
 }

@@ -1,13 +1,17 @@
 package receipts_test
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
@@ -23,6 +27,7 @@ type testWitness struct {
 	name   string
 	vkey   string
 	signer note.Signer
+	skey   string
 }
 
 func newTestWitness(t *testing.T, name string) testWitness {
@@ -39,7 +44,7 @@ func newTestWitness(t *testing.T, name string) testWitness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testWitness{name: name, vkey: cosigV, signer: s}
+	return testWitness{name: name, vkey: cosigV, signer: s, skey: skey}
 }
 
 // witnessPolicy is a policy trusting k as the runner and ws as witnesses.
@@ -119,7 +124,7 @@ func TestWitnessCosignatures(t *testing.T) {
 		{"more asked than the policy names", cosign(t, cp, a, b, c), 4, false, "the trust policy names 3 witnesses"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			names, err := receipts.VerifyCosignatures(tc.note, policy, tc.k)
+			names, err := receipts.VerifyCosignatures(tc.note, policy, tc.k, time.Time{})
 			var we *receipts.WitnessError
 			switch {
 			case tc.ok && err != nil:
@@ -255,4 +260,106 @@ func TestWitnessedCheckpointCatchesRewrite(t *testing.T) {
 	_, cosigs, _ := strings.Cut(sigs, "\n")
 	res, sum = replay(rewritten, append(forged, cosigs...))
 	chWant(t, res, sum, map[string][]string{"checkpoint": {receipts.BadSignature}})
+}
+
+// backdated is w's cosignature/v1 signer as the library's, but with its
+// signed timestamp at: the format of c2sp.org/tlog-cosignature, written
+// here only because the library's signer always signs the present.
+type backdated struct {
+	note.Signer
+	key ed25519.PrivateKey
+	at  time.Time
+}
+
+func (w testWitness) signedAt(t *testing.T, at time.Time) backdated {
+	t.Helper()
+	// PRIVATE+KEY+NAME+HASH+BASE64, whose BASE64 may hold a "+".
+	fields := strings.SplitN(w.skey, "+", 5)
+	raw, err := base64.StdEncoding.DecodeString(fields[4])
+	if err != nil || len(raw) != 1+ed25519.SeedSize {
+		t.Fatalf("the witness's key %q: %v", w.name, err)
+	}
+	return backdated{Signer: w.signer, key: ed25519.NewKeyFromSeed(raw[1:]), at: at}
+}
+
+func (b backdated) Sign(msg []byte) ([]byte, error) {
+	ts := uint64(b.at.Unix())
+	sig := binary.BigEndian.AppendUint64(nil, ts)
+	return append(sig, ed25519.Sign(b.key, []byte(fmt.Sprintf("cosignature/v1\ntime %d\n%s", ts, msg)))...), nil
+}
+
+// cosignWith adds the signers' cosignatures to the note b.
+func cosignWith(t *testing.T, b []byte, signers ...note.Signer) []byte {
+	t.Helper()
+	text, _, _ := strings.Cut(string(b), "\n\n")
+	var lines string
+	for _, s := range signers {
+		signed, err := note.Sign(&note.Note{Text: text + "\n"}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, sig, _ := strings.Cut(string(signed), "\n\n")
+		lines += sig
+	}
+	return append(append([]byte(nil), b...), lines...)
+}
+
+// replay --witness-max-age: a cosignature made before the verifier's
+// bound (its signed timestamp) counts for nothing, so a quorum of old
+// cosignatures is no quorum; fresh ones still count, and without a bound
+// an old one counts as before. The backdated line verifies (the library's
+// verifier): it is refused for its age alone.
+func TestWitnessCosignaturesFresh(t *testing.T) {
+	k, _ := chRunner(t)
+	lines := chJournal(t, k, "host-a", 3)
+	tree, err := receipts.TreeOf(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := receipts.SignNoteCheckpoint(k, receipts.NoteOrigin("host-a"), tree, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := newTestWitness(t, "witness-a.example"), newTestWitness(t, "witness-b.example")
+	policy := witnessPolicy(t, k, a, b)
+	now := time.Now()
+	old := now.Add(-48 * time.Hour)
+	since := now.Add(-24 * time.Hour)
+	oneOld := cosignWith(t, cp, a.signer, b.signedAt(t, old))
+	bothOld := cosignWith(t, cp, a.signedAt(t, old), b.signedAt(t, old))
+	for _, tc := range []struct {
+		name  string
+		note  []byte
+		k     int
+		since time.Time
+		want  string // "" when met
+	}{
+		{"two fresh", cosign(t, cp, a, b), 2, since, ""},
+		{"old ones count without a bound", bothOld, 2, time.Time{}, ""},
+		{"one old, two asked", oneOld, 2, since, "cosigned by 1 of the trust policy's witnesses (witness-a.example); 2 asked for; cosigned before"},
+		{"one old, one asked", oneOld, 1, since, ""},
+		{"both old", bothOld, 1, since, "not counted: witness-a.example, witness-b.example"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			names, err := receipts.VerifyCosignatures(tc.note, policy, tc.k, tc.since)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want == "" && len(names) < tc.k:
+				t.Fatalf("met with %v", names)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v (%v), want refused saying %q", err, names, tc.want)
+			}
+		})
+	}
+	// Through the replayer: a quorum of old cosignatures fails the
+	// checkpoint as bad_signature.
+	rp := &receipts.Replayer{Policy: policy, CheckpointNote: bothOld, Witnesses: 2, WitnessedSince: since}
+	sum, err := rp.Replay(strings.NewReader(strings.Join(lines, "\n")+"\n"), func(receipts.Result) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Failed == 0 {
+		t.Fatalf("replayed against a note only old cosignatures reach: %+v", sum)
+	}
 }

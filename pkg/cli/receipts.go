@@ -226,7 +226,9 @@ type ReplayOptions struct {
 	// Witnesses is how many distinct witnesses of the trust policy must
 	// cosign the Checkpoint note (issue 32, ADR 0044).
 	Witnesses int
-	Host      string
+	// WitnessMaxAge counts only the cosignatures made within it of now.
+	WitnessMaxAge time.Duration
+	Host          string
 	Registry  string
 	History   string
 	// StrictRevocation fails runs that relied on a principal revoked
@@ -291,6 +293,9 @@ no receipts.`,
 			if opts.Witnesses < 0 {
 				return &localapi.UsageError{Msg: "--witnesses counts witnesses: 0 or more"}
 			}
+			if opts.WitnessMaxAge < 0 || (opts.WitnessMaxAge > 0 && opts.Witnesses == 0) {
+				return &localapi.UsageError{Msg: "--witness-max-age bounds the age of the cosignatures --witnesses counts: a positive duration, with --witnesses"}
+			}
 			if opts.Witnesses > 0 && opts.Checkpoint == "" {
 				return &localapi.UsageError{Msg: "--witnesses counts the cosignatures of the --checkpoint note: give one"}
 			}
@@ -320,6 +325,7 @@ no receipts.`,
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a `FILE` that receipts checkpoint wrote: a signed head the journal must still reach")
 	cmd.Flags().IntVar(&opts.Witnesses, "witnesses", 0, "trust the --checkpoint note only when `K` distinct witnesses of the trust policy ([[witness]]) cosign it, besides the runner")
+	cmd.Flags().DurationVar(&opts.WitnessMaxAge, "witness-max-age", 0, "count only the cosignatures a witness made within `D` of now (their signed timestamps): an old quorum is no quorum")
 	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
 	cmd.Flags().StringVar(&opts.Policy, "policy", "", "audit only: a proposed trust policy; report the runs it would have refused, without failing")
@@ -366,6 +372,9 @@ func replayRun(o *ReplayOptions) error {
 				return &localapi.UsageError{Msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
 			}
 			rp.Witnesses = o.Witnesses
+			if o.WitnessMaxAge > 0 {
+				rp.WitnessedSince = f.Now().Add(-o.WitnessMaxAge)
+			}
 		} else if o.Witnesses > 0 {
 			return &localapi.UsageError{Msg: "--witnesses counts the cosignatures of a checkpoint note (receipts checkpoint --note); " + o.Checkpoint + " is a DSSE checkpoint"}
 		} else {

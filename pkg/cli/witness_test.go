@@ -85,11 +85,22 @@ func TestReplayWitnesses(t *testing.T) {
 		{[]string{"--checkpoint", cosigned, "--witnesses", "2"}, 64, "names 1 witnesses"},
 		{[]string{"--witnesses", "1"}, 64, "give one"},
 		{[]string{"--checkpoint", cosigned, "--witnesses", "-1"}, 64, "0 or more"},
+		{[]string{"--checkpoint", cosigned, "--witnesses", "1", "--witness-max-age", "1h"}, 0, ""},
+		{[]string{"--checkpoint", cosigned, "--witness-max-age", "1h"}, 64, "with --witnesses"},
 	} {
 		code, stdout, stderr := w.h.run(append([]string{"replay"}, tc.args...)...)
 		if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
 			t.Errorf("replay %v: exit %d; want %d with %q\n%s%s", tc.args, code, tc.code, tc.want, stdout, stderr)
 		}
+	}
+	// Two days on (the CLI's clock), the witness's cosignature is older
+	// than a day: no quorum within that bound, still one without it.
+	w.setNow(w.h.now.Add(48 * time.Hour))
+	if code, stdout, stderr := w.h.run("replay", "--checkpoint", cosigned, "--witnesses", "1", "--witness-max-age", "24h"); code != 1 || !strings.Contains(stdout+stderr, "so not counted: witness.example") {
+		t.Errorf("replay with a day-old bound on a two-day-old cosignature: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := w.h.run("replay", "--checkpoint", cosigned, "--witnesses", "1"); code != 0 {
+		t.Errorf("replay of the same without the bound: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
 
