@@ -229,8 +229,8 @@ type ReplayOptions struct {
 	// WitnessMaxAge counts only the cosignatures made within it of now.
 	WitnessMaxAge time.Duration
 	Host          string
-	Registry  string
-	History   string
+	Registry      string
+	History       string
 	// StrictRevocation fails runs that relied on a principal revoked
 	// since, instead of reporting them.
 	StrictRevocation bool
