@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -228,9 +230,12 @@ type ReplayOptions struct {
 	Witnesses int
 	// WitnessMaxAge counts only the cosignatures made within it of now.
 	WitnessMaxAge time.Duration
-	Host          string
-	Registry      string
-	History       string
+	// HostCheckpoints are checkpoint notes of hosts of a fleet replay
+	// (an archive of several hosts): each host's chain must reach its own.
+	HostCheckpoints []string
+	Host            string
+	Registry        string
+	History         string
 	// StrictRevocation fails runs that relied on a principal revoked
 	// since, instead of reporting them.
 	StrictRevocation bool
@@ -296,7 +301,10 @@ no receipts.`,
 			if opts.WitnessMaxAge < 0 || (opts.WitnessMaxAge > 0 && opts.Witnesses == 0) {
 				return &localapi.UsageError{Msg: "--witness-max-age bounds the age of the cosignatures --witnesses counts: a positive duration, with --witnesses"}
 			}
-			if opts.Witnesses > 0 && opts.Checkpoint == "" {
+			if len(opts.HostCheckpoints) > 0 && (!isArchiveURL(opts.Path) || opts.Checkpoint != "") {
+				return &localapi.UsageError{Msg: "--host-checkpoint is one host's note in a replay of an S3 archive (s3://BUCKET/PREFIX), instead of --checkpoint"}
+			}
+			if opts.Witnesses > 0 && opts.Checkpoint == "" && len(opts.HostCheckpoints) == 0 {
 				return &localapi.UsageError{Msg: "--witnesses counts the cosignatures of the --checkpoint note: give one"}
 			}
 			if (opts.VSA == "") != (opts.VSAKey == "") {
@@ -310,7 +318,7 @@ no receipts.`,
 			}
 			// The service's replay takes no options: any of these is
 			// read here, as the caller, never silently dropped.
-			if opts.Path != "" || opts.Trust != "" || opts.Checkpoint != "" || opts.VSA != "" || opts.State != "" || opts.Policy != "" || opts.PolicyRegistry != "" || opts.FailUnreviewedBreakGlass ||
+			if opts.Path != "" || opts.Trust != "" || len(opts.HostCheckpoints) > 0 || opts.Checkpoint != "" || opts.VSA != "" || opts.State != "" || opts.Policy != "" || opts.PolicyRegistry != "" || opts.FailUnreviewedBreakGlass ||
 				opts.Registry != "" || opts.History != "" || opts.Host != "" || opts.StrictRevocation {
 				// Files the caller names are verified here, with the
 				// caller's own rights: replay needs no privilege.
@@ -325,6 +333,7 @@ no receipts.`,
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.Checkpoint, "checkpoint", "", "a `FILE` that receipts checkpoint wrote: a signed head the journal must still reach")
 	cmd.Flags().IntVar(&opts.Witnesses, "witnesses", 0, "trust the --checkpoint note only when `K` distinct witnesses of the trust policy ([[witness]]) cosign it, besides the runner")
+	cmd.Flags().StringArrayVar(&opts.HostCheckpoints, "host-checkpoint", nil, "with an S3 archive of several hosts: a checkpoint note (`FILE`) of one host, whose chain must reach it; repeat for each host (a note of a host the archive holds no chain of fails)")
 	cmd.Flags().DurationVar(&opts.WitnessMaxAge, "witness-max-age", 0, "count only the cosignatures a witness made within `D` of now (their signed timestamps): an old quorum is no quorum")
 	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
 	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
@@ -359,6 +368,16 @@ func replayRun(o *ReplayOptions) error {
 			return err
 		}
 	}
+	if o.WitnessMaxAge > 0 {
+		rp.WitnessedSince = f.Now().Add(-o.WitnessMaxAge)
+	}
+	if o.Witnesses > len(policy.Witnesses) {
+		return &localapi.UsageError{Msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
+	}
+	notes, err := hostNotes(o.HostCheckpoints, policy)
+	if err != nil {
+		return err
+	}
 	if o.Checkpoint != "" {
 		b, err := os.ReadFile(o.Checkpoint)
 		if err != nil {
@@ -368,13 +387,7 @@ func replayRun(o *ReplayOptions) error {
 			// A checkpoint note (receipts checkpoint --note): the
 			// journal's Merkle tree, judged by the replayer.
 			rp.CheckpointNote = b
-			if o.Witnesses > len(policy.Witnesses) {
-				return &localapi.UsageError{Msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
-			}
 			rp.Witnesses = o.Witnesses
-			if o.WitnessMaxAge > 0 {
-				rp.WitnessedSince = f.Now().Add(-o.WitnessMaxAge)
-			}
 		} else if o.Witnesses > 0 {
 			return &localapi.UsageError{Msg: "--witnesses counts the cosignatures of a checkpoint note (receipts checkpoint --note); " + o.Checkpoint + " is a DSSE checkpoint"}
 		} else {
@@ -394,7 +407,8 @@ func replayRun(o *ReplayOptions) error {
 		if o.VSA != "" {
 			return &localapi.UsageError{Msg: "--vsa attests a journal file's head; replay the archive's journal from a file"}
 		}
-		return replayArchive(f, rp, path)
+		rp.Witnesses = o.Witnesses
+		return replayArchive(f, rp, path, notes)
 	}
 	in, note, err := localapi.OpenReplayJournal(path, o.Path == "")
 	if err != nil {
@@ -430,7 +444,12 @@ func replayRun(o *ReplayOptions) error {
 // (docs/DISTRIBUTED.md, "Replaying the fleet"). A prefix that holds no
 // receipt is an error, as a journal that does not exist is: a mistyped
 // prefix must not pass as an empty, verified archive.
-func replayArchive(f *Factory, rp *receipts.Replayer, url string) error {
+//
+// notes are checkpoint notes by host (--host-checkpoint): each host's
+// chain is judged against its own, as --checkpoint judges one journal,
+// and a note of a host the archive holds no chain of fails the fleet: a
+// host whose receipts are gone whole is not a fleet of one fewer.
+func replayArchive(f *Factory, rp *receipts.Replayer, url string, notes map[string][]byte) error {
 	if f.AWS == nil {
 		return f.HandOff("replay reads an S3 archive")
 	}
@@ -465,14 +484,59 @@ func replayArchive(f *Factory, rp *receipts.Replayer, url string) error {
 			return err
 		}
 		rp.Relied = fleet.Host(host)
-		sum, err := out.replay(rp, host, chain, ioFailure{in})
+		r := io.Reader(ioFailure{in})
+		if len(notes) > 0 {
+			// The chain's host is its first receipt's (its signature
+			// and every later receipt's host are the replay's to judge).
+			br := bufio.NewReaderSize(r, receipts.MaxLine+1)
+			first, _ := br.ReadSlice('\n')
+			first = bytes.Clone(first)
+			r = io.MultiReader(bytes.NewReader(first), br)
+			rp.CheckpointNote = nil
+			if _, rec, err := receipts.Decode(bytes.TrimSuffix(first, []byte{'\n'})); err == nil {
+				if n, ok := notes[rec.Host]; ok {
+					rp.CheckpointNote = n
+					delete(notes, rec.Host)
+				}
+			}
+		}
+		sum, err := out.replay(rp, host, chain, r)
 		in.Close()
 		if err != nil {
 			return err
 		}
 		sums = append(sums, hostSummary{Host: host, Summary: sum})
 	}
+	for _, h := range slices.Sorted(maps.Keys(notes)) {
+		out.emit(replayResult{Host: "fleet", Result: receipts.Result{Kind: "checkpoint", Problems: []receipts.Problem{{Code: receipts.Truncated,
+			Detail: fmt.Sprintf("host %q's checkpoint note counts its receipts, and %s holds no chain of host %q: its receipts are gone", h, url, h)}}}})
+		out.fleetFailed++
+	}
 	return out.end(sums[0].Summary, sums, fleet.Reused())
+}
+
+// hostNotes reads replay --host-checkpoint's notes, by the host each
+// names (its origin), each signed by a runner of the policy.
+func hostNotes(paths []string, policy *approval.Policy) (map[string][]byte, error) {
+	notes := map[string][]byte{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if !receipts.IsCheckpointNote(b) {
+			return nil, &localapi.UsageError{Msg: "--host-checkpoint " + p + ": not a checkpoint note (receipts checkpoint --note)"}
+		}
+		_, host, err := receipts.OpenRunnerNote(b, policy)
+		if err != nil {
+			return nil, &localapi.DataError{Err: fmt.Errorf("--host-checkpoint %s: %w", p, err)}
+		}
+		if _, dup := notes[host]; dup {
+			return nil, &localapi.UsageError{Msg: fmt.Sprintf("--host-checkpoint: two notes of host %q", host)}
+		}
+		notes[host] = b
+	}
+	return notes, nil
 }
 
 // replayResult is one line of replay's --json output: a receipt's verdict
@@ -502,6 +566,9 @@ type replayOutput struct {
 	// note, for a journal with no entry, is said instead of the table
 	// (in text; the JSON document is the same, with no receipt).
 	note string
+	// fleetFailed counts the fleet's own failures besides its hosts'
+	// (a host checkpoint note no chain answers).
+	fleetFailed int
 	// vsaVerify is the command that verifies the VSA replay --vsa wrote:
 	// the document's vsa_verify (in text it goes to stderr).
 	vsaVerify string
@@ -619,6 +686,10 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 			sum.BreakGlassUnreviewed += h.BreakGlassUnreviewed
 			sum.OK = sum.OK && h.OK
 		}
+	}
+	if o.fleetFailed > 0 {
+		sum.Failed += o.fleetFailed
+		sum.OK = false
 	}
 	for _, r := range reused {
 		res := replayResult{Host: "fleet", Result: receipts.Result{Kind: "fleet", Problems: []receipts.Problem{{Code: receipts.EvidenceReused, Detail: r.Detail()}}}, Spends: r.Spends}
