@@ -64,17 +64,11 @@ func witnessPolicy(t *testing.T, k *keys.Private, ws ...testWitness) *approval.P
 // cosign adds the witnesses' cosignatures to the note b.
 func cosign(t *testing.T, b []byte, ws ...testWitness) []byte {
 	t.Helper()
-	text, _, _ := strings.Cut(string(b), "\n\n")
-	var lines string
+	var signers []note.Signer
 	for _, w := range ws {
-		s, err := note.Sign(&note.Note{Text: text + "\n"}, w.signer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, sig, _ := strings.Cut(string(s), "\n\n")
-		lines += sig
+		signers = append(signers, w.signer)
 	}
-	return append(append([]byte(nil), b...), lines...)
+	return cosignWith(t, b, signers...)
 }
 
 // TestWitnessCosignatures: replay --witnesses K trusts a checkpoint note

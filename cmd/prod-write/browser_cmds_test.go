@@ -22,13 +22,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
+	"github.com/prod-write/prod-write/pkg/testservers"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 // chromiumPath is Debian's chromium (scripts/test-deps.sh installs it).
-const chromiumPath = "/usr/bin/chromium"
+const chromiumPath = testservers.ChromiumPath
 
 // browser is one script's approver's browser: Chromium, driven over the
 // DevTools protocol, with a virtual authenticator (CTAP2, internal,
@@ -38,7 +38,6 @@ type browser struct {
 	spki   string // the proxy certificate's SPKI hash, which Chromium accepts
 	origin string // https://localhost:PORT
 	ctx    context.Context
-	authn  webauthn.AuthenticatorID
 }
 
 var (
@@ -128,42 +127,15 @@ func (b *browser) proxy(ts *testscript.TestScript, addr string) {
 	ts.Defer(func() { _ = srv.Close() })
 }
 
-// start starts the browser once.
+// start starts the browser once (testservers.StartChromium).
 func (b *browser) start(ts *testscript.TestScript) {
 	if b.ctx != nil {
 		return
 	}
-	dir, err := os.MkdirTemp("", "prod-write-chromium-")
+	c, err := testservers.StartChromium(b.spki)
 	ts.Check(err)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("ignore-certificate-errors-spki-list", b.spki),
-		chromedp.UserDataDir(dir),
-	)
-	ctx, cancel := chromedp.NewContext(alloc)
-	ts.Defer(func() { cancel(); cancelAlloc(); os.RemoveAll(dir) })
-	if err := chromedp.Do(ctx); err != nil {
-		ts.Fatalf("starting chromium: %v", err)
-	}
-	if _, err := chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{}); err != nil {
-		ts.Fatalf("WebAuthn.enable: %v", err)
-	}
-	va, err := chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
-		Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21, Transport: webauthn.AuthenticatorTransportInternal,
-		HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
-		// The generated Credential always sends generateCmtgKeyOnNextOperation,
-		// which an authenticator without the extension refuses.
-		HasCmtgKey: true,
-	}})
-	if err != nil {
-		ts.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
-	}
-	b.ctx, b.authn = ctx, va.AuthenticatorID
+	ts.Defer(c.Stop)
+	b.ctx = c.Ctx
 }
 
 // step runs actions within a minute.

@@ -24,10 +24,11 @@ import (
 
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
+	"github.com/prod-write/prod-write/pkg/testservers"
 )
 
 // chromiumPath is Debian's chromium (scripts/test-deps.sh installs it).
-const chromiumPath = "/usr/bin/chromium"
+const chromiumPath = testservers.ChromiumPath
 
 // selfSigned is a certificate for localhost and the SPKI hash Chromium is
 // told to accept it by (--ignore-certificate-errors-spki-list): the page
@@ -105,30 +106,8 @@ func TestApprovalPageInChromium(t *testing.T) {
 
 	// Screenshots at phone and desktop width, in the test's directory
 	// (or PROD_WRITE_SCREENSHOTS, for a reviewer to look at).
-	dir := t.TempDir()
-	if d := os.Getenv("PROD_WRITE_SCREENSHOTS"); d != "" {
-		dir = d
-	}
-	for _, vp := range []struct {
-		name string
-		w, h int64
-	}{{"phone", 390, 844}, {"desktop", 1280, 800}} {
-		if err := chromedp.Do(ctx, chromedp.EmulateViewport(vp.w, vp.h)); err != nil {
-			t.Fatal(err)
-		}
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", vp.name, err)
-		}
-		if len(png) < 1000 || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
-			t.Fatalf("screenshot %s: %d bytes, not a PNG", vp.name, len(png))
-		}
-		path := filepath.Join(dir, "approval-page-"+vp.name+".png")
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", path)
-	}
+	shot(t, ctx, "approval-page-phone", 390, 844)
+	shot(t, ctx, "approval-page-desktop", 1280, 800)
 
 	// Approve, with a reason, signed by the passkey.
 	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#reason"), "read the diff"), chromedp.Click(chromedp.CSS("#approve"))); err != nil {
@@ -242,45 +221,20 @@ func requireChromium(t *testing.T) {
 	}
 }
 
-// chromiumWithAuthenticator starts Debian's chromium, accepting
-// pageOrigin's certificate, with the DevTools protocol's virtual
-// authenticator (CTAP2, internal, resident keys, user verification),
-// holding no credential yet; it returns the browser's context (90 s) and
-// the authenticator's id.
+// chromiumWithAuthenticator starts Debian's chromium with a virtual
+// authenticator holding no credential (testservers.StartChromium),
+// accepting pageOrigin's certificate; it returns the browser's context
+// (90 s) and the authenticator's id.
 func chromiumWithAuthenticator(t *testing.T) (context.Context, webauthn.AuthenticatorID) {
 	t.Helper()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("ignore-certificate-errors-spki-list", *testSPKI.Load()),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(alloc)
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancelT)
-	if _, err := chromedp.Call(ctx, webauthn.Enable, webauthn.EnableParams{}); err != nil {
-		t.Fatalf("WebAuthn.enable: %v", err)
-	}
-	va, err := chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
-		Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21, Transport: webauthn.AuthenticatorTransportInternal,
-		HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
-		// The generated Credential always sends generateCmtgKeyOnNextOperation,
-		// which an authenticator without the extension refuses.
-		HasCmtgKey: true,
-	}})
+	c, err := testservers.StartChromium(*testSPKI.Load())
 	if err != nil {
-		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
+		t.Fatal(err)
 	}
-	return ctx, va.AuthenticatorID
+	t.Cleanup(c.Stop)
+	ctx, cancel := c.Within(90 * time.Second)
+	t.Cleanup(cancel)
+	return ctx, c.Authenticator
 }
 
 // Enrolment on the approval page, end to end in a real browser (issue 30:
