@@ -43,61 +43,21 @@ key = %q
 	if err != nil {
 		return "", 0, err
 	}
-	registry := []byte(`
-[[operation]]
-name = "noop"
-program = "/bin/true"
-args = ["{param.n}"]
-targets = ["staging"]
-[operation.params.n]
-pattern = "[0-9]+"
-`)
-	ops, err := operations.Parse("bench.toml", registry)
+	op, err := benchOp(dir)
 	if err != nil {
 		return "", 0, err
 	}
-	// The registry replay judges the definitions by (issue 19).
-	if err := os.MkdirAll(filepath.Join(dir, "operations"), 0o755); err != nil {
-		return "", 0, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "operations", "bench.toml"), registry, 0o644); err != nil {
-		return "", 0, err
-	}
-	op := ops[0]
-	op.ProgramPath = "/bin/true"
 
-	f, err := os.Create(path)
+	jw, err := createJournal(path, runner)
 	if err != nil {
 		return "", 0, err
 	}
-	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
+	defer jw.f.Close()
 	t0 := time.Now().UTC().Add(-time.Hour)
-	prev, seq, sigs := "", uint64(0), 0
-	emit := func(r *receipts.Receipt) error {
-		seq++
-		r.Seq, r.Prev, r.Runner = seq, prev, "runner"
-		env, err := approval.Sign(runner, receipts.PayloadType, r)
-		if err != nil {
-			return err
-		}
-		line, err := json.Marshal(env)
-		if err != nil {
-			return err
-		}
-		prev = receipts.LineHash(line)
-		sigs++
-		w.Write(line)
-		return w.WriteByte('\n')
-	}
-	for i := 0; seq < uint64(n); i++ {
+	sigs := 0
+	for i := 0; jw.seq < uint64(n); i++ {
 		now := t0.Add(time.Duration(i) * time.Millisecond)
-		b := operations.Bound{
-			Operation: op.Name, OperationDigest: op.Digest, Target: "staging",
-			Params: map[string]string{"n": fmt.Sprint(i)}, Argv: op.Argv("staging", map[string]string{"n": fmt.Sprint(i)}, operations.FilePlaceholder),
-			ProgramSHA256: "sha256:" + fmt.Sprintf("%064x", 1), Cwd: "/", Env: []operations.EnvVar{}, Files: []operations.File{},
-		}
-		plan := &operations.Plan{Version: operations.PlanVersion, Fingerprint: operations.Fingerprint(&b), Bound: b, Mutating: true, Planner: "agent", Created: now}
+		plan := noopPlan(op, i, now)
 		planEnv, err := approval.Sign(agent, approval.TypePlan, plan)
 		if err != nil {
 			return "", 0, err
@@ -113,25 +73,109 @@ pattern = "[0-9]+"
 			return "", 0, fmt.Errorf("generated run %d does not pass the gate: %w", i, err)
 		}
 		runID := fmt.Sprintf("%024x", i)
-		if err := emit(&receipts.Receipt{Kind: receipts.KindIntent, Time: now, RunID: runID, Intent: &receipts.Intent{
+		if err := jw.emit(&receipts.Receipt{Kind: receipts.KindIntent, Time: now, RunID: runID, Intent: &receipts.Intent{
 			Fingerprint: plan.Fingerprint, Operation: op, Plan: planEnv, Evidence: []*approval.Envelope{goEnv},
 			Path: dec.Path, Anchor: dec.Anchor, Relied: []string{dec.Anchor}, PolicyDigest: policy.Digest,
 			Signers: map[string]string{"agent": agent.Public().String(), "gera": gera.Public().String()},
 		}}); err != nil {
 			return "", 0, err
 		}
-		sigs += 2
-		intentHash := prev
-		if seq < uint64(n) {
-			if err := emit(&receipts.Receipt{Kind: receipts.KindOutcome, Time: now, RunID: runID, Outcome: &receipts.Outcome{Intent: intentHash}}); err != nil {
+		sigs += 3 // the runner's, the plan's and the go's
+		if jw.seq < uint64(n) {
+			if err := jw.emit(&receipts.Receipt{Kind: receipts.KindOutcome, Time: now, RunID: runID, Outcome: &receipts.Outcome{Intent: jw.prev}}); err != nil {
 				return "", 0, err
 			}
+			sigs++
 		}
 	}
-	if err := w.Flush(); err != nil {
+	if err := jw.close(); err != nil {
 		return "", 0, err
 	}
-	return trustPath, float64(sigs) / float64(seq), nil
+	return trustPath, float64(sigs) / float64(jw.seq), nil
+}
+
+// journalWriter appends receipts to a journal as the runner does: each
+// numbered, chained to the line before and signed by the runner.
+type journalWriter struct {
+	f      *os.File
+	w      *bufio.Writer
+	runner *keys.Private
+	prev   string // the hash of the last line written
+	seq    uint64
+}
+
+func createJournal(path string, runner *keys.Private) (*journalWriter, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &journalWriter{f: f, w: bufio.NewWriterSize(f, 1<<20), runner: runner}, nil
+}
+
+func (jw *journalWriter) emit(r *receipts.Receipt) error {
+	jw.seq++
+	r.Seq, r.Prev, r.Runner = jw.seq, jw.prev, "runner"
+	env, err := approval.Sign(jw.runner, receipts.PayloadType, r)
+	if err != nil {
+		return err
+	}
+	line, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	jw.prev = receipts.LineHash(line)
+	jw.w.Write(line)
+	return jw.w.WriteByte('\n')
+}
+
+// close flushes and closes the journal; a deferred f.Close covers the
+// paths that return before it.
+func (jw *journalWriter) close() error {
+	if err := jw.w.Flush(); err != nil {
+		return err
+	}
+	return jw.f.Close()
+}
+
+// benchRegistry is the one operation of the generated journals: /bin/true
+// with a distinct parameter per run, on either usual approval path.
+var benchRegistry = []byte(`
+[[operation]]
+name = "noop"
+program = "/bin/true"
+args = ["{param.n}"]
+targets = ["staging"]
+[operation.params.n]
+pattern = "[0-9]+"
+`)
+
+// benchOp parses benchRegistry and writes it into dir's registry, which
+// replay judges the definitions by (issue 19).
+func benchOp(dir string) (*operations.Operation, error) {
+	ops, err := operations.Parse("bench.toml", benchRegistry)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "operations"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "operations", "bench.toml"), benchRegistry, 0o644); err != nil {
+		return nil, err
+	}
+	op := ops[0]
+	op.ProgramPath = "/bin/true"
+	return op, nil
+}
+
+// noopPlan is agent's plan of run i of op (parameter n = i), made at now.
+func noopPlan(op *operations.Operation, i int, now time.Time) *operations.Plan {
+	params := map[string]string{"n": fmt.Sprint(i)}
+	b := operations.Bound{
+		Operation: op.Name, OperationDigest: op.Digest, Target: "staging",
+		Params: params, Argv: op.Argv("staging", params, operations.FilePlaceholder),
+		ProgramSHA256: "sha256:" + fmt.Sprintf("%064x", 1), Cwd: "/", Env: []operations.EnvVar{}, Files: []operations.File{},
+	}
+	return &operations.Plan{Version: operations.PlanVersion, Fingerprint: operations.Fingerprint(&b), Bound: b, Mutating: true, Planner: "agent", Created: now}
 }
 
 func seed(b byte) []byte {

@@ -28,13 +28,16 @@ import (
 var (
 	bin       = flag.String("bin", "bin/prod-write", "the prod-write binary")
 	floorBin  = flag.String("floor", "bin/floor", "the floor program for run")
-	only      = flag.String("only", "", "run only this benchmark: plan, run, run-service, parallel, parallel-service, replay, bridges, fleet, passkey")
+	only      = flag.String("only", "", "run only this benchmark: plan, run, run-service, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey")
 	fileSize  = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
 	runs      = flag.Int("runs", 200, "sequential runs timed for the run overhead")
 	nReceipts = flag.Int("receipts", 1_000_000, "receipts replayed")
 	baseline  = flag.String("baseline", "", "another prod-write binary to measure side by side in the replay row (before/after)")
-	rounds    = flag.Int("rounds", 3, "interleaved rounds of the replay row")
-	setupOnly = flag.String("setup", "", "only set up a service deployment in this new directory, with 32 approved plans, print how to use it, and exit (for profiling)")
+	rounds    = flag.Int("rounds", 3, "interleaved rounds of the replay rows")
+	// Each run of the passkey journal carries its own P-256 assertion,
+	// made and checked at generation: fewer receipts keep that short.
+	nPasskeyReceipts = flag.Int("passkey-receipts", 200_000, "receipts replayed in the replay-passkey row")
+	setupOnly        = flag.String("setup", "", "only set up a service deployment in this new directory, with 32 approved plans, print how to use it, and exit (for profiling)")
 )
 
 func main() {
@@ -61,7 +64,7 @@ func main() {
 		fn   func(dir string) result
 	}
 	var results []result
-	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}} {
+	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}, {"replay-passkey", benchReplayPasskey}} {
 		if *only != "" && *only != b.name {
 			continue
 		}
@@ -481,6 +484,12 @@ func verifyRate() float64 {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	msg := make([]byte, 512)
 	sig := ed25519.Sign(priv, msg)
+	return rateAcrossCores(func() { ed25519.Verify(pub, msg, sig) })
+}
+
+// rateAcrossCores measures how many calls of fn per second all cores make
+// together, one goroutine per core for a second.
+func rateAcrossCores(fn func()) float64 {
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(time.Second)
@@ -492,7 +501,7 @@ func verifyRate() float64 {
 			n := int64(0)
 			for time.Now().Before(deadline) {
 				for i := 0; i < 100; i++ {
-					ed25519.Verify(pub, msg, sig)
+					fn()
 				}
 				n += 100
 			}
@@ -512,11 +521,7 @@ func benchReplay(dir string) result {
 	if err != nil {
 		fail(err)
 	}
-	// A configuration, so that receipts list finds the journal and replay
-	// the registry.
-	if err := os.WriteFile(filepath.Join(dir, "prod-write.toml"), []byte("registry = \"operations\"\ntrust = \"trust.toml\"\nstate = \"state\"\n[store]\nbackend = \"embedded\"\n"), 0o644); err != nil {
-		fail(err)
-	}
+	writeReplayConfig(dir)
 	// Every mode SPEC §15 bounds: replay and receipts list, table and
 	// JSON; and the reads that must cost what they return.
 	modes := []struct {
@@ -550,23 +555,14 @@ func benchReplay(dir string) result {
 				if m.rate {
 					rate = verifyRate()
 				}
-				cmd := exec.Command(b, m.args...)
-				cmd.Dir = dir
-				cmd.Env = append(os.Environ(), "PROD_WRITE_CONFIG="+filepath.Join(dir, "prod-write.toml"))
-				cmd.Stdout = io.Discard
-				var errb bytes.Buffer
-				cmd.Stderr = &errb
-				t := time.Now()
-				err := cmd.Run()
-				el := time.Since(t)
+				el, rss, err := timeReplay(dir, b, m.args)
 				if err != nil {
 					if b == *bin {
-						fail(fmt.Errorf("%s on the generated journal failed: %v\n%s", m.name, err, errb.String()))
+						fail(fmt.Errorf("%s on the generated journal failed: %w", m.name, err))
 					}
 					fmt.Printf("        %s (%s): %v\n", m.name, b, err)
 					continue
 				}
-				rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB on Linux
 				got[m.name+"|"+b] = append(got[m.name+"|"+b], round{rate: rate, got: float64(*nReceipts) / el.Seconds(), el: el, rss: rss})
 			}
 		}
@@ -611,6 +607,32 @@ func benchReplay(dir string) result {
 		}
 	}
 	return r
+}
+
+// writeReplayConfig writes dir's configuration, so that receipts list finds
+// the generated journal and replay the registry.
+func writeReplayConfig(dir string) {
+	if err := os.WriteFile(filepath.Join(dir, "prod-write.toml"), []byte("registry = \"operations\"\ntrust = \"trust.toml\"\nstate = \"state\"\n[store]\nbackend = \"embedded\"\n"), 0o644); err != nil {
+		fail(err)
+	}
+}
+
+// timeReplay runs prod-write binary b with args in dir's configuration and
+// returns its wall time and peak memory (KiB), or its error and stderr.
+func timeReplay(dir, b string, args []string) (time.Duration, int64, error) {
+	cmd := exec.Command(b, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PROD_WRITE_CONFIG="+filepath.Join(dir, "prod-write.toml"))
+	cmd.Stdout = io.Discard
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	t := time.Now()
+	err := cmd.Run()
+	el := time.Since(t)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w\n%s", err, errb.String())
+	}
+	return el, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss, nil // KiB on Linux
 }
 
 func median(d []time.Duration) time.Duration {
