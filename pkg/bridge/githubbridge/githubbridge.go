@@ -102,7 +102,9 @@ func ParseCommand(body string) (verdict, fp, reason string, ok bool) {
 	if !ok {
 		return "", "", "", false
 	}
-	reason = strings.TrimSpace(sameLine + "\n" + rest)
+	// Invalid UTF-8 is replaced whatever the length, not only where the
+	// cut below counts runes, so a long reason and a short one read alike.
+	reason = strings.TrimSpace(strings.ToValidUTF8(sameLine+"\n"+rest, "\uFFFD"))
 	if r := []rune(reason); len(r) > 500 {
 		reason = string(r[:500]) + "…"
 	}
