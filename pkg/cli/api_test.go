@@ -30,7 +30,6 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/service"
 	"github.com/prod-write/prod-write/pkg/servicecall"
-	"github.com/prod-write/prod-write/receipts"
 )
 
 // apiWorld is one deployment reached two ways: in-process, and through a
@@ -271,14 +270,14 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		{"receipts list --last 1", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: 1}) }},
 		{"receipts list with a negative --last refused", func(a api.API) (any, error) { return a.ReceiptsList(ctx, api.ReceiptsListRequest{Last: -1}) }},
 		{"replay", func(a api.API) (any, error) {
-			var rows []receipts.Result
-			r, err := a.Replay(ctx, api.ReplayRequest{Each: func(r receipts.Result) { rows = append(rows, r) }})
+			var rows []api.ReplayVerdict
+			r, err := a.Replay(ctx, api.ReplayRequest{Each: func(r api.ReplayVerdict) { rows = append(rows, r) }})
 			if err == nil && (len(rows) != 2 || !r.Summary.OK) {
 				t.Errorf("replay of one run: %+v and %d verdicts", r, len(rows))
 			}
 			return struct {
 				Result *api.ReplayResult
-				Rows   []receipts.Result
+				Rows   []api.ReplayVerdict
 			}{r, rows}, err
 		}},
 		{"receipts prove", func(a api.API) (any, error) { return a.ReceiptsProve(ctx, api.ReceiptsProveRequest{Seq: 1}) }},

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -28,7 +29,7 @@ func TestDecodeCheckpointStrict(t *testing.T) {
 		{"document without its envelope", `{"format_version":1,"count":2}`, false},
 		{"document, bytes after it", doc + "x", false},
 	} {
-		got, err := decodeCheckpoint([]byte(tc.in))
+		got, err := localapi.DecodeCheckpoint([]byte(tc.in))
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: err %v, want ok %v", tc.name, err, tc.ok)
 			continue

@@ -97,7 +97,7 @@ func receiptsExport(ctx context.Context, o *ExportOptions) error {
 // verifyExportCommand is the command that verifies an export at file
 // under the runner's public key signer.
 func verifyExportCommand(file, signer string) string {
-	return strings.Join([]string{"prod-write", "receipts", "verify-export", shellQuote(file), "--pub", shellQuote(signer)}, " ")
+	return strings.Join([]string{"prod-write", "receipts", "verify-export", localapi.ShellQuote(file), "--pub", localapi.ShellQuote(signer)}, " ")
 }
 
 // VerifyExportOptions are `receipts verify-export`'s inputs.

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"strings"
-
 	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
@@ -19,6 +17,3 @@ var ErrArchiveConflict = localapi.ErrArchiveConflict
 
 // NetBinary is the name of the binary that links [AWS] and [Net].
 const NetBinary = localapi.NetBinary
-
-// isArchiveURL reports whether replay's input is the S3 archive.
-func isArchiveURL(path string) bool { return strings.HasPrefix(path, "s3://") }

@@ -2,16 +2,11 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,12 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/approval"
-	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/localapi"
-	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -170,7 +161,7 @@ func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote, wit
 	if f.JSON {
 		// The checkpoint and what it says, as a document (docs/JSON.md);
 		// replay --checkpoint takes this as well as the bare envelope.
-		doc = checkpointDoc{localapi.FormatVersion, r.Checkpoint, r.Envelope}
+		doc = localapi.CheckpointDoc{FormatVersion: localapi.FormatVersion, Checkpoint: r.Checkpoint, Envelope: r.Envelope}
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {
@@ -182,41 +173,6 @@ func receiptsCheckpoint(ctx context.Context, f *Factory, out string, asNote, wit
 		return err
 	}
 	return os.WriteFile(out, b, 0o644)
-}
-
-// checkpointDoc is `receipts checkpoint --json`: the signed envelope, and
-// what its payload says (unverified here; replay verifies the envelope).
-type checkpointDoc struct {
-	FormatVersion int `json:"format_version"`
-	receipts.Checkpoint
-	Envelope *approval.Envelope `json:"envelope"`
-}
-
-// decodeCheckpoint reads what `receipts checkpoint` wrote, with or without
-// --json: a DSSE envelope, or a document holding one in "envelope". Only
-// the envelope is used: what the document says beside it is not signed.
-func decodeCheckpoint(b []byte) (*approval.Envelope, error) {
-	// Either form is read strictly (issue 19): exact keys, no duplicates,
-	// nothing after the value. Only the envelope is trusted.
-	var probe struct {
-		FormatVersion *int `json:"format_version"`
-	}
-	if json.Unmarshal(b, &probe) == nil && probe.FormatVersion != nil {
-		// The document --json writes, read by its own type.
-		var doc checkpointDoc
-		if err := strictjson.Unmarshal(b, &doc); err != nil {
-			return nil, err
-		}
-		if doc.Envelope == nil {
-			return nil, errors.New("a checkpoint document without its envelope")
-		}
-		return doc.Envelope, nil
-	}
-	var env approval.Envelope
-	if err := strictjson.Unmarshal(b, &env); err != nil {
-		return nil, err
-	}
-	return &env, nil
 }
 
 // ReplayOptions are replay's inputs.
@@ -295,39 +251,7 @@ no receipts.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			if opts.Witnesses < 0 {
-				return &localapi.UsageError{Msg: "--witnesses counts witnesses: 0 or more"}
-			}
-			if opts.WitnessMaxAge < 0 || (opts.WitnessMaxAge > 0 && opts.Witnesses == 0) {
-				return &localapi.UsageError{Msg: "--witness-max-age bounds the age of the cosignatures --witnesses counts: a positive duration, with --witnesses"}
-			}
-			if len(opts.HostCheckpoints) > 0 && (!isArchiveURL(opts.Path) || opts.Checkpoint != "") {
-				return &localapi.UsageError{Msg: "--host-checkpoint is one host's note in a replay of an S3 archive (s3://BUCKET/PREFIX), instead of --checkpoint"}
-			}
-			if opts.Witnesses > 0 && opts.Checkpoint == "" && len(opts.HostCheckpoints) == 0 {
-				return &localapi.UsageError{Msg: "--witnesses counts the cosignatures of the --checkpoint note: give one"}
-			}
-			if (opts.VSA == "") != (opts.VSAKey == "") {
-				return &localapi.UsageError{Msg: "--vsa and --vsa-key go together"}
-			}
-			if (opts.State == "") != (opts.StateKey == "") {
-				return &localapi.UsageError{Msg: "--state and --state-key go together: a state is believed only as its key sealed it"}
-			}
-			if opts.State != "" && (opts.Policy != "" || opts.PolicyRegistry != "" || isArchiveURL(opts.Path)) {
-				return &localapi.UsageError{Msg: "--state resumes one journal file's replay: not with --policy, --policy-registry or an S3 archive"}
-			}
-			// The service's replay takes no options: any of these is
-			// read here, as the caller, never silently dropped.
-			if opts.Path != "" || opts.Trust != "" || len(opts.HostCheckpoints) > 0 || opts.Checkpoint != "" || opts.VSA != "" || opts.State != "" || opts.Policy != "" || opts.PolicyRegistry != "" || opts.FailUnreviewedBreakGlass ||
-				opts.Registry != "" || opts.History != "" || opts.Host != "" || opts.StrictRevocation {
-				// Files the caller names are verified here, with the
-				// caller's own rights: replay needs no privilege.
-				return replayRun(opts)
-			}
-			if c, err := f.LoadConfig(); err == nil && c.Service.Socket != "" {
-				return replayThroughService(cmd.Context(), f)
-			}
-			return replayRun(opts)
+			return replayRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy to judge by (default: the configured one)")
@@ -350,208 +274,54 @@ no receipts.`,
 	return cmd
 }
 
-// source is o's ReplaySource.
-func (o *ReplayOptions) source() localapi.ReplaySource {
-	return localapi.ReplaySource{Path: o.Path, Trust: o.Trust, Host: o.Host, Registry: o.Registry, History: o.History,
-		StrictRevocation: o.StrictRevocation, FailUnreviewedBreakGlass: o.FailUnreviewedBreakGlass}
+// request is o as the API's request.
+func (o *ReplayOptions) request() api.ReplayRequest {
+	return api.ReplayRequest{Path: o.Path, Trust: o.Trust, Registry: o.Registry, History: o.History, Host: o.Host,
+		Checkpoint: o.Checkpoint, Witnesses: o.Witnesses, WitnessMaxAge: o.WitnessMaxAge, HostCheckpoints: o.HostCheckpoints,
+		StrictRevocation: o.StrictRevocation, FailUnreviewedBreakGlass: o.FailUnreviewedBreakGlass,
+		Policy: o.Policy, PolicyRegistry: o.PolicyRegistry, State: o.State, StateKey: o.StateKey, VSA: o.VSA, VSAKey: o.VSAKey}
 }
 
-func replayRun(o *ReplayOptions) error {
+// replayRun is replay through the API: in this process when the request
+// names anything (files the caller names are read with the caller's own
+// rights: replay needs no privilege) or no service is configured, and
+// otherwise the service's replay of its own journal. The verdicts are
+// rendered as they come.
+func replayRun(ctx context.Context, o *ReplayOptions) error {
 	f := o.F
-	j, err := localapi.NewReplayJudge(&f.Env, o.source())
-	if err != nil {
-		return err
-	}
-	rp, policy, trust, path, host := j.Replayer, j.Policy, j.Trust, j.Path, j.Host
-	if o.Policy != "" || o.PolicyRegistry != "" {
-		if rp.Audit, err = loadAudit(o.Policy, o.PolicyRegistry); err != nil {
-			return err
+	req := o.request()
+	var a api.API = localapi.API{Env: &f.Env}
+	if !req.HasOptions() {
+		if c, err := f.LoadConfig(); err == nil && c.Service.Socket != "" {
+			a = localapi.Client{Env: &f.Env}
 		}
 	}
-	if o.WitnessMaxAge > 0 {
-		rp.WitnessedSince = f.Now().Add(-o.WitnessMaxAge)
-	}
-	if o.Witnesses > len(policy.Witnesses) {
-		return &localapi.UsageError{Msg: fmt.Sprintf("--witnesses %d: the trust policy %s names %d witnesses", o.Witnesses, trust, len(policy.Witnesses))}
-	}
-	notes, err := hostNotes(o.HostCheckpoints, policy)
-	if err != nil {
-		return err
-	}
-	if o.Checkpoint != "" {
-		b, err := os.ReadFile(o.Checkpoint)
-		if err != nil {
-			return err
-		}
-		if receipts.IsCheckpointNote(b) {
-			// A checkpoint note (receipts checkpoint --note): the
-			// journal's Merkle tree, judged by the replayer.
-			rp.CheckpointNote = b
-			rp.Witnesses = o.Witnesses
-		} else if o.Witnesses > 0 {
-			return &localapi.UsageError{Msg: "--witnesses counts the cosignatures of a checkpoint note (receipts checkpoint --note); " + o.Checkpoint + " is a DSSE checkpoint"}
-		} else {
-			env, err := decodeCheckpoint(bytes.TrimSuffix(b, []byte{'\n'}))
-			if err != nil {
-				return &localapi.DataError{Err: fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)}
-			}
-			rp.Checkpoint = env
-		}
-	}
-	// Replay allocates as it streams; collecting only when memory nears a
-	// fixed bound keeps it well under 100 MB and spends less time in the
-	// collector than the default pacing (docs/PERFORMANCE.md).
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
-	if isArchiveURL(path) {
-		if o.VSA != "" {
-			return &localapi.UsageError{Msg: "--vsa attests a journal file's head; replay the archive's journal from a file"}
-		}
-		rp.Witnesses = o.Witnesses
-		return replayArchive(f, rp, path, notes)
-	}
-	in, note, err := localapi.OpenReplayJournal(path, o.Path == "")
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out := newReplayOutput(f, false)
-	out.audit = rp.Audit != nil
-	out.note = note
-	var sum receipts.Summary
-	if o.State != "" {
-		sum, err = replayState(f, o, rp, out, path, in)
-	} else {
-		sum, err = out.replay(rp, "", path, in)
-	}
-	if err != nil {
-		return err
-	}
-	if o.VSA != "" {
-		if out.vsaVerify, err = writeVSA(f, o, sum, policy, trust, path, host); err != nil {
-			return err
-		}
-		if !f.JSON {
-			fmt.Fprintf(f.IO.Err, "prod-write: verify %s with: %s\n", o.VSA, out.vsaVerify)
-		}
-	}
-	return out.end(sum, nil, nil)
-}
-
-// replayArchive replays the S3 archive at url: one host's prefix, or the
-// parent of several, replayed as a fleet. Each host's chain is verified on
-// its own, and every approval's uses are counted across all of them
-// (docs/DISTRIBUTED.md, "Replaying the fleet"). A prefix that holds no
-// receipt is an error, as a journal that does not exist is: a mistyped
-// prefix must not pass as an empty, verified archive.
-//
-// notes are checkpoint notes by host (--host-checkpoint): each host's
-// chain is judged against its own, as --checkpoint judges one journal,
-// and a note of a host the archive holds no chain of fails the fleet: a
-// host whose receipts are gone whole is not a fleet of one fewer.
-func replayArchive(f *Factory, rp *receipts.Replayer, url string, notes map[string][]byte) error {
-	if f.AWS == nil {
+	if localapi.IsArchiveURL(req.Path) && f.AWS == nil {
 		return f.HandOff("replay reads an S3 archive")
 	}
-	c, err := f.Config()
+	out := newReplayOutput(f, localapi.IsArchiveURL(req.Path))
+	req.Each = out.emit
+	r, err := a.Replay(ctx, req)
 	if err != nil {
-		c = nil // replay of an archive needs no configuration
-	}
-	ctx := context.Background()
-	chains, err := f.AWS.ArchiveChains(ctx, c, url)
-	var ce *config.Error
-	switch {
-	case errors.As(err, &ce):
-		return err
-	case err != nil:
-		return &ExitError{Code: ExitIOErr, Msg: "replay: " + localapi.OneLine(err)}
-	case len(chains) == 0:
-		return &ExitError{Code: ExitIOErr, Msg: fmt.Sprintf("replay: %s holds no receipts: no object PREFIX/SEQ-HASH.json is under it (is the prefix mistyped?)", url)}
-	case len(chains) > 1 && rp.Checkpoint != nil:
-		return &localapi.UsageError{Msg: fmt.Sprintf("--checkpoint is one host's signed head, and %s holds %d hosts' receipts: replay that host's prefix with it", url, len(chains))}
-	}
-	out := newReplayOutput(f, true)
-	out.audit = rp.Audit != nil
-	fleet := &receipts.Fleet{}
-	var sums []hostSummary
-	for _, chain := range chains {
-		host := strings.TrimPrefix(chain, "s3://")
-		if _, p, _ := strings.Cut(host, "/"); p != "" {
-			host = p
-		}
-		in, err := f.AWS.OpenArchive(ctx, c, chain)
-		if err != nil {
-			return err
-		}
-		rp.Relied = fleet.Host(host)
-		r := io.Reader(ioFailure{in})
-		if len(notes) > 0 {
-			// The chain's host is its first receipt's (its signature
-			// and every later receipt's host are the replay's to judge).
-			br := bufio.NewReaderSize(r, receipts.MaxLine+1)
-			first, _ := br.ReadSlice('\n')
-			first = bytes.Clone(first)
-			r = io.MultiReader(bytes.NewReader(first), br)
-			rp.CheckpointNote = nil
-			if _, rec, err := receipts.Decode(bytes.TrimSuffix(first, []byte{'\n'})); err == nil {
-				if n, ok := notes[rec.Host]; ok {
-					rp.CheckpointNote = n
-					delete(notes, rec.Host)
-				}
+		if !out.first || out.rows > 0 || ExitCode(err) == ExitDataErr {
+			// What was replayed before it stopped.
+			if f.JSON {
+				io.WriteString(out.w, "]}\n")
 			}
+			out.w.Flush()
 		}
-		sum, err := out.replay(rp, host, chain, r)
-		in.Close()
-		if err != nil {
-			return err
-		}
-		sums = append(sums, hostSummary{Host: host, Summary: sum})
+		return err
 	}
-	for _, h := range slices.Sorted(maps.Keys(notes)) {
-		out.emit(replayResult{Host: "fleet", Result: receipts.Result{Kind: "checkpoint", Problems: []receipts.Problem{{Code: receipts.Truncated,
-			Detail: fmt.Sprintf("host %q's checkpoint note counts its receipts, and %s holds no chain of host %q: its receipts are gone", h, url, h)}}}})
-		out.fleetFailed++
+	if r.StateRejudged {
+		fmt.Fprintf(f.IO.Err, "prod-write: the replay state %s was judged by another policy, history or options: replaying in full\n", o.State)
 	}
-	return out.end(sums[0].Summary, sums, fleet.Reused())
-}
-
-// hostNotes reads replay --host-checkpoint's notes, by the host each
-// names (its origin), each signed by a runner of the policy.
-func hostNotes(paths []string, policy *approval.Policy) (map[string][]byte, error) {
-	notes := map[string][]byte{}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil, err
-		}
-		if !receipts.IsCheckpointNote(b) {
-			return nil, &localapi.UsageError{Msg: "--host-checkpoint " + p + ": not a checkpoint note (receipts checkpoint --note)"}
-		}
-		_, host, err := receipts.OpenRunnerNote(b, policy)
-		if err != nil {
-			return nil, &localapi.DataError{Err: fmt.Errorf("--host-checkpoint %s: %w", p, err)}
-		}
-		if _, dup := notes[host]; dup {
-			return nil, &localapi.UsageError{Msg: fmt.Sprintf("--host-checkpoint: two notes of host %q", host)}
-		}
-		notes[host] = b
+	if r.StateResumed && !f.JSON {
+		fmt.Fprintf(f.IO.Err, "prod-write: verified %d new entries on top of the %d the replay state %s stands on\n", r.Summary.Entries-int(r.StateFrom), r.StateFrom, o.State)
 	}
-	return notes, nil
-}
-
-// replayResult is one line of replay's --json output: a receipt's verdict
-// and, from an archive, the host whose chain holds it; or a record spent
-// across hosts, with every spend.
-type replayResult struct {
-	Host string `json:"host,omitempty"`
-	receipts.Result
-	Spends []receipts.Spend `json:"spends,omitempty"`
-}
-
-// hostSummary is one host's part of a fleet replay.
-type hostSummary struct {
-	Host string `json:"host"`
-	receipts.Summary
+	if r.VSAVerify != "" && !f.JSON {
+		fmt.Fprintf(f.IO.Err, "prod-write: verify %s with: %s\n", o.VSA, r.VSAVerify)
+	}
+	return out.end(r)
 }
 
 // replayOutput prints replay's table or JSON as results stream in.
@@ -561,17 +331,7 @@ type replayOutput struct {
 	tw    *tabwriter.Writer
 	hosts bool // a HOST column
 	first bool
-	audit bool // replay --policy: say what the proposal would refuse
 	rows  int
-	// note, for a journal with no entry, is said instead of the table
-	// (in text; the JSON document is the same, with no receipt).
-	note string
-	// fleetFailed counts the fleet's own failures besides its hosts'
-	// (a host checkpoint note no chain answers).
-	fleetFailed int
-	// vsaVerify is the command that verifies the VSA replay --vsa wrote:
-	// the document's vsa_verify (in text it goes to stderr).
-	vsaVerify string
 }
 
 // tableBlock is how many rows a table aligns at once: tabwriter holds
@@ -597,7 +357,7 @@ func (o *replayOutput) header() {
 	fmt.Fprintln(o.tw, "LINE\tSEQ\tKIND\tOPERATION\tRUNNER\tSTATUS")
 }
 
-func (o *replayOutput) emit(r replayResult) {
+func (o *replayOutput) emit(r api.ReplayVerdict) {
 	if o.f.JSON {
 		if !o.first {
 			o.w.WriteByte(',')
@@ -648,68 +408,25 @@ func (o *replayOutput) emit(r replayResult) {
 	}
 }
 
-// replay replays one journal, read from in, naming it name in errors.
-func (o *replayOutput) replay(rp *receipts.Replayer, host, name string, in io.Reader) (receipts.Summary, error) {
-	sum, err := rp.Replay(in, func(r receipts.Result) { o.emit(replayResult{Host: host, Result: r}) })
-	return sum, o.replayed(name, sum, err)
-}
-
-// replayed ends the output of a journal that is not receipts at all,
-// which is bad input.
-func (o *replayOutput) replayed(name string, sum receipts.Summary, err error) error {
-	var notReceipts *receipts.NotReceiptsError
-	if errors.As(err, &notReceipts) {
-		if o.f.JSON {
-			io.WriteString(o.w, "]}\n")
-		}
-		o.w.Flush()
-		return &localapi.DataError{Err: fmt.Errorf("%s: %w", name, err)}
-	}
-	return err
-}
-
-// end prints what is left and the summary: for a fleet (hosts given),
-// every record spent across hosts beyond what it allows, each host's
-// summary and the fleet's.
-func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []receipts.Reuse) error {
+// end prints the summary: for a fleet, each host's and the fleet's. In
+// text, the note of a journal with no entry is said instead of the table
+// (the JSON document is the same, with no receipt).
+func (o *replayOutput) end(r *api.ReplayResult) error {
 	defer o.w.Flush()
-	if len(hosts) > 1 {
-		sum = receipts.Summary{OK: true}
-		for _, h := range hosts {
-			sum.Entries += h.Entries
-			sum.Runs += h.Runs
-			sum.Failed += h.Failed
-			sum.Incomplete += h.Incomplete
-			sum.RevokedSince += h.RevokedSince
-			sum.WouldRefuse += h.WouldRefuse
-			sum.BreakGlass += h.BreakGlass
-			sum.BreakGlassUnreviewed += h.BreakGlassUnreviewed
-			sum.OK = sum.OK && h.OK
-		}
-	}
-	if o.fleetFailed > 0 {
-		sum.Failed += o.fleetFailed
-		sum.OK = false
-	}
-	for _, r := range reused {
-		res := replayResult{Host: "fleet", Result: receipts.Result{Kind: "fleet", Problems: []receipts.Problem{{Code: receipts.EvidenceReused, Detail: r.Detail()}}}, Spends: r.Spends}
-		o.emit(res)
-		sum.Failed++
-		sum.OK = false
-	}
+	sum := r.Summary
 	if o.f.JSON {
 		var b []byte
-		if len(hosts) > 1 {
+		if len(r.Hosts) > 1 {
 			b, _ = json.Marshal(struct {
 				receipts.Summary
-				Hosts []hostSummary `json:"hosts"`
-			}{sum, hosts})
+				Hosts []api.HostSummary `json:"hosts"`
+			}{sum, r.Hosts})
 		} else {
 			b, _ = json.Marshal(sum)
 		}
 		fmt.Fprintf(o.w, "],\"summary\":%s", b)
-		if o.vsaVerify != "" {
-			v, _ := json.Marshal(o.vsaVerify)
+		if r.VSAVerify != "" {
+			v, _ := json.Marshal(r.VSAVerify)
 			fmt.Fprintf(o.w, ",\"vsa_verify\":%s", v)
 		}
 		o.w.WriteString("}\n")
@@ -717,17 +434,17 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 		switch {
 		case o.rows > 0:
 			o.tw.Flush()
-		case o.note != "":
-			fmt.Fprintln(o.w, o.note)
+		case r.Note != "":
+			fmt.Fprintln(o.w, r.Note)
 		default:
 			o.header()
 			o.tw.Flush()
 		}
-		if len(hosts) > 1 {
-			for _, h := range hosts {
+		if len(r.Hosts) > 1 {
+			for _, h := range r.Hosts {
 				fmt.Fprintf(o.w, "%s: %d entries, %d runs: %d failed, %d incomplete\n", h.Host, h.Entries, h.Runs, h.Failed, h.Incomplete)
 			}
-			fmt.Fprintf(o.w, "fleet of %d hosts: ", len(hosts))
+			fmt.Fprintf(o.w, "fleet of %d hosts: ", len(r.Hosts))
 		}
 		fmt.Fprintf(o.w, "%d entries, %d runs: %d failed, %d incomplete\n", sum.Entries, sum.Runs, sum.Failed, sum.Incomplete)
 		if sum.BreakGlass > 0 {
@@ -736,7 +453,7 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 		if sum.RevokedSince > 0 {
 			fmt.Fprintf(o.w, "%d runs relied on a principal revoked since (--strict-revocation fails them)\n", sum.RevokedSince)
 		}
-		if o.audit {
+		if r.Audit {
 			fmt.Fprintf(o.w, "audit: the proposed policy would have refused %d of %d runs (reported, not failed)\n", sum.WouldRefuse, sum.Runs)
 		}
 	}
@@ -744,28 +461,4 @@ func (o *replayOutput) end(sum receipts.Summary, hosts []hostSummary, reused []r
 		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("replay: %d entries do not verify and %d runs are incomplete", sum.Failed, sum.Incomplete)}
 	}
 	return nil
-}
-
-// loadAudit reads a proposed trust policy and registry for replay --policy
-// (either may be empty: then each run's own is kept).
-func loadAudit(policy, registry string) (*receipts.Audit, error) {
-	a := &receipts.Audit{}
-	if policy != "" {
-		p, err := approval.LoadPolicy(policy)
-		if err != nil {
-			return nil, fmt.Errorf("the proposed policy: %w", err)
-		}
-		a.Policy = p
-	}
-	if registry != "" {
-		defs, err := localapi.ReadDefinitions(registry)
-		if err != nil {
-			return nil, fmt.Errorf("the proposed registry: %w", err)
-		}
-		a.Ops = map[string]*operations.Operation{}
-		for _, op := range defs {
-			a.Ops[op.Name] = op
-		}
-	}
-	return a, nil
 }

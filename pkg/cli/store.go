@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -166,16 +165,4 @@ func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 		return &localapi.DataError{Err: fmt.Errorf("receipts sync: %s", localapi.OneLine(err))}
 	}
 	return &ExitError{Code: ExitIOErr, Msg: "receipts sync: " + localapi.OneLine(err)}
-}
-
-// ioFailure makes a failure to read the archive an I/O error (exit 74),
-// as a journal file that cannot be read is, rather than an internal one.
-type ioFailure struct{ io.ReadCloser }
-
-func (r ioFailure) Read(p []byte) (int, error) {
-	n, err := r.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
-		err = &ExitError{Code: ExitIOErr, Msg: fmt.Sprintf("replay: %v", err)}
-	}
-	return n, err
 }

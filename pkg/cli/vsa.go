@@ -1,16 +1,12 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
@@ -18,73 +14,6 @@ import (
 
 // VSA is the SLSA Verification Summary Attestation's predicate type.
 const VSA = receipts.VSAPredicateV1
-
-// vsaStatement is replay's verdict on a journal head as a SLSA VSA
-// (docs/REPLAY.md): what was verified (the head line's sha256 and the
-// number of entries), against which policy, and the result.
-// receipts.VSA.Verify checks each of these fields.
-func vsaStatement(sum receipts.Summary, policy *approval.Policy, trustPath, resource, host string, verified string) *receipts.Statement {
-	result := "PASSED"
-	levels := []string{"PRODWRITE_REPLAY_V1"}
-	if !sum.OK {
-		result, levels = "FAILED", []string{"FAILED"}
-	}
-	type digest = map[string]string
-	p := receipts.VSAPredicate{
-		TimeVerified: verified,
-		ResourceURI:  resource,
-		Policy: receipts.VSAPolicy{URI: "file://" + trustPath,
-			Digest: digest{"sha256": strings.TrimPrefix(policy.Digest, "sha256:")}},
-		VerificationResult: result,
-		VerifiedLevels:     levels,
-		SlsaVersion:        "1.0",
-		DependencyLevels:   map[string]uint64{},
-	}
-	p.Verifier.ID = receipts.VSAVerifierID
-	return &receipts.Statement{
-		Type: receipts.StatementV1,
-		Subject: []receipts.Subject{{
-			Name:   "prod-write-journal:" + host,
-			Digest: digest{"sha256": sum.Head},
-		}},
-		PredicateType: VSA,
-		Predicate:     p,
-	}
-}
-
-// writeVSA signs replay's verdict with the key given to CI and writes it
-// to out as a DSSE envelope.
-// It returns the command that verifies it.
-func writeVSA(f *Factory, o *ReplayOptions, sum receipts.Summary, policy *approval.Policy, trust, path, host string) (string, error) {
-	k, err := keys.Load(o.VSAKey)
-	if err != nil {
-		return "", err
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	trustAbs, _ := filepath.Abs(trust)
-	resource := "file://" + abs + "#entries=" + itoa(sum.Entries)
-	st := vsaStatement(sum, policy, trustAbs, resource, host, f.Now().UTC().Format("2006-01-02T15:04:05Z"))
-	env, err := receipts.SignStatement(context.Background(), k, st)
-	if err != nil {
-		return "", err
-	}
-	b, err := json.Marshal(env)
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(o.VSA, append(b, '\n'), 0o644); err != nil {
-		return "", err
-	}
-	return verifyVSACommand(o.VSA, path, k.Public()), nil
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
 
 // VerifyVSAOptions are `replay verify-vsa`'s inputs.
 type VerifyVSAOptions struct {
@@ -193,19 +122,4 @@ func verifyVSARun(o *VerifyVSAOptions) error {
 	fmt.Fprintf(o.F.IO.Out, "%s: verified: replay judged %s (%d entries, head %.12s…) PASSED at %s against policy %.19s…, signed by key %.12s…\n",
 		o.VSA, o.Journal, entries, head, p.TimeVerified, policy, pub.ID())
 	return nil
-}
-
-// verifyVSACommand is the command that verifies the VSA replay wrote to
-// vsa, about the journal at path, under ci's public key: what replay
-// prints, so that nobody has to guess the subject.
-func verifyVSACommand(vsa, path string, ci keys.Public) string {
-	return strings.Join([]string{"prod-write", "replay", "verify-vsa", shellQuote(vsa), "--journal", shellQuote(path), "--pub", shellQuote(ci.String())}, " ")
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

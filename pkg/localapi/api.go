@@ -338,7 +338,7 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) int {
 		// The service's own journal, policy, registry and history:
 		// nothing the caller names. The verdicts name operations and
 		// runners, and say why an entry fails, as receipts list does.
-		result, err = ServeReplay(ctx, a, f.IO.Out)
+		result, err = ServeReplay(ctx, a, r, f.IO.Out)
 	case "receipts-prove":
 		// Hashes and a signed tree head: nothing a plan binds.
 		var r api.ReceiptsProveRequest

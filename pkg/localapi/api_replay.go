@@ -7,55 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/receipts"
 )
-
-// Replay is replay of the configured journal by the configured policy,
-// registry and history, with no option: what the service answers. The
-// commands with options (a path, --trust, --checkpoint…) replay in the
-// caller's process (replayRun).
-func (a API) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayResult, error) {
-	j, err := NewReplayJudge(a.Env, ReplaySource{})
-	if err != nil {
-		return nil, err
-	}
-	in, note, err := OpenReplayJournal(j.Path, true)
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
-	// As replayRun: collected only when memory nears a fixed bound.
-	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
-	each := req.Each
-	if each == nil {
-		each = func(receipts.Result) {}
-	}
-	sum, err := j.Replayer.Replay(in, each)
-	var notReceipts *receipts.NotReceiptsError
-	if errors.As(err, &notReceipts) {
-		return nil, &DataError{Err: fmt.Errorf("%s: %w", j.Path, err)}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &api.ReplayResult{Summary: sum, Note: note}, nil
-}
 
 // ServeReplay is replay in the service: each verdict a line on the call's
 // own socket, as it is reached.
-func ServeReplay(ctx context.Context, a API, out io.Writer) (*api.ReplayResult, error) {
+func ServeReplay(ctx context.Context, a API, req api.ReplayRequest, out io.Writer) (*api.ReplayResult, error) {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	var werr error
-	r, err := a.Replay(ctx, api.ReplayRequest{Each: func(r receipts.Result) {
+	req.Each = func(r api.ReplayVerdict) {
 		if werr == nil {
 			werr = enc.Encode(r)
 		}
-	}})
+	}
+	r, err := a.Replay(ctx, req)
 	if err == nil && werr != nil {
 		return nil, werr
 	}
@@ -83,7 +50,7 @@ func (a Client) Replay(ctx context.Context, req api.ReplayRequest) (*api.ReplayR
 // resultLines reads the verdicts a service's replay sends, one JSON line
 // each, and hands each on as it ends.
 type resultLines struct {
-	each func(receipts.Result)
+	each func(api.ReplayVerdict)
 	buf  []byte
 	err  error
 }
@@ -105,7 +72,7 @@ func (w *resultLines) Write(p []byte) (int, error) {
 		}
 		line := append(w.buf, p[:i]...)
 		p, w.buf = p[i+1:], w.buf[:0]
-		var r receipts.Result
+		var r api.ReplayVerdict
 		if err := json.Unmarshal(line, &r); err != nil {
 			w.err = fmt.Errorf("the runner service's replay: %w", err)
 			return 0, w.err
