@@ -17,6 +17,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
 	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
 	"github.com/prod-write/prod-write/pkg/bridge/slackbridge"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 	"github.com/prod-write/prod-write/pkg/store"
 )
@@ -88,7 +89,7 @@ func (w *pageWorld) bridgeService(t *testing.T, origin string) *BridgeService {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs, err := newBridgeService(f, c, reg, p, nil)
+	bs, err := localapi.NewBridgeService(&f.Env, c, reg, p, nil)
 	if err != nil {
 		t.Fatalf("the bridge service with page_listen: %v", err)
 	}
