@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -122,44 +120,19 @@ func doctorRun(o *DoctorOptions) error {
 }
 
 // serviceFindings asks the runner service c names what its callers would
-// ask (docs/adr/0045-bridges-and-doctor-as-api-clients.md): through the
-// API's socket client, handing over no key and no environment, as a
-// completion does. A service that does not answer is a note; one that
-// serves another registry than the one on disk (it was not reloaded since
-// the registry changed, or it reads another directory) is a warning: what
-// is enforced is not what was reviewed.
+// ask, through the API's socket client, handing over no key and no
+// environment, as a completion does; doctor.Service judges the answer.
 func serviceFindings(ctx context.Context, f *Factory, c *config.Config) []doctor.Finding {
 	served, err := localapi.Client{Env: &f.completionFactory().Env}.Ops(ctx)
-	if err != nil {
-		// Not a weakness: nothing runs while it is down (doctor is also
-		// run before the service is first started).
-		return []doctor.Finding{{Severity: doctor.Info, Check: "service-unreachable", Path: c.Service.Socket,
-			Message: fmt.Sprintf("the runner service does not answer ops list: %v", err),
-			Fix:     "start it (systemctl start prod-write.socket, or prod-write serve as its account; docs/DEPLOYMENT.md), and check its log"}}
-	}
-	reg, err := f.Registry(c)
-	if err != nil {
-		return nil // the registry's own finding says why (registry-invalid)
-	}
 	digests := map[string]string{}
-	for _, op := range served.Operations {
-		digests[op.Name] = op.Digest
-	}
-	var differ []string
-	for _, op := range reg.All() {
-		if d, ok := digests[op.Name]; !ok || d != op.Digest {
-			differ = append(differ, op.Name)
+	if err == nil {
+		for _, op := range served.Operations {
+			digests[op.Name] = op.Digest
 		}
-		delete(digests, op.Name)
 	}
-	for name := range digests {
-		differ = append(differ, name)
+	reg, rerr := f.Registry(c)
+	if rerr != nil {
+		reg = nil
 	}
-	if len(differ) == 0 {
-		return nil
-	}
-	sort.Strings(differ)
-	return []doctor.Finding{{Severity: doctor.Warning, Check: "service-registry-differs", Path: c.Registry,
-		Message: fmt.Sprintf("the runner service serves operations that differ from %s: %s", c.Registry, strings.Join(differ, ", ")),
-		Fix:     "reload the service so that it reads the registry again (systemctl reload prod-write, or SIGHUP to prod-write serve), or point both at one registry"}}
+	return doctor.Service(c, digests, err, reg)
 }
