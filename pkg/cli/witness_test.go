@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -222,6 +223,48 @@ func TestReceiptsCheckpointWitness(t *testing.T) {
 	}
 	if s := logged.String(); !strings.Contains(s, "witnesses: checkpoint of 4 entries: witness down.test:") {
 		t.Errorf("the witness that is down is not logged:\n%s", s)
+	}
+
+	// doctor reads what the service kept: the witness that is down and
+	// the one with no key are warnings, the one that cosigned is nothing.
+	doctorSays := func() map[string]string {
+		t.Helper()
+		_, stdout, stderr := w.h.run("doctor", "--json")
+		var doc struct {
+			Findings []struct{ Severity, Check, Message string }
+		}
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatalf("doctor --json: %v\n%s%s", err, stdout, stderr)
+		}
+		says := map[string]string{}
+		for _, f := range doc.Findings {
+			if strings.HasPrefix(f.Check, "witness-") {
+				says[f.Check] += f.Severity + ": " + f.Message + "\n"
+			}
+		}
+		return says
+	}
+	says := doctorSays()
+	if !strings.Contains(says["witness-failing"], "warning: the last checkpoint sent to witness down.test") ||
+		!strings.Contains(says["witness-unkeyed"], "warning: witness nokey.test has no key") || strings.Contains(fmt.Sprint(says), "omni.test") || says["witness-ahead"] != "" {
+		t.Fatalf("doctor on the witnesses: %v", says)
+	}
+	// The journal cut back to its first two receipts, as a restore from
+	// an old backup would: the real witness holds 4, so the next
+	// checkpoint is refused as ahead, and doctor raises the alarm.
+	journal, err := os.ReadFile(c.JournalPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(journal), "\n")
+	if err := os.WriteFile(c.JournalPath(), []byte(strings.Join(lines[:2], "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "checkpoint", "--witness"); code != 0 || !strings.Contains(stderr, "larger tree of this log than the journal") {
+		t.Fatalf("checkpoint --witness of a cut journal: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if says := doctorSays(); !strings.Contains(says["witness-ahead"], "critical: witness omni.test holds a tree of 4 entries") {
+		t.Fatalf("doctor on a journal cut under a witness: %v", says)
 	}
 }
 

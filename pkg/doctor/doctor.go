@@ -383,6 +383,7 @@ func examine(c *config.Config, a Account, named bool) []Finding {
 		d.add(Warning, "state-not-durable", c.State, "the state directory is on tmpfs: fsync does not make receipts or consumption survive a reboot", "put the state directory on a disk-backed filesystem (ext4, xfs)")
 	}
 	d.out = append(d.out, trustFindings(c)...)
+	d.out = append(d.out, witnessFindings(c, d.policy)...)
 	if (c.Pin.Trust == "" || c.Pin.Registry == "") && d.policy != nil && d.reg != nil {
 		d.add(Info, "pins", c.Path, fmt.Sprintf("the policy is not pinned; to pin what is there now, add [pin] trust = %q and registry = %q", d.policy.Digest, d.reg.Digest), "")
 	}
