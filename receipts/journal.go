@@ -281,11 +281,14 @@ type Line struct {
 // grow with the journal, and one line costs at most MaxLine. A final line
 // without a newline is passed with Torn set (replay reports it as torn).
 // Bytes is only valid during the call.
-func Scan(r io.Reader, fn func(Line) error) error {
+func Scan(r io.Reader, fn func(Line) error) error { return scanFrom(r, 1, 0, fn) }
+
+// scanFrom is Scan of a journal read from the start of line first, at
+// offset off: the lines are numbered and placed from there.
+func scanFrom(r io.Reader, first int, off int64, fn func(Line) error) error {
 	br := bufio.NewReaderSize(r, 256<<10)
 	var buf []byte
-	var off int64
-	for no := 1; ; no++ {
+	for no := first; ; no++ {
 		buf = buf[:0]
 		var h hash.Hash
 		var long int64

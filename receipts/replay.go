@@ -188,7 +188,10 @@ type Replayer struct {
 	// resume, when set, is the state the replay goes on from
 	// (ReplayFrom); keepTree builds the journal's Merkle root as the
 	// entries stream past, for the state at the head.
-	resume   *ReplayState
+	resume *ReplayState
+	// seek, when set with resume, is the journal to read from
+	// resume.Offset on (seekable).
+	seek     io.ReadSeeker
 	keepTree bool
 }
 
@@ -266,6 +269,7 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 		st.restore(rp.resume, &sum)
 		pre = &prefix{size: rp.resume.Size}
 	}
+	firstLine, firstOff := 1, int64(0)
 	var cp *Checkpoint
 	var cpProblem *Result
 	if rp.Checkpoint != nil {
@@ -286,6 +290,29 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 			st.note = note
 		}
 	}
+	if rp.seek != nil && note != nil {
+		// The first Size entries are the state's: not read again. The
+		// note's tree and the state's go on from the same range.
+		past, err := seekPast(rp.seek, rp.resume)
+		if err != nil {
+			return sum, st, err
+		}
+		if past {
+			pre.count, pre.end = pre.size, rp.resume.Offset
+			// Two ranges, each with its own hashes: a range appends
+			// into its slice of them.
+			if st.tree, err = rf.NewRange(0, rp.resume.Size, cloneHashes(rp.resume.Range)); err != nil {
+				return sum, st, fmt.Errorf("replay state: its range: %w", err)
+			}
+			st.prefixRoot = rp.resume.Root
+			if note.rng, err = rf.NewRange(0, rp.resume.Size, cloneHashes(rp.resume.Range)); err != nil {
+				return sum, st, fmt.Errorf("replay state: its range: %w", err)
+			}
+			note.count = rp.resume.Size
+			firstLine, firstOff = int(rp.resume.Size)+1, rp.resume.Offset
+			r = rp.seek
+		}
+	}
 	// Three stages overlap: reading the next batch, verifying this one on
 	// every core, and checking the previous one in order.
 	const batchSize = 512
@@ -297,7 +324,7 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 		defer close(read)
 		batch := make([]*entry, 0, batchSize)
 		size := 0
-		scanErr = Scan(r, func(l Line) error {
+		scanErr = scanFrom(r, firstLine, firstOff, func(l Line) error {
 			if pre != nil && pre.count < pre.size {
 				// Verified by the replay that wrote the state: only
 				// hashed into the tree it stands on, before any batch
@@ -308,6 +335,7 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 					h = LineHash(l.Bytes)
 				}
 				pre.torn = pre.torn || l.Torn
+				pre.end = endOf(l)
 				st.prefixLine(pre.count, h)
 				if pre.count == pre.size {
 					st.prefixRoot, _ = st.tree.GetRootHash(nil)
@@ -341,6 +369,7 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 	for batch := range verified {
 		for _, e := range batch {
 			st.check(e)
+			st.end = endOf(e.line)
 			if rp.Relied != nil && len(e.relied) > 0 {
 				rp.Relied(e.res, e.relied, e.slots)
 			}
@@ -365,6 +394,7 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 		return sum, st, scanErr
 	}
 	if pre != nil {
+		st.end = max(st.end, pre.end)
 		sum.Entries += int(pre.count)
 		if res := st.prefixEnd(pre, rp.resume); res != nil {
 			sum.Failed++
@@ -793,6 +823,7 @@ func rawPlan(env *approval.Envelope) (*operations.Plan, error) {
 
 // state is what the in-order stage remembers.
 type state struct {
+	end      int64 // where the line after the last one checked starts (ReplayState.Offset)
 	prevHash string
 	prevSeq  uint64
 	decoded  int

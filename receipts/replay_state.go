@@ -44,6 +44,14 @@ type ReplayState struct {
 	Judge string `json:"judge"`
 	Size  uint64 `json:"size"`
 	Root  []byte `json:"root"`
+	// Offset is where entry Size+1 starts in the journal, and Range the
+	// compact range of the tree of Size entries (its hashes, left to
+	// right): with both, a replay that also trusts a checkpoint note at
+	// or past Size reads the journal from Offset only ("seek" in
+	// docs/adr/0044-journal-merkle-log.md). Absent from a state written
+	// before them: such a state is resumed by reading the prefix.
+	Offset int64    `json:"offset,omitempty"`
+	Range  [][]byte `json:"range,omitempty"`
 	// The chain, clock and host at the head.
 	PrevHash string    `json:"prev_hash"`
 	PrevSeq  uint64    `json:"prev_seq"`
@@ -233,12 +241,80 @@ func (rp *Replayer) ReplayFrom(r io.Reader, s *ReplayState, emit func(Result)) (
 	}
 	light := *rp
 	light.resume, light.keepTree = s, true
+	light.seek = seekable(&light, r, s)
 	sum, st, err := light.replay(r, emit)
 	if err != nil || sum.Failed > 0 {
 		return sum, nil, err
 	}
 	out, err := st.save(&light, sum)
 	return sum, out, err
+}
+
+// seekable returns r as a Seeker when the resumed replay may read it from
+// s.Offset on, without the first s.Size entries: s says where they end
+// and holds the compact range of their tree, and a checkpoint note at or
+// past s.Size is trusted, whose root the range, extended by the entries
+// read, must reach. That is the consistency of the note's tree with the
+// state's, checked with the new entries as the proof: a journal whose
+// first s.Size entries were rewritten fails against any note of its own
+// tree. Without such a note (or with a DSSE checkpoint, which names a
+// line of the prefix) the prefix is read and hashed again as before.
+func seekable(rp *Replayer, r io.Reader, s *ReplayState) io.ReadSeeker {
+	rs, ok := r.(io.ReadSeeker)
+	if !ok || s == nil || s.Size == 0 || s.Offset <= 0 || len(s.Range) == 0 || rp.Checkpoint != nil || rp.CheckpointNote == nil {
+		return nil
+	}
+	cp, _, err := OpenRunnerNote(rp.CheckpointNote, rp.Policy)
+	if err != nil || cp.Size < s.Size {
+		return nil // the replay reads it all, and says why the note fails
+	}
+	return rs
+}
+
+// seekPast positions rs at s.Offset, past the first s.Size entries, when
+// the journal still ends a line there; otherwise (it was cut short of the
+// state, or rewritten so that no line ends there) at the start, so that
+// the prefix is read and judged as without a seek, and says which.
+func seekPast(rs io.ReadSeeker, s *ReplayState) (bool, error) {
+	size, err := rs.Seek(0, io.SeekEnd)
+	if err != nil {
+		return false, err
+	}
+	var b [1]byte
+	if size >= s.Offset {
+		if _, err := rs.Seek(s.Offset-1, io.SeekStart); err != nil {
+			return false, err
+		}
+		if _, err := io.ReadFull(rs, b[:]); err != nil {
+			return false, err
+		}
+	}
+	if b[0] == '\n' {
+		return true, nil
+	}
+	_, err = rs.Seek(0, io.SeekStart)
+	return false, err
+}
+
+// cloneHashes is a deep copy of a compact range's hashes.
+func cloneHashes(hs [][]byte) [][]byte {
+	out := make([][]byte, len(hs))
+	for i, h := range hs {
+		out[i] = bytes.Clone(h)
+	}
+	return out
+}
+
+// endOf is where the line after l starts.
+func endOf(l Line) int64 {
+	n := int64(len(l.Bytes))
+	if l.Long > 0 {
+		n = l.Long
+	}
+	if !l.Torn {
+		n++
+	}
+	return l.Off + n
 }
 
 // newSeed is a random key for the checker's 64-bit hashes.
@@ -300,7 +376,7 @@ func (st *state) save(rp *Replayer, sum Summary) (*ReplayState, error) {
 	if st.entries == 0 {
 		return nil, nil // nothing to stand on
 	}
-	s := &ReplayState{Version: 1, Judge: rp.JudgeDigest(), Size: st.entries, Root: root, PrevHash: st.prevHash, PrevSeq: st.prevSeq,
+	s := &ReplayState{Version: 1, Judge: rp.JudgeDigest(), Size: st.entries, Root: root, Offset: st.end, Range: cloneHashes(st.tree.Hashes()), PrevHash: st.prevHash, PrevSeq: st.prevSeq,
 		Latest: st.latest, Host: st.host, HostSet: st.hostSet, Decoded: st.decoded, Seed: st.seed,
 		Open: []OpenRun{}, SignCounts: []SpentSignCount{}, BreakGlass: []BreakGlassState{},
 		Entries: sum.Entries, RunCount: sum.Runs, RevokedSince: sum.RevokedSince}
@@ -352,6 +428,7 @@ type prefix struct {
 	size  uint64
 	count uint64
 	torn  bool
+	end   int64 // where the line after the last one read starts
 }
 
 func leafOf(hexHash string) []byte {

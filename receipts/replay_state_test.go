@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,8 +31,14 @@ var stateKey = keys.FromSeed(bytes.Repeat([]byte{42}, 32))
 // replayAll replays journal in full, returning each verdict as JSON.
 func replayAll(t tb, rp *receipts.Replayer, journal []byte, s *receipts.ReplayState) ([]string, receipts.Summary, *receipts.ReplayState) {
 	t.Helper()
+	return replayFrom(t, rp, bytes.NewReader(journal), s)
+}
+
+// replayFrom is replayAll of the journal read from r.
+func replayFrom(t tb, rp *receipts.Replayer, r io.Reader, s *receipts.ReplayState) ([]string, receipts.Summary, *receipts.ReplayState) {
+	t.Helper()
 	var out []string
-	sum, st, err := rp.ReplayFrom(bytes.NewReader(journal), s, func(r receipts.Result) {
+	sum, st, err := rp.ReplayFrom(r, s, func(r receipts.Result) {
 		b, _ := json.Marshal(r)
 		out = append(out, string(b))
 	})
@@ -145,7 +152,123 @@ func incrementalAsFull(t *testing.T, w *world) {
 		if strings.Join(incr, "\n") != strings.Join(full[skip:], "\n") {
 			rt.Fatalf("cut at %d: incremental verdicts\n%s\nfull verdicts after the cut\n%s", cut, strings.Join(incr, "\n"), strings.Join(full[skip:], "\n"))
 		}
+		// With a checkpoint note of the journal's own tree, signed by the
+		// runner as the service signs its head, the resumed replay reads
+		// the journal from the state's offset only (seek): the verdicts
+		// are still the full replay's with that note.
+		if s == nil || torn {
+			return
+		}
+		withNote := &receipts.Replayer{Policy: policy, CheckpointNote: noteOf(rt, w, journal)}
+		full, fullSum, _ = replayAll(rt, withNote, journal, nil)
+		rs := &readsFrom{Reader: bytes.NewReader(journal), first: -1}
+		incr, incrSum, _ = replayFrom(rt, withNote, rs, s)
+		if incrSum != fullSum || strings.Join(incr, "\n") != strings.Join(full[skip:], "\n") {
+			rt.Fatalf("cut at %d, with a note: incremental %+v\n%s\nfull %+v after the cut\n%s", cut, incrSum, strings.Join(incr, "\n"), fullSum, strings.Join(full[skip:], "\n"))
+		}
+		if rs.first != s.Offset-1 {
+			rt.Fatalf("cut at %d, with a note: the replay read from byte %d, not from the state's offset %d", cut, rs.first, s.Offset)
+		}
 	})
+}
+
+// noteOf is the runner's checkpoint note of journal's whole tree, as the
+// service signs its head.
+func noteOf(t tb, w *world, journal []byte) []byte {
+	t.Helper()
+	tree, err := receipts.TreeOf(bytes.NewReader(journal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, r, err := receipts.Decode([]byte(w.journal[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	note, err := receipts.SignNoteCheckpoint(w.runner, receipts.NoteOrigin(r.Host), tree, tree.Size())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return note
+}
+
+// readsFrom is a journal that records the first offset read from it.
+type readsFrom struct {
+	*bytes.Reader
+	first int64 // -1 until the first read
+}
+
+func (r *readsFrom) Read(p []byte) (int, error) {
+	if r.first < 0 {
+		r.first, _ = r.Seek(0, io.SeekCurrent)
+	}
+	return r.Reader.Read(p)
+}
+
+// A journal rewritten in the part a state stands on, and signed again as
+// a note of its own tree by the runner key (whose holder rewrote it), is
+// refused by a resumed replay that seeks past that part: the state's tree
+// extended by the new entries is not the note's. The same with no seek
+// (no note) is refused as before.
+func TestResumedSeekCatchesRewrittenPrefix(t *testing.T) {
+	w := newWorld(t)
+	policy, err := approval.LoadPolicy(filepath.Join(w.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine := []byte(strings.Join(w.journal, "\n") + "\n")
+	cut := len(w.journal) / 2
+	prefix := bytes.Join(bytes.SplitAfter(genuine, []byte("\n"))[:cut], nil)
+	_, _, s := replayAll(t, &receipts.Replayer{Policy: policy}, prefix, nil)
+	if s == nil {
+		t.Fatal("the prefix wrote no state")
+	}
+	s = sealed(t, s)
+	// The first receipt back-dated, every later one re-chained and
+	// re-signed: a valid journal of the same length on its own.
+	rewritten := []byte(strings.Join(w.edit(append([]string(nil), w.journal...), 0, w.runner, true, func(r *receipts.Receipt) { r.Time = r.Time.Add(-time.Minute) }), "\n") + "\n")
+	if len(rewritten) != len(genuine) {
+		t.Logf("the rewrite changed the journal's length (%d → %d bytes)", len(genuine), len(rewritten))
+	}
+	withNote := &receipts.Replayer{Policy: policy, CheckpointNote: noteOf(t, w, rewritten)}
+	if _, sum, _ := replayAll(t, withNote, rewritten, nil); !sum.OK {
+		t.Fatalf("the rewritten journal does not verify alone: %+v", sum)
+	}
+	rs := &readsFrom{Reader: bytes.NewReader(rewritten), first: -1}
+	out, sum, next := replayFrom(t, withNote, rs, s)
+	if sum.OK || next != nil || !strings.Contains(strings.Join(out, "\n"), `"code":"chain_broken"`) {
+		t.Fatalf("a rewritten prefix passed a resumed replay with its own note: %+v\n%s", sum, strings.Join(out, "\n"))
+	}
+	// One entry of the prefix re-signed in place, not re-chained: the
+	// entries after the state chain on as before, so only the note's
+	// tree (of the journal as it now is) tells the state's apart.
+	inPlace := []byte(strings.Join(w.edit(append([]string(nil), w.journal...), 0, w.runner, false, func(r *receipts.Receipt) { r.Time = r.Time.Add(-time.Minute) }), "\n") + "\n")
+	withNote.CheckpointNote = noteOf(t, w, inPlace)
+	rs = &readsFrom{Reader: bytes.NewReader(inPlace), first: -1}
+	out, sum, next = replayFrom(t, withNote, rs, s)
+	if sum.OK || next != nil || rs.first != s.Offset-1 || !strings.Contains(strings.Join(out, "\n"), "not the tree the checkpoint note signs") {
+		t.Fatalf("a prefix entry re-signed in place passed a resumed replay with its own note (read from %d): %+v\n%s", rs.first, sum, strings.Join(out, "\n"))
+	}
+	// Against the genuine journal and its note, the same state passes,
+	// reading from its offset.
+	withNote.CheckpointNote = noteOf(t, w, genuine)
+	rs = &readsFrom{Reader: bytes.NewReader(genuine), first: -1}
+	if out, sum, _ := replayFrom(t, withNote, rs, s); !sum.OK || rs.first != s.Offset-1 {
+		t.Fatalf("the genuine journal, resumed with its note: %+v, read from %d (offset %d)\n%s", sum, rs.first, s.Offset, strings.Join(out, "\n"))
+	}
+	// A note of fewer entries than the state stands on names a tree
+	// inside the prefix: the journal is read from its start, and passes.
+	tree, err := receipts.TreeOf(bytes.NewReader(genuine))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, r0, _ := receipts.Decode([]byte(w.journal[0]))
+	if withNote.CheckpointNote, err = receipts.SignNoteCheckpoint(w.runner, receipts.NoteOrigin(r0.Host), tree, uint64(cut-1)); err != nil {
+		t.Fatal(err)
+	}
+	rs = &readsFrom{Reader: bytes.NewReader(genuine), first: -1}
+	if out, sum, _ := replayFrom(t, withNote, rs, s); !sum.OK || rs.first != 0 {
+		t.Fatalf("resumed with a note inside the prefix: %+v, read from %d\n%s", sum, rs.first, strings.Join(out, "\n"))
+	}
 }
 
 // A state file is believed only as sealed: one with any byte of its state

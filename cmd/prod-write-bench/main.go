@@ -28,7 +28,7 @@ import (
 var (
 	bin       = flag.String("bin", "bin/prod-write", "the prod-write binary")
 	floorBin  = flag.String("floor", "bin/floor", "the floor program for run")
-	only      = flag.String("only", "", "run only this benchmark: plan, run, run-service, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey")
+	only      = flag.String("only", "", "run only this benchmark: plan, run, run-service, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey, replay-state")
 	fileSize  = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
 	runs      = flag.Int("runs", 200, "sequential runs timed for the run overhead")
 	nReceipts = flag.Int("receipts", 1_000_000, "receipts replayed")
@@ -36,6 +36,7 @@ var (
 	rounds    = flag.Int("rounds", 3, "interleaved rounds of the replay rows")
 	// Each run of the passkey journal carries its own P-256 assertion,
 	// made and checked at generation: fewer receipts keep that short.
+	stateNew         = flag.Int("state-new", 10_000, "receipts new since the replay state, in the replay-state row")
 	nPasskeyReceipts = flag.Int("passkey-receipts", 200_000, "receipts replayed in the replay-passkey row")
 	setupOnly        = flag.String("setup", "", "only set up a service deployment in this new directory, with 32 approved plans, print how to use it, and exit (for profiling)")
 )
@@ -64,7 +65,7 @@ func main() {
 		fn   func(dir string) result
 	}
 	var results []result
-	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}, {"replay-passkey", benchReplayPasskey}} {
+	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}, {"replay-passkey", benchReplayPasskey}, {"replay-state", benchReplayState}} {
 		if *only != "" && *only != b.name {
 			continue
 		}
