@@ -58,6 +58,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	benchTmp = tmp
 	defer os.RemoveAll(tmp)
 	fmt.Printf("prod-write bench: %d cores, GOMAXPROCS %d, %s\n\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
 	type bench struct {
@@ -89,8 +90,20 @@ func main() {
 		}
 	}
 	if failed {
-		os.Exit(1)
+		exit(1)
 	}
+}
+
+// benchTmp is the bench's temporary directory (journals of gigabytes):
+// exit removes it, as os.Exit runs no deferred call.
+var benchTmp string
+
+// exit removes benchTmp and exits with code.
+func exit(code int) {
+	if benchTmp != "" {
+		os.RemoveAll(benchTmp)
+	}
+	os.Exit(code)
 }
 
 type result struct {
@@ -103,7 +116,7 @@ type result struct {
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "prod-write-bench:", err)
-	os.Exit(2)
+	exit(2)
 }
 
 // pw runs prod-write in dir and returns its stdout.
