@@ -340,6 +340,10 @@ func (st *state) restore(s *ReplayState, sum *Summary) {
 		st.host, st.hostSet = s.Host, s.HostSet
 	}
 	st.entries = s.Size
+	// Sized once: a million entries grown one doubling at a time cost
+	// as much again in rehashing.
+	st.used = make(map[uint64]uint32, len(s.Used)/12+len(st.used))
+	st.runs = make(map[uint64]struct{}, len(s.Runs)/8+len(st.runs))
 	for b := s.Used; len(b) > 0; b = b[12:] {
 		st.used[binary.LittleEndian.Uint64(b)] = binary.LittleEndian.Uint32(b[8:])
 	}
@@ -385,6 +389,7 @@ func (st *state) save(rp *Replayer, sum Summary) (*ReplayState, error) {
 		used = append(used, k)
 	}
 	slices.Sort(used)
+	s.Used = make([]byte, 0, 12*len(used))
 	for _, k := range used {
 		s.Used = binary.LittleEndian.AppendUint64(s.Used, k)
 		s.Used = binary.LittleEndian.AppendUint32(s.Used, st.used[k])
@@ -394,6 +399,7 @@ func (st *state) save(rp *Replayer, sum Summary) (*ReplayState, error) {
 		runs = append(runs, k)
 	}
 	slices.Sort(runs)
+	s.Runs = make([]byte, 0, 8*len(runs))
 	for _, k := range runs {
 		s.Runs = binary.LittleEndian.AppendUint64(s.Runs, k)
 	}
