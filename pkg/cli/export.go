@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -146,29 +145,16 @@ be read.`,
 }
 
 func verifyExportRun(o *VerifyExportOptions) error {
-	pub, err := readPublic(o.Pub)
+	v, err := localapi.VerifyExport(api.VerifyExportRequest{Export: o.Export, Pub: o.Pub})
 	if err != nil {
 		return err
 	}
-	in, err := os.Open(o.Export)
-	if err != nil {
-		return fmt.Errorf("reading the export: %w", err)
-	}
-	defer in.Close()
-	v, err := receipts.VerifyExport(in, pub)
-	var bad *receipts.MalformedExportError
-	if errors.As(err, &bad) {
-		return &localapi.DataError{Err: fmt.Errorf("%s: %w", o.Export, err)}
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.Export, err)
-	}
 	if o.F.JSON {
-		return printDoc(o.F.IO.Out, map[string]any{"export": o.Export, "verified": true, "runs": v.Runs, "proved": v.Proved, "tree_size": v.TreeSize, "key_id": pub.ID()})
+		return printDoc(o.F.IO.Out, map[string]any{"export": v.Export, "verified": v.Verified, "runs": v.Runs, "proved": v.Proved, "tree_size": v.TreeSize, "key_id": v.KeyID})
 	}
-	fmt.Fprintf(o.F.IO.Out, "%s: verified: %d runs attested, each signed by key %.12s…\n", o.Export, v.Runs, pub.ID())
+	fmt.Fprintf(o.F.IO.Out, "%s: verified: %d runs attested, each signed by key %.12s…\n", v.Export, v.Runs, v.KeyID)
 	if v.Proved > 0 {
-		fmt.Fprintf(o.F.IO.Out, "%s: %d of them with their receipts proved in the journal's tree of %d entries, its checkpoint signed by the same key\n", o.Export, v.Proved, v.TreeSize)
+		fmt.Fprintf(o.F.IO.Out, "%s: %d of them with their receipts proved in the journal's tree of %d entries, its checkpoint signed by the same key\n", v.Export, v.Proved, v.TreeSize)
 	}
 	return nil
 }

@@ -2,12 +2,10 @@ package cli
 
 import (
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -61,65 +59,17 @@ printed), 65 when the VSA or KEY is malformed, 74 when a file cannot be read.`,
 	return cmd
 }
 
-// readPublic reads --pub: the trust.toml line itself, or a file holding
-// it or a PKIX PEM block.
-func readPublic(s string) (keys.Public, error) {
-	if strings.HasPrefix(s, keys.PublicPrefix) {
-		p, err := keys.ParsePublic(s)
-		if err != nil {
-			return nil, &localapi.DataError{Err: fmt.Errorf("--pub: %w", err)}
-		}
-		return p, nil
-	}
-	b, err := os.ReadFile(s)
-	if err != nil {
-		return nil, fmt.Errorf("--pub: %w", err)
-	}
-	var p keys.Public
-	if line := strings.TrimSpace(string(b)); strings.HasPrefix(line, keys.PublicPrefix) {
-		p, err = keys.ParsePublic(line)
-	} else {
-		p, err = keys.ParsePublicPEM(b)
-	}
-	if err != nil {
-		return nil, &localapi.DataError{Err: fmt.Errorf("--pub %s: %w", s, err)}
-	}
-	return p, nil
-}
-
 func verifyVSARun(o *VerifyVSAOptions) error {
-	pub, err := readPublic(o.Pub)
+	r, err := localapi.VerifyVSA(api.VerifyVSARequest{VSA: o.VSA, Journal: o.Journal, Pub: o.Pub})
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(o.VSA)
-	if err != nil {
-		return fmt.Errorf("reading the VSA: %w", err)
-	}
-	v, err := receipts.ParseVSA(b)
-	if err != nil {
-		return &localapi.DataError{Err: fmt.Errorf("%s: %w", o.VSA, err)}
-	}
-	in, err := os.Open(o.Journal)
-	if err != nil {
-		return fmt.Errorf("reading the journal: %w", err)
-	}
-	defer in.Close()
-	head, entries, err := receipts.JournalHead(in)
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.Journal, err)
-	}
-	if err := v.Verify(pub, head, entries); err != nil {
-		return fmt.Errorf("%s for %s: %w", o.VSA, o.Journal, err)
-	}
-	p := v.Statement.Predicate
-	policy := "sha256:" + p.Policy.Digest["sha256"]
 	if o.F.JSON {
-		return printDoc(o.F.IO.Out, map[string]any{"vsa": o.VSA, "journal": o.Journal, "verified": true,
-			"result": p.VerificationResult, "subject": v.Statement.Subject[0].Name, "head": head, "entries": entries,
-			"policy": policy, "time_verified": p.TimeVerified, "key_id": pub.ID()})
+		return printDoc(o.F.IO.Out, map[string]any{"vsa": r.VSA, "journal": r.Journal, "verified": r.Verified,
+			"result": r.Result, "subject": r.Subject, "head": r.Head, "entries": r.Entries,
+			"policy": r.Policy, "time_verified": r.TimeVerified, "key_id": r.KeyID})
 	}
 	fmt.Fprintf(o.F.IO.Out, "%s: verified: replay judged %s (%d entries, head %.12s…) PASSED at %s against policy %.19s…, signed by key %.12s…\n",
-		o.VSA, o.Journal, entries, head, p.TimeVerified, policy, pub.ID())
+		r.VSA, r.Journal, r.Entries, r.Head, r.TimeVerified, r.Policy, r.KeyID)
 	return nil
 }

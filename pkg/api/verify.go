@@ -1,0 +1,42 @@
+package api
+
+// VerifyVSARequest verifies a VSA that replay --vsa wrote (VSA, a file)
+// against the journal file it is about and CI's public key (Pub: as
+// trust.toml spells it, or a file holding that line or a PKIX PEM key).
+// Offline: nothing of the service's is read.
+type VerifyVSARequest struct {
+	VSA     string `json:"vsa"`
+	Journal string `json:"journal"`
+	Pub     string `json:"pub"`
+}
+
+// VerifyVSAResult is what the verified VSA says.
+type VerifyVSAResult struct {
+	VSA          string `json:"vsa"`
+	Journal      string `json:"journal"`
+	Verified     bool   `json:"verified"`
+	Result       string `json:"result"`
+	Subject      string `json:"subject"`
+	Head         string `json:"head"`
+	Entries      int    `json:"entries"`
+	Policy       string `json:"policy"`
+	TimeVerified string `json:"time_verified"`
+	KeyID        string `json:"key_id"`
+}
+
+// VerifyExportRequest verifies a bundle receipts export wrote (Export, a
+// file) under the runner's public key (Pub, as for VerifyVSARequest).
+type VerifyExportRequest struct {
+	Export string `json:"export"`
+	Pub    string `json:"pub"`
+}
+
+// VerifyExportResult is what the verified bundle holds.
+type VerifyExportResult struct {
+	Export   string `json:"export"`
+	Verified bool   `json:"verified"`
+	Runs     int    `json:"runs"`
+	Proved   int    `json:"proved"`
+	TreeSize uint64 `json:"tree_size"`
+	KeyID    string `json:"key_id"`
+}

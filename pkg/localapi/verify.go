@@ -1,0 +1,98 @@
+package localapi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/receipts"
+)
+
+// VerifyVSA checks a VSA that replay --vsa wrote, exactly (receipts.VSA's
+// Verify): its DSSE signature under req.Pub, its statement and predicate
+// types, that its subject is the hash of the journal's last line and its
+// resource counts the journal's entries, and that replay's verdict was
+// PASSED. Offline, with the caller's rights: it reads the two files and
+// nothing of the service's.
+func VerifyVSA(req api.VerifyVSARequest) (*api.VerifyVSAResult, error) {
+	pub, err := ReadPublic(req.Pub)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(req.VSA)
+	if err != nil {
+		return nil, fmt.Errorf("reading the VSA: %w", err)
+	}
+	v, err := receipts.ParseVSA(b)
+	if err != nil {
+		return nil, &DataError{Err: fmt.Errorf("%s: %w", req.VSA, err)}
+	}
+	in, err := os.Open(req.Journal)
+	if err != nil {
+		return nil, fmt.Errorf("reading the journal: %w", err)
+	}
+	defer in.Close()
+	head, entries, err := receipts.JournalHead(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", req.Journal, err)
+	}
+	if err := v.Verify(pub, head, entries); err != nil {
+		return nil, fmt.Errorf("%s for %s: %w", req.VSA, req.Journal, err)
+	}
+	p := v.Statement.Predicate
+	return &api.VerifyVSAResult{VSA: req.VSA, Journal: req.Journal, Verified: true, Result: p.VerificationResult,
+		Subject: v.Statement.Subject[0].Name, Head: head, Entries: entries, Policy: "sha256:" + p.Policy.Digest["sha256"],
+		TimeVerified: p.TimeVerified, KeyID: pub.ID()}, nil
+}
+
+// VerifyExport checks a bundle receipts export wrote under the runner's
+// public key req.Pub (receipts.VerifyExport). Offline, as VerifyVSA.
+func VerifyExport(req api.VerifyExportRequest) (*api.VerifyExportResult, error) {
+	pub, err := ReadPublic(req.Pub)
+	if err != nil {
+		return nil, err
+	}
+	in, err := os.Open(req.Export)
+	if err != nil {
+		return nil, fmt.Errorf("reading the export: %w", err)
+	}
+	defer in.Close()
+	v, err := receipts.VerifyExport(in, pub)
+	var bad *receipts.MalformedExportError
+	if errors.As(err, &bad) {
+		return nil, &DataError{Err: fmt.Errorf("%s: %w", req.Export, err)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", req.Export, err)
+	}
+	return &api.VerifyExportResult{Export: req.Export, Verified: true, Runs: v.Runs, Proved: v.Proved, TreeSize: v.TreeSize, KeyID: pub.ID()}, nil
+}
+
+// ReadPublic reads a public key as --pub takes it: the trust.toml line
+// itself, or a file holding it or a PKIX PEM block.
+func ReadPublic(s string) (keys.Public, error) {
+	if strings.HasPrefix(s, keys.PublicPrefix) {
+		p, err := keys.ParsePublic(s)
+		if err != nil {
+			return nil, &DataError{Err: fmt.Errorf("--pub: %w", err)}
+		}
+		return p, nil
+	}
+	b, err := os.ReadFile(s)
+	if err != nil {
+		return nil, fmt.Errorf("--pub: %w", err)
+	}
+	var p keys.Public
+	if line := strings.TrimSpace(string(b)); strings.HasPrefix(line, keys.PublicPrefix) {
+		p, err = keys.ParsePublic(line)
+	} else {
+		p, err = keys.ParsePublicPEM(b)
+	}
+	if err != nil {
+		return nil, &DataError{Err: fmt.Errorf("--pub %s: %w", s, err)}
+	}
+	return p, nil
+}
