@@ -92,8 +92,16 @@ func (a API) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayResult
 	// Replay allocates as it streams; collecting only when memory nears a
 	// fixed bound keeps it well under 100 MB and spends less time in the
 	// collector than the default pacing (docs/PERFORMANCE.md).
+	// A replay state is held whole once restored (every record's uses
+	// and run id, in maps several times its packed size): under a fixed
+	// bound that live heap would leave the collector running all the
+	// time, so the bound grows with the state file.
+	limit := int64(64 << 20)
+	if fi, err := os.Stat(req.State); req.State != "" && err == nil {
+		limit += 8 * fi.Size()
+	}
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	if IsArchiveURL(j.Path) {
 		if req.VSA != "" {
 			return nil, &UsageError{Msg: "--vsa attests a journal file's head; replay the archive's journal from a file"}
