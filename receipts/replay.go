@@ -290,10 +290,20 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 			st.note = note
 		}
 	}
-	if rp.seek != nil && note != nil {
+	// A resumed replay that trusts a checkpoint note at or past the state
+	// need not read the state's entries again: the state says where they
+	// end and holds the compact range of their tree, and that range,
+	// extended by the entries read, must reach the note's root. That is
+	// the consistency of the note's tree with the state's, checked with
+	// the new entries as the proof: a journal whose first entries were
+	// rewritten fails against any note of its own tree. A note inside the
+	// prefix names a tree the range cannot reach, and a DSSE checkpoint a
+	// line of the prefix: then the prefix is read and hashed as before.
+	s := rp.resume
+	if rs, ok := r.(io.ReadSeeker); ok && s != nil && s.Size > 0 && s.Offset > 0 && len(s.Range) > 0 && rp.Checkpoint == nil && note != nil && note.cp.Size >= s.Size {
 		// The first Size entries are the state's: not read again. The
 		// note's tree and the state's go on from the same range.
-		past, err := seekPast(rp.seek, rp.resume)
+		past, err := seekPast(rs, s)
 		if err != nil {
 			return sum, st, err
 		}
@@ -310,7 +320,7 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 			}
 			note.count = rp.resume.Size
 			firstLine, firstOff = int(rp.resume.Size)+1, rp.resume.Offset
-			r = rp.seek
+			r = rs
 		}
 	}
 	// Three stages overlap: reading the next batch, verifying this one on

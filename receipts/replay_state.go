@@ -241,34 +241,12 @@ func (rp *Replayer) ReplayFrom(r io.Reader, s *ReplayState, emit func(Result)) (
 	}
 	light := *rp
 	light.resume, light.keepTree = s, true
-	light.seek = seekable(&light, r, s)
 	sum, st, err := light.replay(r, emit)
 	if err != nil || sum.Failed > 0 {
 		return sum, nil, err
 	}
 	out, err := st.save(&light, sum)
 	return sum, out, err
-}
-
-// seekable returns r as a Seeker when the resumed replay may read it from
-// s.Offset on, without the first s.Size entries: s says where they end
-// and holds the compact range of their tree, and a checkpoint note at or
-// past s.Size is trusted, whose root the range, extended by the entries
-// read, must reach. That is the consistency of the note's tree with the
-// state's, checked with the new entries as the proof: a journal whose
-// first s.Size entries were rewritten fails against any note of its own
-// tree. Without such a note (or with a DSSE checkpoint, which names a
-// line of the prefix) the prefix is read and hashed again as before.
-func seekable(rp *Replayer, r io.Reader, s *ReplayState) io.ReadSeeker {
-	rs, ok := r.(io.ReadSeeker)
-	if !ok || s == nil || s.Size == 0 || s.Offset <= 0 || len(s.Range) == 0 || rp.Checkpoint != nil || rp.CheckpointNote == nil {
-		return nil
-	}
-	cp, _, err := OpenRunnerNote(rp.CheckpointNote, rp.Policy)
-	if err != nil || cp.Size < s.Size {
-		return nil // the replay reads it all, and says why the note fails
-	}
-	return rs
 }
 
 // seekPast positions rs at s.Offset, past the first s.Size entries, when

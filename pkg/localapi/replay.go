@@ -97,8 +97,10 @@ func (a API) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayResult
 	// bound that live heap would leave the collector running all the
 	// time, so the bound grows with the state file.
 	limit := int64(64 << 20)
-	if fi, err := os.Stat(req.State); req.State != "" && err == nil {
-		limit += 8 * fi.Size()
+	if req.State != "" {
+		if fi, err := os.Stat(req.State); err == nil {
+			limit += 8 * fi.Size()
+		}
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
