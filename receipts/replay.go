@@ -188,10 +188,7 @@ type Replayer struct {
 	// resume, when set, is the state the replay goes on from
 	// (ReplayFrom); keepTree builds the journal's Merkle root as the
 	// entries stream past, for the state at the head.
-	resume *ReplayState
-	// seek, when set with resume, is the journal to read from
-	// resume.Offset on (seekable).
-	seek     io.ReadSeeker
+	resume   *ReplayState
 	keepTree bool
 }
 
