@@ -138,6 +138,10 @@ func (j *Journal) syncDir(dir string) error {
 	return durable.SyncDir(dir)
 }
 
+// ErrRunIDDate refuses an intent whose dated run id (NewRunID) was made
+// more than RunIDMaxAge before it, or after it: replay would fail it.
+var ErrRunIDDate = errors.New("run id not of this intent's time")
+
 func (j *Journal) now() time.Time {
 	if j.Now != nil {
 		return j.Now()
@@ -148,6 +152,12 @@ func (j *Journal) now() time.Time {
 func (j *Journal) sign(r *Receipt) ([]byte, error) {
 	if r.Time.IsZero() {
 		r.Time = j.now().UTC()
+	}
+	if r.Kind == KindIntent {
+		// Never an intent replay would fail for its run id's date.
+		if why := runIDProblem(r.RunID, r.Time); why != "" {
+			return nil, fmt.Errorf("%w: %s", ErrRunIDDate, why)
+		}
 	}
 	r.Runner, r.Host = j.Runner, j.Host
 	env, err := approval.Sign(j.Key, PayloadType, r)

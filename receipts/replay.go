@@ -190,6 +190,9 @@ type Replayer struct {
 	// entries stream past, for the state at the head.
 	resume   *ReplayState
 	keepTree bool
+	// rememberAll keeps every record's uses and run id (tests hold the
+	// verdicts of a replay that forgets to one that does not).
+	rememberAll bool
 }
 
 // NotReceiptsError is input that cannot be read as receipts at all.
@@ -207,7 +210,8 @@ type entry struct {
 	decodeErr error
 	res       Result
 	relied    []string
-	slots     int // uses of the anchor, for Gera decisions
+	reliedExp []int64 // when each expires, in Unix nanoseconds (state.used)
+	slots     int     // uses of the anchor, for Gera decisions
 	bg        *bgEntry
 	// passkeys are the passkey sign counts the intent's gate spent.
 	passkeys []approval.PasskeySeen
@@ -236,8 +240,9 @@ type carriedReview struct {
 
 // Replay reads a journal from r, calling emit with the result for every
 // entry in order, and then for every intent left without an outcome. It
-// streams: signatures are checked in parallel batches and memory does not
-// grow with the journal beyond one record per evidence id and open run.
+// streams: signatures are checked in parallel batches, and memory holds
+// one entry per open run, per record still alive and per run id of the
+// last day (ADR 0053), not per entry of the journal.
 func (rp *Replayer) Replay(r io.Reader, emit func(Result)) (Summary, error) {
 	sum, _, err := rp.replay(r, emit)
 	return sum, err
@@ -256,7 +261,7 @@ func (rp *Replayer) replay(r io.Reader, emit func(Result)) (Summary, *state, err
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	st := &state{bgRuns: map[string][]*bgEntry{}, bgByRecord: map[string][]*bgEntry{}, policy: rp.Policy, used: map[uint64]uint32{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]struct{}{}, seed: newSeed(), hasher: xxhash.New(), host: rp.Host, hostSet: rp.Host != ""}
+	st := &state{bgRuns: map[string][]*bgEntry{}, bgByRecord: map[string][]*bgEntry{}, policy: rp.Policy, used: map[uint64]useCount{}, open: map[string]*Result{}, openHash: map[string]string{}, runs: map[uint64]int64{}, seed: newSeed(), hasher: xxhash.New(), host: rp.Host, hostSet: rp.Host != "", rememberAll: rp.rememberAll}
 	var sum Summary
 	var pre *prefix
 	if rp.keepTree || rp.resume != nil {
@@ -680,6 +685,7 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 		}
 		for _, s := range dec.Relied {
 			e.relied = append(e.relied, s.ID)
+			e.reliedExp = append(e.reliedExp, expiryOf(dec, s.ID))
 		}
 		e.slots = dec.AnchorUses
 		e.passkeys = dec.PasskeysSpent()
@@ -839,15 +845,23 @@ type state struct {
 	// receipts the ids alone would be over 50 MB. A collision (about
 	// n²/2⁶⁵: 3·10⁻⁸ at a million records, and the seed is random, so
 	// no one can aim for one) could only add a false evidence_reused,
-	// never hide a reuse.
-	used     map[uint64]uint32
+	// never hide a reuse. A record is forgotten once it has expired for
+	// every intent that could still pass (forgetRecord).
+	used     map[uint64]useCount
 	open     map[string]*Result
 	openHash map[string]string // run id → its intent's line hash
 	// runs holds a 64-bit keyed hash of every run id seen, so that a
-	// second intent cannot reuse one (8 bytes a run, not the id).
-	runs   map[uint64]struct{}
+	// second intent cannot reuse one (8 bytes a run, not the id), with
+	// when a dated id was made (Unix ms; undatedRun for an undated one),
+	// so that it is forgotten once no intent that could still pass may
+	// carry it (forgetRun).
+	runs   map[uint64]int64
 	seed   uint64
 	hasher *xxhash.Digest
+	// sweepAt is the size of used and runs at which the forgotten are
+	// next deleted (sweep).
+	sweepAt     int
+	rememberAll bool // Replayer.rememberAll
 	// tree, when kept, is the Merkle tree of the entries so far
 	// (ReplayFrom), as a compact range.
 	tree       *compact.Range
@@ -910,16 +924,24 @@ func (st *state) check(e *entry) {
 		if r.RunID == "" {
 			e.res.add(Malformed, "intent without a run id")
 		}
+		if why := runIDProblem(r.RunID, r.Time); why != "" {
+			e.res.add(Malformed, "%s", why)
+		}
 		k := st.key(r.RunID)
-		if _, dup := st.runs[k]; dup {
+		_, isOpen := st.open[r.RunID]
+		if made, dup := st.runs[k]; isOpen || dup && !st.forgetRun(made) {
 			e.res.add(RunIDReused, "run id %s was already used by an earlier intent in this journal", r.RunID)
-			if _, open := st.open[r.RunID]; open {
+			if isOpen {
 				// The earlier run had no outcome: report it, not
 				// hide it behind this one.
 				break
 			}
 		}
-		st.runs[k] = struct{}{}
+		made, dated := runIDTime(r.RunID)
+		if !dated {
+			made = undatedRun
+		}
+		st.runs[k] = made
 		open := e.res
 		open.Problems = nil
 		st.open[r.RunID] = &open
@@ -931,11 +953,17 @@ func (st *state) check(e *entry) {
 		for i, id := range e.relied {
 			allowed := allowedUses(i, e.slots)
 			k := st.key(id)
-			st.used[k]++
-			if n := st.used[k]; int(n) > allowed {
-				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, n, allowed)
+			u, ok := st.used[k]
+			if !ok || st.forgetRecord(u.exp) {
+				u = useCount{exp: e.reliedExp[i]}
+			}
+			u.n++
+			st.used[k] = u
+			if int(u.n) > allowed {
+				e.res.add(EvidenceReused, "record %.12s… was relied on by %d runs; it allows %d", id, u.n, allowed)
 			}
 		}
+		st.sweep()
 	case KindReview:
 		if r.Review != nil && r.Review.Review != nil && len(e.res.Problems) == 0 {
 			st.checkReview(e)

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -62,8 +63,11 @@ type ReplayState struct {
 	// Seed keys the 64-bit hashes of Used and Runs.
 	Seed uint64 `json:"seed"`
 	// Used is each record's uses spent, packed: 8 bytes of keyed hash, 4
-	// of count, little-endian, sorted by hash. Runs is every run id's
-	// keyed hash, 8 bytes each, sorted.
+	// of count and 8 of its expiry (Unix nanoseconds), little-endian,
+	// sorted by hash. Runs is each run id's keyed hash and when it was
+	// made (Unix milliseconds, or the largest int64 for an undated id), 8
+	// bytes each, sorted by hash. Neither holds what the checker has
+	// forgotten (ADR 0053).
 	Used []byte `json:"used"`
 	Runs []byte `json:"runs"`
 	// Open are the intents without an outcome yet.
@@ -109,6 +113,15 @@ type BreakGlassState struct {
 type StateRefusedError struct{ Reason string }
 
 func (e *StateRefusedError) Error() string { return "replay state refused: " + e.Reason }
+
+// StateVersion is the version of the states this replayer writes.
+// Version 1 (before ADR 0053) kept every record's uses and every run id.
+const StateVersion = 2
+
+// ErrStateOutdated is a state, signed by the state key, that a replayer
+// of an earlier StateVersion wrote. It is not reused: the journal is
+// replayed in full, as for a state judged by another policy.
+var ErrStateOutdated = errors.New("replay state of an earlier version")
 
 func refuseState(format string, args ...any) error {
 	return &StateRefusedError{Reason: fmt.Sprintf(format, args...)}
@@ -160,6 +173,9 @@ func OpenReplayState(b []byte, pub keys.Public) (*ReplayState, error) {
 	if err := strictjson.Unmarshal(body, &s); err != nil {
 		return nil, refuseState("the state does not decode: %v", err)
 	}
+	if s.Version >= 1 && s.Version < StateVersion {
+		return nil, ErrStateOutdated
+	}
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -170,13 +186,13 @@ func OpenReplayState(b []byte, pub keys.Public) (*ReplayState, error) {
 // restore without failing.
 func (s *ReplayState) check() error {
 	switch {
-	case s.Version != 1:
-		return refuseState("version %d, want 1", s.Version)
+	case s.Version != StateVersion:
+		return refuseState("version %d, want %d", s.Version, StateVersion)
 	case s.Judge == "":
 		return refuseState("no judge digest")
 	case len(s.Root) != 32:
 		return refuseState("a root of %d bytes", len(s.Root))
-	case len(s.Used)%12 != 0 || len(s.Runs)%8 != 0:
+	case len(s.Used)%usedLen != 0 || len(s.Runs)%runLen != 0:
 		return refuseState("packed hashes of a length that does not divide")
 	case s.Size == 0 || s.Entries < 0 || uint64(s.Entries) != s.Size || s.Decoded < 0 || s.Decoded > s.Entries || s.RunCount < 0 || s.RevokedSince < 0:
 		return refuseState("counts that do not add up")
@@ -320,14 +336,15 @@ func (st *state) restore(s *ReplayState, sum *Summary) {
 	st.entries = s.Size
 	// Sized once: a million entries grown one doubling at a time cost
 	// as much again in rehashing.
-	st.used = make(map[uint64]uint32, len(s.Used)/12+len(st.used))
-	st.runs = make(map[uint64]struct{}, len(s.Runs)/8+len(st.runs))
-	for b := s.Used; len(b) > 0; b = b[12:] {
-		st.used[binary.LittleEndian.Uint64(b)] = binary.LittleEndian.Uint32(b[8:])
+	st.used = make(map[uint64]useCount, len(s.Used)/usedLen+len(st.used))
+	st.runs = make(map[uint64]int64, len(s.Runs)/runLen+len(st.runs))
+	for b := s.Used; len(b) > 0; b = b[usedLen:] {
+		st.used[binary.LittleEndian.Uint64(b)] = useCount{n: binary.LittleEndian.Uint32(b[8:]), exp: int64(binary.LittleEndian.Uint64(b[12:]))}
 	}
-	for b := s.Runs; len(b) > 0; b = b[8:] {
-		st.runs[binary.LittleEndian.Uint64(b)] = struct{}{}
+	for b := s.Runs; len(b) > 0; b = b[runLen:] {
+		st.runs[binary.LittleEndian.Uint64(b)] = int64(binary.LittleEndian.Uint64(b[8:]))
 	}
+	st.sweepAt = max(2*(len(st.used)+len(st.runs)), minSweep)
 	for _, o := range s.Open {
 		res := o.Result
 		st.open[o.RunID] = &res
@@ -358,28 +375,35 @@ func (st *state) save(rp *Replayer, sum Summary) (*ReplayState, error) {
 	if st.entries == 0 {
 		return nil, nil // nothing to stand on
 	}
-	s := &ReplayState{Version: 1, Judge: rp.JudgeDigest(), Size: st.entries, Root: root, Offset: st.end, Range: cloneHashes(st.tree.Hashes()), PrevHash: st.prevHash, PrevSeq: st.prevSeq,
+	s := &ReplayState{Version: StateVersion, Judge: rp.JudgeDigest(), Size: st.entries, Root: root, Offset: st.end, Range: cloneHashes(st.tree.Hashes()), PrevHash: st.prevHash, PrevSeq: st.prevSeq,
 		Latest: st.latest, Host: st.host, HostSet: st.hostSet, Decoded: st.decoded, Seed: st.seed,
 		Open: []OpenRun{}, SignCounts: []SpentSignCount{}, BreakGlass: []BreakGlassState{},
 		Entries: sum.Entries, RunCount: sum.Runs, RevokedSince: sum.RevokedSince}
 	used := make([]uint64, 0, len(st.used))
-	for k := range st.used {
-		used = append(used, k)
+	for k, u := range st.used {
+		if !st.forgetRecord(u.exp) {
+			used = append(used, k)
+		}
 	}
 	slices.Sort(used)
-	s.Used = make([]byte, 0, 12*len(used))
+	s.Used = make([]byte, 0, usedLen*len(used))
 	for _, k := range used {
+		u := st.used[k]
 		s.Used = binary.LittleEndian.AppendUint64(s.Used, k)
-		s.Used = binary.LittleEndian.AppendUint32(s.Used, st.used[k])
+		s.Used = binary.LittleEndian.AppendUint32(s.Used, u.n)
+		s.Used = binary.LittleEndian.AppendUint64(s.Used, uint64(u.exp))
 	}
 	runs := make([]uint64, 0, len(st.runs))
-	for k := range st.runs {
-		runs = append(runs, k)
+	for k, ms := range st.runs {
+		if !st.forgetRun(ms) {
+			runs = append(runs, k)
+		}
 	}
 	slices.Sort(runs)
-	s.Runs = make([]byte, 0, 8*len(runs))
+	s.Runs = make([]byte, 0, runLen*len(runs))
 	for _, k := range runs {
 		s.Runs = binary.LittleEndian.AppendUint64(s.Runs, k)
+		s.Runs = binary.LittleEndian.AppendUint64(s.Runs, uint64(st.runs[k]))
 	}
 	for id, res := range st.open {
 		s.Open = append(s.Open, OpenRun{RunID: id, Intent: st.openHash[id], Result: *res})
@@ -459,3 +483,9 @@ func (st *state) prefixEnd(pre *prefix, s *ReplayState) *Result {
 	}
 	return res
 }
+
+// The lengths of one packed entry of ReplayState.Used and .Runs.
+const (
+	usedLen = 8 + 4 + 8
+	runLen  = 8 + 8
+)

@@ -15,7 +15,8 @@ import (
 )
 
 // generateJournal writes n receipts (n/2 runs of distinct plans, each
-// approved by its own Gera go) that replay must accept, and the trust policy
+// approved by its own Gera go that lives an hour, one run every -spacing)
+// that replay must accept, and the trust policy
 // that judges them. It returns the policy's path and the average number of
 // distinct signatures a receipt carries.
 func generateJournal(dir, path string, n int) (string, float64, error) {
@@ -53,10 +54,11 @@ key = %q
 		return "", 0, err
 	}
 	defer jw.f.Close()
-	t0 := time.Now().UTC().Add(-time.Hour)
+	// Run i at t0 + i·spacing, the last an hour ago.
+	t0 := time.Now().UTC().Add(-time.Hour - time.Duration(n/2)**spacing)
 	sigs := 0
 	for i := 0; jw.seq < uint64(n); i++ {
-		now := t0.Add(time.Duration(i) * time.Millisecond)
+		now := t0.Add(time.Duration(i) * *spacing)
 		plan := noopPlan(op, i, now)
 		planEnv, err := approval.Sign(agent, approval.TypePlan, plan)
 		if err != nil {
@@ -72,7 +74,7 @@ key = %q
 		if err != nil {
 			return "", 0, fmt.Errorf("generated run %d does not pass the gate: %w", i, err)
 		}
-		runID := fmt.Sprintf("%024x", i)
+		runID := receipts.NewRunID(now)
 		if err := jw.emit(&receipts.Receipt{Kind: receipts.KindIntent, Time: now, RunID: runID, Intent: &receipts.Intent{
 			Fingerprint: plan.Fingerprint, Operation: op, Plan: planEnv, Evidence: []*approval.Envelope{goEnv},
 			Path: dec.Path, Anchor: dec.Anchor, Relied: []string{dec.Anchor}, PolicyDigest: policy.Digest,

@@ -36,6 +36,7 @@ var (
 	rounds    = flag.Int("rounds", 3, "interleaved rounds of the replay rows")
 	// Each run of the passkey journal carries its own P-256 assertion,
 	// made and checked at generation: fewer receipts keep that short.
+	spacing          = flag.Duration("spacing", time.Second, "time from one run to the next in the generated journals of the replay rows (ADR 0053: replay remembers a record for its life and a run id for a day; 1ms packs a million receipts into eight minutes, where nothing is forgotten)")
 	stateNew         = flag.Int("state-new", 10_000, "receipts new since the replay state, in the replay-state row")
 	nPasskeyReceipts = flag.Int("passkey-receipts", 200_000, "receipts replayed in the replay-passkey row")
 	setupOnly        = flag.String("setup", "", "only set up a service deployment in this new directory, with 32 approved plans, print how to use it, and exit (for profiling)")

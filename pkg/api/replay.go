@@ -103,8 +103,11 @@ type ReplayResult struct {
 	// StateResumed says the replay resumed from its state, which stood
 	// on StateFrom entries: those were not verified again. StateRejudged
 	// says a state was set aside because another policy, history or
-	// options judged it: the journal was replayed in full.
+	// options judged it, and StateOutdated because an earlier version of
+	// replay wrote it (receipts.StateVersion): either way the journal was
+	// replayed in full, and the state written again.
 	StateResumed  bool   `json:"state_resumed,omitempty"`
 	StateFrom     uint64 `json:"state_from,omitempty"`
 	StateRejudged bool   `json:"state_rejudged,omitempty"`
+	StateOutdated bool   `json:"state_outdated,omitempty"`
 }

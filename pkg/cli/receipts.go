@@ -312,6 +312,9 @@ func replayRun(ctx context.Context, o *ReplayOptions) error {
 		}
 		return err
 	}
+	if r.StateOutdated {
+		fmt.Fprintf(f.IO.Err, "prod-write: the replay state %s was written by an earlier version of replay: replaying in full\n", o.State)
+	}
 	if r.StateRejudged {
 		fmt.Fprintf(f.IO.Err, "prod-write: the replay state %s was judged by another policy, history or options: replaying in full\n", o.State)
 	}

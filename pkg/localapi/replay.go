@@ -345,10 +345,15 @@ func replayState(req api.ReplayRequest, rp *receipts.Replayer, path string, in i
 	case err != nil:
 		return err
 	default:
-		if from, err = receipts.OpenReplayState(b, k.Public()); err != nil {
+		from, err = receipts.OpenReplayState(b, k.Public())
+		switch {
+		case errors.Is(err, receipts.ErrStateOutdated):
+			// Signed by the state key, written by an earlier replayer:
+			// replayed in full, and written again in this version.
+			res.StateOutdated = true
+		case err != nil:
 			return &DataError{Err: fmt.Errorf("--state %s: %w (remove it to replay in full)", req.State, err)}
-		}
-		if from.Judge != rp.JudgeDigest() {
+		case from.Judge != rp.JudgeDigest():
 			res.StateRejudged = true
 			from = nil
 		}

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -166,7 +164,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	}
 	// The run id is written into the consumption, so that a retried write
 	// whose reply was lost finds its own use rather than spending another.
-	runID := newRunID()
+	runID := receipts.NewRunID(r.Now())
 	// The break-glass history of whoever broke glass on this plan (issue
 	// 22, breakglass.go); unreadable parts refuse like unreadable evidence.
 	hist, histProblems, err := BreakGlassHistory(pc.Store, pc.Policy, pc.Plan.Fingerprint, evidence)
@@ -419,10 +417,4 @@ func (r *Runner) invoker(p *approval.Policy) receipts.Invoker {
 		return r.Invoker(p)
 	}
 	return receipts.Invoker{UID: os.Getuid()}
-}
-
-func newRunID() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -124,8 +124,9 @@ func (e *BadFingerprintError) Error() string {
 func hexOf(fp string) string { return strings.TrimPrefix(fp, "sha256:") }
 
 // CheckRunID reports whether run names a run as consumption records it: 8
-// to 64 lowercase hex digits (prod-write's run ids are 24). Every backend
-// checks it before it becomes part of a file name or an attribute name.
+// to 64 lowercase hex digits (prod-write's run ids are 32, receipts.NewRunID;
+// 24 before ADR 0053). Every backend checks it before it becomes part of a
+// file name or an attribute name.
 func CheckRunID(run string) error {
 	if len(run) < 8 || len(run) > 64 {
 		return fmt.Errorf("%q is not a run id (want 8 to 64 lowercase hex digits)", run)
