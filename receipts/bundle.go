@@ -1,9 +1,11 @@
 package receipts
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -47,9 +49,30 @@ type Inclusion struct {
 // whole journal, and that tree's checkpoint signed by k under origin. The
 // journal is read twice, the tree first: every proof is against the head.
 func ExportInTotoBundles(ctx context.Context, journal io.ReadSeeker, p *approval.Policy, k *keys.Private, origin string, w io.Writer) (int, error) {
+	n, _, err := ExportInTotoBundlesAt(ctx, journal, p, k, origin, nil, w)
+	return n, err
+}
+
+// CheckpointNotOfJournalError refuses a checkpoint note to prove an export
+// against: signed by the runner key for the journal's origin, but not of
+// the journal's tree (a larger tree, or another root at its size). For a
+// note the witnesses cosigned, that is the alarm a cut or rewritten
+// journal raises.
+type CheckpointNotOfJournalError struct{ Reason string }
+
+func (e *CheckpointNotOfJournalError) Error() string {
+	return "the checkpoint is not of this journal: " + e.Reason
+}
+
+// ExportInTotoBundlesAt is [ExportInTotoBundles] with every proof against
+// at, a checkpoint note of the journal's tree at an earlier size or the
+// head (one the witnesses cosigned: receipts export --witnessed), carried
+// as it is, cosignatures and all. A run with a receipt after at's size is
+// left out, and counted in left. With at nil it is ExportInTotoBundles.
+func ExportInTotoBundlesAt(ctx context.Context, journal io.ReadSeeker, p *approval.Policy, k *keys.Private, origin string, at []byte, w io.Writer) (n, left int, err error) {
 	t := &Tree{}
 	leaf := map[string]uint64{}
-	err := Scan(journal, func(l Line) error {
+	err = Scan(journal, func(l Line) error {
 		if l.Torn {
 			return nil
 		}
@@ -63,21 +86,43 @@ func ExportInTotoBundles(ctx context.Context, journal io.ReadSeeker, p *approval
 		return t.AppendLineHash(h)
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	note, err := SignNoteCheckpoint(k, origin, t, t.Size())
-	if err != nil {
-		return 0, err
+	note, size := at, t.Size()
+	if at == nil {
+		if note, err = SignNoteCheckpoint(k, origin, t, size); err != nil {
+			return 0, 0, err
+		}
+	} else {
+		cp, err := OpenNoteCheckpoint(at, origin, k.Public())
+		if err != nil {
+			return 0, 0, err
+		}
+		if cp.Size > t.Size() {
+			return 0, 0, &CheckpointNotOfJournalError{Reason: fmt.Sprintf("it signs a tree of %d entries; the journal holds %d: entries were cut off", cp.Size, t.Size())}
+		}
+		root, err := t.Root(cp.Size)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !bytes.Equal(root, cp.Hash) {
+			return 0, 0, &CheckpointNotOfJournalError{Reason: fmt.Sprintf("its tree of %d entries has another root than the journal's first %d: entries were rewritten", cp.Size, cp.Size)}
+		}
+		size = cp.Size
 	}
 	if _, err := journal.Seek(0, io.SeekStart); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	errAfter := errors.New("after the checkpoint")
 	prove := func(ref ReceiptRef) (Inclusion, error) {
 		i, ok := leaf[ref.SHA256]
 		if !ok {
 			return Inclusion{}, fmt.Errorf("receipt %d (line %.12s…) is not a leaf of the journal's tree", ref.Seq, ref.SHA256)
 		}
-		hashes, err := t.InclusionProof(i, t.Size())
+		if i >= size {
+			return Inclusion{}, errAfter
+		}
+		hashes, err := t.InclusionProof(i, size)
 		if err != nil {
 			return Inclusion{}, err
 		}
@@ -86,19 +131,23 @@ func ExportInTotoBundles(ctx context.Context, journal io.ReadSeeker, p *approval
 		}
 		return Inclusion{Seq: ref.Seq, LineSHA256: ref.SHA256, LeafIndex: i, Hashes: hashes}, nil
 	}
-	return exportRuns(ctx, journal, p, k, func(env *dsse.Envelope, pred *RunPredicate) error {
+	n, err = exportRuns(ctx, journal, p, k, func(env *dsse.Envelope, pred *RunPredicate) error {
 		b := RunBundle{MediaType: RunBundleV1, DSSEEnvelope: env, Checkpoint: string(note)}
 		in, err := prove(pred.Intent)
+		if err == nil {
+			b.Inclusion = append(b.Inclusion, in)
+		}
+		if err == nil && pred.Outcome != nil {
+			var out Inclusion
+			out, err = prove(pred.Outcome.ReceiptRef)
+			b.Inclusion = append(b.Inclusion, out)
+		}
+		if errors.Is(err, errAfter) {
+			left++
+			return errSkip
+		}
 		if err != nil {
 			return err
-		}
-		b.Inclusion = append(b.Inclusion, in)
-		if pred.Outcome != nil {
-			out, err := prove(pred.Outcome.ReceiptRef)
-			if err != nil {
-				return err
-			}
-			b.Inclusion = append(b.Inclusion, out)
 		}
 		line, err := json.Marshal(b)
 		if err != nil {
@@ -107,6 +156,7 @@ func ExportInTotoBundles(ctx context.Context, journal io.ReadSeeker, p *approval
 		_, err = w.Write(append(line, '\n'))
 		return err
 	})
+	return n, left, err
 }
 
 // verifyBundleProofs checks b's proofs of the run st attests: the

@@ -2,13 +2,17 @@ package receipts_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/receipts"
 )
@@ -118,4 +122,109 @@ func TestRunBundlesVerifyAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// At a gate that asks for k of n witnesses (receipts verify-export
+// --witnesses), a bundle verifies only when its checkpoint carries k
+// cosignatures by the policy's witnesses: the head's bundles cosigned by
+// two of three pass at 2 and fail at 3; a cosignature moved from another
+// checkpoint, or a plain attestation with no checkpoint, is refused. And
+// an export proved against an earlier checkpoint (export --witnessed)
+// proves every run within it, leaves the later out, and refuses a
+// checkpoint that is not of the journal's tree.
+func TestRunBundlesWitnessed(t *testing.T) {
+	w := newWorld(t)
+	bs := w.bundles()
+	head := bs[0].Checkpoint
+	wa, wb, wc := newTestWitness(t, "a.test"), newTestWitness(t, "b.test"), newTestWitness(t, "c.test")
+	policy := witnessPolicy(t, w.runner, wa, wb, wc)
+	cosigned := string(cosign(t, []byte(head), wa, wb))
+	for i := range bs {
+		bs[i].Checkpoint = cosigned
+	}
+	verify := func(b []byte, k int) (*receipts.ExportVerified, error) {
+		return receipts.VerifyExportWitnessed(bytes.NewReader(b), w.runner.Public(), receipts.WitnessQuorum{Policy: policy, K: k})
+	}
+	if v, err := verify(encodeBundles(t, bs...), 2); err != nil || v.Proved != 5 || v.Witnessed != 2 {
+		t.Fatalf("two of three asked for two: %+v, %v", v, err)
+	}
+	var refused *receipts.ExportRefusedError
+	if _, err := verify(encodeBundles(t, bs...), 3); !errors.As(err, &refused) || !strings.Contains(err.Error(), "cosigned by 2 of the trust policy's witnesses") {
+		t.Fatalf("two of three asked for three: %v", err)
+	}
+	// wc's cosignature of another checkpoint (the tree of the first two
+	// runs) moved onto the head's.
+	tree, err := receipts.TreeOf(strings.NewReader(strings.Join(w.journal, "\n") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin, _, _ := strings.Cut(head, "\n")
+	early, err := receipts.SignNoteCheckpoint(w.runner, origin, tree, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := string(cosign(t, early, wc))
+	moved := bs[0]
+	moved.Checkpoint = cosigned + other[strings.LastIndex(other, "\n— c.test"):][1:]
+	if _, err := verify(encodeBundles(t, moved), 3); !errors.As(err, &refused) || !strings.Contains(err.Error(), "does not verify over this checkpoint") {
+		t.Fatalf("a cosignature moved from another checkpoint: %v", err)
+	}
+	plain := w.pwFile(t, "receipts", "export", "--in-toto")
+	if _, err := verify(plain, 1); !errors.As(err, &refused) || !strings.Contains(err.Error(), "no checkpoint for witnesses to cosign") {
+		t.Fatalf("a plain attestation at a gate asking for a witness: %v", err)
+	}
+	if v, err := verify(plain, 0); err != nil || v.Runs != 5 {
+		t.Fatalf("a plain attestation with no quorum asked for: %+v, %v", v, err)
+	}
+
+	// Proved against the early checkpoint, cosigned: the first two runs,
+	// the other three left out.
+	trust, err := approval.LoadPolicy(filepath.Join(w.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal := bytes.NewReader([]byte(strings.Join(w.journal, "\n") + "\n"))
+	var out bytes.Buffer
+	n, left, err := receipts.ExportInTotoBundlesAt(context.Background(), journal, trust, w.runner, origin, []byte(other), &out)
+	if err != nil || n != 2 || left != 3 {
+		t.Fatalf("export at the early checkpoint: %d runs, %d left, %v; want 2 and 3", n, left, err)
+	}
+	if v, err := receipts.VerifyExportWitnessed(&out, w.runner.Public(), receipts.WitnessQuorum{Policy: policy, K: 1}); err != nil || v.Proved != 2 || v.TreeSize != 4 {
+		t.Fatalf("the early export at a gate asking for one witness: %+v, %v", v, err)
+	}
+	// A checkpoint of a rewritten tree, and one past the journal's end.
+	lines := w.edit(append([]string(nil), w.journal...), 1, w.runner, true, func(r *receipts.Receipt) { r.Time = r.Time.Add(time.Second) })
+	forged, err := receipts.TreeOf(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, size := range map[string]uint64{"rewritten": 4, "longer": 0} {
+		tr := forged
+		if size == 0 {
+			tr, size = tree, tree.Size()
+			journal = bytes.NewReader([]byte(strings.Join(w.journal[:6], "\n") + "\n"))
+		} else {
+			journal = bytes.NewReader([]byte(strings.Join(w.journal, "\n") + "\n"))
+		}
+		cp, err := receipts.SignNoteCheckpoint(w.runner, origin, tr, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nj *receipts.CheckpointNotOfJournalError
+		if _, _, err := receipts.ExportInTotoBundlesAt(context.Background(), journal, trust, w.runner, origin, cp, io.Discard); !errors.As(err, &nj) {
+			t.Errorf("%s: %v, want a checkpoint not of the journal", name, err)
+		}
+	}
+}
+
+// pwFile is what the prod-write command args writes to --out.
+func (w *world) pwFile(t *testing.T, args ...string) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	w.pw(append(args, "--out", out)...)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

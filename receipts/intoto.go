@@ -238,6 +238,9 @@ func ExportInToto(ctx context.Context, r io.Reader, p *approval.Policy, s dsse.S
 
 // exportRuns is [ExportInToto] handing each signed statement, with its
 // predicate, to emit.
+// errSkip, from exportRuns's emit, leaves the run out of the count.
+var errSkip = errors.New("run left out")
+
 func exportRuns(ctx context.Context, r io.Reader, p *approval.Policy, s dsse.Signer, emit func(*dsse.Envelope, *RunPredicate) error) (int, error) {
 	type pending struct {
 		r    *Receipt
@@ -254,8 +257,13 @@ func exportRuns(ctx context.Context, r io.Reader, p *approval.Policy, s dsse.Sig
 		if err != nil {
 			return err
 		}
-		n++
-		return emit(env, st.Predicate.(*RunPredicate))
+		if err := emit(env, st.Predicate.(*RunPredicate)); !errors.Is(err, errSkip) {
+			if err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
 	}
 	err := Scan(r, func(l Line) error {
 		if l.Torn {

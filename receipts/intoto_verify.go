@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/dsse"
@@ -68,6 +69,24 @@ type runStatement struct {
 // pub for the run's host, and the run's intent (and outcome) receipts,
 // as the attestation names them, are leaves of the tree it signs.
 func VerifyExport(r io.Reader, pub keys.Public) (*ExportVerified, error) {
+	return VerifyExportWitnessed(r, pub, WitnessQuorum{})
+}
+
+// WitnessQuorum is how many witnesses of Policy ([[witness]]) must
+// cosign a bundle's checkpoint ([VerifyCosignatures]), counting only
+// cosignatures made at or after Since when it is set.
+type WitnessQuorum struct {
+	Policy *approval.Policy
+	K      int
+	Since  time.Time
+}
+
+// VerifyExportWitnessed is [VerifyExport] at a gate that also asks for
+// q: with q.K above 0, every line must be a [RunBundle] whose checkpoint
+// K witnesses cosign. Then a run the runner key's holder made up, with a
+// tree and checkpoint of its own, is refused unless the witnesses
+// collude: they cosign only checkpoints consistent with all they saw.
+func VerifyExportWitnessed(r io.Reader, pub keys.Public, q WitnessQuorum) (*ExportVerified, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	seen := map[string]int{}
 	v := &ExportVerified{}
@@ -134,10 +153,22 @@ func VerifyExport(r io.Reader, pub keys.Public) (*ExportVerified, error) {
 			return v, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("run %s is attested twice (first on line %d)", id, first)}
 		}
 		seen[id] = no
+		if bundle == nil && q.K > 0 {
+			return v, &ExportRefusedError{Line: no, Reason: fmt.Sprintf("no checkpoint for witnesses to cosign: %d asked for (export with --proofs --witnessed)", q.K)}
+		}
 		if bundle != nil {
 			size, why := verifyBundleProofs(bundle, &st, pub)
 			if why != "" {
 				return v, &ExportRefusedError{Line: no, Reason: why}
+			}
+			if q.K > 0 {
+				names, err := VerifyCosignatures([]byte(bundle.Checkpoint), q.Policy, q.K, q.Since)
+				if err != nil {
+					return v, &ExportRefusedError{Line: no, Reason: err.Error()}
+				}
+				if v.Witnessed == 0 || len(names) < v.Witnessed {
+					v.Witnessed = len(names)
+				}
 			}
 			v.Proved++
 			v.TreeSize = max(v.TreeSize, size)
@@ -153,6 +184,9 @@ type ExportVerified struct {
 	Runs     int
 	Proved   int
 	TreeSize uint64
+	// Witnessed is the fewest witnesses that cosigned a bundle's
+	// checkpoint, when a quorum was asked for.
+	Witnessed int
 }
 
 // readExportLine returns the next line without its newline, io.EOF at the

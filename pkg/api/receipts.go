@@ -113,6 +113,12 @@ type ReceiptsExportRequest struct {
 	// proofs of its receipts in the journal's Merkle tree and the tree's
 	// checkpoint note (receipts.RunBundle).
 	Proofs bool `json:"proofs,omitempty"`
+	// Witnessed, with Proofs, proves every run against the checkpoint the
+	// most witnesses cosigned (the largest of those), as the service keeps
+	// it, with their cosignatures, rather than a new one of the head: a
+	// gate can then ask for k of n witnesses (receipts verify-export
+	// --witnesses). Runs after that checkpoint are left out (Left).
+	Witnessed bool `json:"witnessed,omitempty"`
 	// Out is where the envelopes go, one a line, as they are signed. Not
 	// sent: through the service they come over the call's own socket, and
 	// the client writes them to Out.
@@ -125,6 +131,11 @@ type ReceiptsExportRequest struct {
 type ReceiptsExportResult struct {
 	Runs   int    `json:"runs"`
 	Signer string `json:"signer"`
+	// Left is how many runs Witnessed left out: they came after the
+	// witnessed checkpoint.
+	Left int `json:"left,omitempty"`
+	// TreeSize is the size of the tree the proofs are against.
+	TreeSize uint64 `json:"tree_size,omitempty"`
 }
 
 // ReceiptsCheckpointRequest asks for the journal's head signed by the

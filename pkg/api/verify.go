@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // VerifyVSARequest verifies a VSA that replay --vsa wrote (VSA, a file)
 // against the journal file it is about and CI's public key (Pub: as
 // trust.toml spells it, or a file holding that line or a PKIX PEM key).
@@ -29,6 +31,13 @@ type VerifyVSAResult struct {
 type VerifyExportRequest struct {
 	Export string `json:"export"`
 	Pub    string `json:"pub"`
+	// Witnesses, when above 0, is how many witnesses of the trust policy
+	// at Trust ([[witness]]) must cosign each bundle's checkpoint;
+	// WitnessMaxAge, when set, counts only cosignatures made within it of
+	// now.
+	Trust         string        `json:"trust,omitempty"`
+	Witnesses     int           `json:"witnesses,omitempty"`
+	WitnessMaxAge time.Duration `json:"witness_max_age,omitempty"`
 }
 
 // VerifyExportResult is what the verified bundle holds.
@@ -39,4 +48,7 @@ type VerifyExportResult struct {
 	Proved   int    `json:"proved"`
 	TreeSize uint64 `json:"tree_size"`
 	KeyID    string `json:"key_id"`
+	// Witnessed is the fewest witnesses that cosigned a bundle's
+	// checkpoint, when Witnesses asked for them.
+	Witnessed int `json:"witnessed,omitempty"`
 }

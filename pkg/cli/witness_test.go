@@ -20,6 +20,7 @@ import (
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
@@ -249,6 +250,80 @@ func TestReceiptsCheckpointWitness(t *testing.T) {
 		!strings.Contains(says["witness-unkeyed"], "warning: witness nokey.test has no key") || strings.Contains(fmt.Sprint(says), "omni.test") || says["witness-ahead"] != "" {
 		t.Fatalf("doctor on the witnesses: %v", says)
 	}
+	// At the gate (issue 32): an export proved against the checkpoint
+	// the real witness cosigned carries its cosignature, and verifies
+	// alone with 1 of the policy's witnesses asked for, not 2. A run
+	// after that checkpoint is left out. An export the runner key signs
+	// of a head no witness saw has no quorum; and a journal rewritten by
+	// the runner key's holder is refused against the witnessed checkpoint
+	// at export, and its own checkpoint has no quorum at the gate.
+	runNoops(t, w, "three")
+	pub := k.Public().String()
+	trust := filepath.Join(w.h.dir, "trust.toml")
+	witnessed, fresh := filepath.Join(dir, "witnessed.jsonl"), filepath.Join(dir, "fresh.jsonl")
+	if code, stdout, stderr := w.h.run("receipts", "export", "--in-toto", "--proofs", "--witnessed", "--out", witnessed); code != 0 ||
+		!strings.Contains(stderr, "1 runs after the witnessed checkpoint left out") || !strings.Contains(stderr, "2 runs exported") || !strings.Contains(stderr, "--witnesses K") {
+		t.Fatalf("export --witnessed: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "verify-export", witnessed, "--pub", pub, "--trust", trust, "--witnesses", "1"); code != 0 || !strings.Contains(stdout, "each checkpoint cosigned by at least 1 witnesses") {
+		t.Fatalf("verify-export --witnesses 1: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "verify-export", witnessed, "--pub", pub, "--trust", trust, "--witnesses", "2"); code != 77 || !strings.Contains(stdout+stderr, "cosigned by 1 of the trust policy's witnesses (omni.test); 2 asked for") {
+		t.Fatalf("verify-export --witnesses 2: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "export", "--in-toto", "--proofs", "--out", fresh); code != 0 {
+		t.Fatalf("export --proofs: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "verify-export", fresh, "--pub", pub, "--trust", trust, "--witnesses", "1"); code != 77 || !strings.Contains(stdout+stderr, "cosigned by none") {
+		t.Fatalf("verify-export --witnesses 1 of a head no witness saw: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "verify-export", fresh, "--pub", pub); code != 0 {
+		t.Fatalf("verify-export of a head no witness saw, with no quorum asked for: exit %d\n%s%s", code, stdout, stderr)
+	}
+	kept, err := os.ReadFile(c.JournalPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rewritten []string
+	prev := ""
+	for i, line := range strings.SplitAfter(strings.TrimSuffix(string(kept), "\n"), "\n") {
+		_, r, err := receipts.Decode([]byte(strings.TrimSuffix(line, "\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			r.Time = r.Time.Add(time.Second)
+		}
+		if i > 0 {
+			r.Prev = prev
+		}
+		env, err := approval.Sign(k, receipts.PayloadType, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(env)
+		prev = receipts.LineHash(b)
+		rewritten = append(rewritten, string(b)+"\n")
+	}
+	if err := os.WriteFile(c.JournalPath(), []byte(strings.Join(rewritten, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "export", "--in-toto", "--proofs", "--witnessed", "--out", witnessed); code != 65 || !strings.Contains(stderr, "has another root than the journal's first 4: entries were rewritten") {
+		t.Fatalf("export --witnessed of a rewritten journal: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "export", "--in-toto", "--proofs", "--out", fresh); code != 0 {
+		t.Fatalf("export --proofs of a rewritten journal: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "verify-export", fresh, "--pub", pub); code != 0 {
+		t.Fatalf("the rewritten journal's export, with no quorum asked for: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := w.h.run("receipts", "verify-export", fresh, "--pub", pub, "--trust", trust, "--witnesses", "1"); code != 77 || !strings.Contains(stdout+stderr, "cosigned by none") {
+		t.Fatalf("the rewritten journal's export at a gate asking for a witness: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := os.WriteFile(c.JournalPath(), kept, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	// The journal cut back to its first two receipts, as a restore from
 	// an old backup would: the real witness holds 4, so the next
 	// checkpoint is refused as ahead, and doctor raises the alarm.

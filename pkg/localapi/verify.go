@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/receipts"
@@ -55,12 +57,26 @@ func VerifyExport(req api.VerifyExportRequest) (*api.VerifyExportResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	q := receipts.WitnessQuorum{K: req.Witnesses}
+	switch {
+	case req.Witnesses < 0:
+		return nil, &UsageError{Msg: "--witnesses counts witnesses: 0 or more"}
+	case req.Witnesses > 0 && req.Trust == "":
+		return nil, &UsageError{Msg: "--witnesses needs --trust: the trust policy whose [[witness]] keys count"}
+	case req.Witnesses > 0:
+		if q.Policy, err = approval.LoadPolicy(req.Trust); err != nil {
+			return nil, &DataError{Err: err}
+		}
+		if req.WitnessMaxAge > 0 {
+			q.Since = time.Now().Add(-req.WitnessMaxAge)
+		}
+	}
 	in, err := os.Open(req.Export)
 	if err != nil {
 		return nil, fmt.Errorf("reading the export: %w", err)
 	}
 	defer in.Close()
-	v, err := receipts.VerifyExport(in, pub)
+	v, err := receipts.VerifyExportWitnessed(in, pub, q)
 	var bad *receipts.MalformedExportError
 	if errors.As(err, &bad) {
 		return nil, &DataError{Err: fmt.Errorf("%s: %w", req.Export, err)}
@@ -68,7 +84,7 @@ func VerifyExport(req api.VerifyExportRequest) (*api.VerifyExportResult, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", req.Export, err)
 	}
-	return &api.VerifyExportResult{Export: req.Export, Verified: true, Runs: v.Runs, Proved: v.Proved, TreeSize: v.TreeSize, KeyID: pub.ID()}, nil
+	return &api.VerifyExportResult{Export: req.Export, Verified: true, Runs: v.Runs, Proved: v.Proved, TreeSize: v.TreeSize, KeyID: pub.ID(), Witnessed: v.Witnessed}, nil
 }
 
 // ReadPublic reads a public key as --pub takes it: the trust.toml line
