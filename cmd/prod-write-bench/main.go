@@ -17,11 +17,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -36,6 +36,8 @@ var (
 	rounds    = flag.Int("rounds", 3, "interleaved rounds of the replay rows")
 	// Each run of the passkey journal carries its own P-256 assertion,
 	// made and checked at generation: fewer receipts keep that short.
+	stateUnder       = flag.String("state-under", "", "comma-separated `SIZES` of journal the replay-state row's state stands on (default: a tenth of -receipts, and -receipts)")
+	replayModes      = flag.String("replay-modes", "", "run only the replay row's modes matching this `REGEX` (replay --json, replay (table), receipts list --json…): at 10M receipts each takes minutes")
 	spacing          = flag.Duration("spacing", time.Second, "time from one run to the next in the generated journals of the replay rows (ADR 0053: replay remembers a record for its life and a run id for a day; 1ms packs a million receipts into eight minutes, where nothing is forgotten)")
 	stateNew         = flag.Int("state-new", 10_000, "receipts new since the replay state, in the replay-state row")
 	nPasskeyReceipts = flag.Int("passkey-receipts", 200_000, "receipts replayed in the replay-passkey row")
@@ -43,6 +45,9 @@ var (
 )
 
 func main() {
+	if out := os.Getenv(measureEnv); out != "" {
+		measureChild(out)
+	}
 	flag.Parse()
 	var err error
 	if *bin, err = filepath.Abs(*bin); err != nil {
@@ -539,17 +544,25 @@ func benchReplay(dir string) result {
 	writeReplayConfig(dir)
 	// Every mode SPEC §15 bounds: replay and receipts list, table and
 	// JSON; and the reads that must cost what they return.
-	modes := []struct {
+	type replayMode struct {
 		name string
 		args []string
 		rate bool // a throughput goal against the ed25519 floor
-	}{
+	}
+	modes := []replayMode{
 		{"replay --json", []string{"replay", journal, "--trust", trust, "--json"}, true},
 		{"replay (table)", []string{"replay", journal, "--trust", trust}, true},
 		{"receipts list --json", []string{"receipts", "list", "--json"}, false},
 		{"receipts list (table)", []string{"receipts", "list"}, false},
 		{"receipts show LAST", []string{"receipts", "show", fmt.Sprint(*nReceipts)}, false},
 		{"receipts list --last 10", []string{"receipts", "list", "--last", "10"}, false},
+	}
+	if *replayModes != "" {
+		re, err := regexp.Compile(*replayModes)
+		if err != nil {
+			fail(fmt.Errorf("-replay-modes: %w", err))
+		}
+		modes = slices.DeleteFunc(modes, func(m replayMode) bool { return !re.MatchString(m.name) })
 	}
 	bins := []string{*bin}
 	if *baseline != "" {
@@ -641,13 +654,11 @@ func timeReplay(dir, b string, args []string) (time.Duration, int64, error) {
 	cmd.Stdout = io.Discard
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
-	t := time.Now()
-	err := cmd.Run()
-	el := time.Since(t)
+	el, rss, err := measured(cmd)
 	if err != nil {
 		return 0, 0, fmt.Errorf("%w\n%s", err, errb.String())
 	}
-	return el, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss, nil // KiB on Linux
+	return el, rss, nil
 }
 
 func median(d []time.Duration) time.Duration {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prod-write/prod-write/pkg/keys"
@@ -31,35 +34,48 @@ func benchReplayState(dir string) result {
 	}
 	var times []time.Duration
 	var rsss []int64
-	for _, under := range []int{*nReceipts / 10, *nReceipts} {
+	unders := []int{*nReceipts / 10, *nReceipts}
+	if *stateUnder != "" {
+		unders = nil
+		for _, f := range strings.Split(*stateUnder, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				fail(fmt.Errorf("-state-under: %q is not a count of receipts", f))
+			}
+			unders = append(unders, n)
+		}
+	}
+	for _, under := range unders {
 		sub := filepath.Join(dir, fmt.Sprint(under))
 		if err := os.MkdirAll(sub, 0o700); err != nil {
 			fail(err)
 		}
 		whole := filepath.Join(sub, "whole.jsonl")
-		trust, _, err := generateJournal(sub, whole, under+*stateNew)
+		trust, sigsPerReceipt, err := generateJournal(sub, whole, under+*stateNew)
 		if err != nil {
 			fail(err)
 		}
 		writeReplayConfig(sub)
 		// CI's last replay stood on the first `under` entries.
-		live := filepath.Join(sub, "receipts.jsonl")
-		cut := copyLines(whole, live, under)
+		live, tail := filepath.Join(sub, "receipts.jsonl"), filepath.Join(sub, "tail.jsonl")
+		cut := splitLines(whole, live, tail, under)
 		state := filepath.Join(sub, "state.json")
-		if _, _, err := timeReplay(sub, *bin, []string{"replay", live, "--trust", trust, "--state", state, "--state-key", stateKey}); err != nil {
+		rate := verifyRate()
+		el, rss, err := timeReplay(sub, *bin, []string{"replay", live, "--trust", trust, "--state", state, "--state-key", stateKey})
+		if err != nil {
 			fail(fmt.Errorf("the first replay --state: %w", err))
 		}
+		// The first is a full replay, which writes the state.
+		got, limit := float64(under)/el.Seconds(), rate/sigsPerReceipt
+		line := fmt.Sprintf("the first replay --state, in full, of %d: %v, peak memory %.1f MB; %.0f/s, ed25519 %.0f verifies/s ÷ %.2f signatures per receipt = %.0f/s: %.2f×", under, el.Round(time.Millisecond), float64(rss)/1024, got, rate, sigsPerReceipt, limit, got/limit)
+		fmt.Println("replay-state: " + line)
+		r.extra = append(r.extra, line)
 		kept, err := os.ReadFile(state)
 		if err != nil {
 			fail(err)
 		}
 		// The new entries arrive, and the service signs its head.
-		if err := os.Remove(live); err != nil {
-			fail(err)
-		}
-		if err := os.Rename(whole, live); err != nil {
-			fail(err)
-		}
+		appendFileTo(live, tail)
 		note := filepath.Join(sub, "head.note")
 		writeHeadNote(live, note)
 		for _, withNote := range []bool{true, false} {
@@ -86,13 +102,18 @@ func benchReplayState(dir string) result {
 			if !withNote {
 				how = "without a note (the prefix read and hashed again)"
 			}
-			line := fmt.Sprintf("%d new on top of %d (%.0f MB of journal), %s: %v, peak memory %.1f MB", *stateNew, under, float64(cut)/1e6, how, best.Round(time.Millisecond), float64(peak)/1024)
+			line := fmt.Sprintf("%d new on top of %d (%.0f MB of journal, a state of %.1f MB), %s: %v, peak memory %.1f MB", *stateNew, under, float64(cut)/1e6, float64(len(kept))/1e6, how, best.Round(time.Millisecond), float64(peak)/1024)
 			fmt.Println("replay-state: " + line)
 			r.extra = append(r.extra, line)
 			if withNote {
 				times, rsss = append(times, best), append(rsss, peak)
 			}
 		}
+	}
+	if len(times) < 2 {
+		r.ratio = times[0].Seconds()
+		r.met = times[0] < 2*time.Second
+		return r
 	}
 	r.ratio = times[1].Seconds()
 	// Independent of the journal: ten times the prefix costs at most a
@@ -103,38 +124,67 @@ func benchReplayState(dir string) result {
 	return r
 }
 
-// copyLines writes the first n lines of src to dst and returns their bytes.
-func copyLines(src, dst string, n int) int64 {
+// splitLines makes src the first n lines of itself, renamed to dst, and
+// writes the rest to tail; it returns dst's size. A journal of ten
+// million receipts is 22 GB: it is never copied whole.
+func splitLines(src, dst, tail string, n int) int64 {
 	in, err := os.Open(src)
 	if err != nil {
 		fail(err)
 	}
 	defer in.Close()
-	out, err := os.Create(dst)
+	br := bufio.NewReaderSize(in, 1<<20)
+	var cut int64
+	for i := 0; i < n; i++ {
+		line, err := br.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) {
+			cut += int64(len(line))
+			line, err = br.ReadSlice('\n')
+		}
+		if err != nil {
+			fail(fmt.Errorf("%s has fewer than %d lines: %w", src, n, err))
+		}
+		cut += int64(len(line))
+	}
+	if _, err := in.Seek(cut, io.SeekStart); err != nil {
+		fail(err)
+	}
+	out, err := os.Create(tail)
 	if err != nil {
 		fail(err)
 	}
-	br := bufio.NewReaderSize(in, 1<<20)
-	bw := bufio.NewWriterSize(out, 1<<20)
-	var total int64
-	for i := 0; i < n; i++ {
-		line, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			fail(err)
-		}
-		bw.Write(line)
-		total += int64(len(line))
-		if err == io.EOF {
-			break
-		}
-	}
-	if err := bw.Flush(); err != nil {
+	if _, err := io.Copy(out, in); err != nil {
 		fail(err)
 	}
 	if err := out.Close(); err != nil {
 		fail(err)
 	}
-	return total
+	if err := os.Rename(src, dst); err != nil {
+		fail(err)
+	}
+	if err := os.Truncate(dst, cut); err != nil {
+		fail(err)
+	}
+	return cut
+}
+
+// appendFileTo appends src's bytes to dst.
+func appendFileTo(dst, src string) {
+	in, err := os.Open(src)
+	if err != nil {
+		fail(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		fail(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		fail(err)
+	}
+	if err := out.Close(); err != nil {
+		fail(err)
+	}
 }
 
 // writeHeadNote writes the runner's checkpoint note of journal's whole
