@@ -23,23 +23,27 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	fnote "github.com/transparency-dev/formats/note"
+	"golang.org/x/mod/sumdb/note"
 )
 
 var (
-	bin       = flag.String("bin", "bin/prod-write", "the prod-write binary")
-	floorBin  = flag.String("floor", "bin/floor", "the floor program for run")
-	only      = flag.String("only", "", "run only this benchmark: plan, run, run-service, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey, replay-state")
-	fileSize  = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
-	runs      = flag.Int("runs", 200, "sequential runs timed for the run overhead")
-	nReceipts = flag.Int("receipts", 1_000_000, "receipts replayed")
-	baseline  = flag.String("baseline", "", "another prod-write binary to measure side by side in the replay row (before/after)")
-	rounds    = flag.Int("rounds", 3, "interleaved rounds of the replay rows")
+	bin            = flag.String("bin", "bin/prod-write", "the prod-write binary")
+	floorBin       = flag.String("floor", "bin/floor", "the floor program for run")
+	only           = flag.String("only", "", "run only this benchmark: plan, run, run-service, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey, replay-state")
+	fileSize       = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
+	runs           = flag.Int("runs", 200, "sequential runs timed for the run overhead")
+	nReceipts      = flag.Int("receipts", 1_000_000, "receipts replayed")
+	baseline       = flag.String("baseline", "", "another prod-write binary to measure side by side in the replay row (before/after)")
+	rounds         = flag.Int("rounds", 3, "interleaved rounds of the replay rows")
+	witnessCadence = flag.Bool("witness-cadence", false, "in the service rows, configure a witness (that refuses connections) sent the head's checkpoint every turn: the service keeps the tree and signs its note (issue 32's append latency with the tree)")
+	stateUnder     = flag.String("state-under", "", "comma-separated `SIZES` of journal the replay-state row's state stands on (default: a tenth of -receipts, and -receipts)")
+	replayModes    = flag.String("replay-modes", "", "run only the replay row's modes matching this `REGEX` (replay --json, replay (table), receipts list --json…): at 10M receipts each takes minutes")
+	spacing        = flag.Duration("spacing", time.Second, "time from one run to the next in the generated journals of the replay rows (ADR 0053: replay remembers a record for its life and a run id for a day; 1ms packs a million receipts into eight minutes, where nothing is forgotten)")
+	stateNew       = flag.Int("state-new", 10_000, "receipts new since the replay state, in the replay-state row")
 	// Each run of the passkey journal carries its own P-256 assertion,
 	// made and checked at generation: fewer receipts keep that short.
-	stateUnder       = flag.String("state-under", "", "comma-separated `SIZES` of journal the replay-state row's state stands on (default: a tenth of -receipts, and -receipts)")
-	replayModes      = flag.String("replay-modes", "", "run only the replay row's modes matching this `REGEX` (replay --json, replay (table), receipts list --json…): at 10M receipts each takes minutes")
-	spacing          = flag.Duration("spacing", time.Second, "time from one run to the next in the generated journals of the replay rows (ADR 0053: replay remembers a record for its life and a run id for a day; 1ms packs a million receipts into eight minutes, where nothing is forgotten)")
-	stateNew         = flag.Int("state-new", 10_000, "receipts new since the replay state, in the replay-state row")
 	nPasskeyReceipts = flag.Int("passkey-receipts", 200_000, "receipts replayed in the replay-passkey row")
 	setupOnly        = flag.String("setup", "", "only set up a service deployment in this new directory, with 32 approved plans, print how to use it, and exit (for profiling)")
 )
@@ -288,6 +292,21 @@ func configureService(dir string) (sock, client string) {
 		fail(err)
 	}
 	fmt.Fprintf(cfg, "\n[service]\nsocket = %q\nallow_shared_account = %v\n", sock, os.Geteuid() != 0)
+	if *witnessCadence {
+		// Issue 32's "with the tree": the service keeps the journal's
+		// tree, signs the head's note at every turn and sends it, to a
+		// witness that refuses the connection (nothing waits on it).
+		fmt.Fprintf(cfg, "witness_every = 1\nwitness_interval = \"1s\"\n\n[[witness]]\nname = \"bench.witness\"\nurl = \"http://127.0.0.1:1\"\n")
+		_, vkey, err := note.GenerateKey(rand.Reader, "bench.witness")
+		if err != nil {
+			fail(err)
+		}
+		cosig, err := fnote.VKeyToCosignatureV1(vkey)
+		if err != nil {
+			fail(err)
+		}
+		appendFile(filepath.Join(dir, "trust.toml"), fmt.Sprintf("\n[[witness]]\nkey = %q\n", cosig))
+	}
 	cfg.Close()
 	client = filepath.Join(dir, "client.toml")
 	if err := os.WriteFile(client, fmt.Appendf(nil, "[service]\nsocket = %q\n", sock), 0o644); err != nil {
