@@ -2,13 +2,11 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/pkg/localapi"
+	"github.com/prod-write/prod-write/pkg/admin"
 )
 
 // ArchiveInitOptions are archive init's inputs.
@@ -54,34 +52,17 @@ created. docs/DISTRIBUTED.md lists the IAM permissions it needs.`,
 
 func archiveInitRun(o *ArchiveInitOptions) error {
 	f := o.F
-	c, err := f.Config()
+	r, err := admin.ArchiveInit(context.Background(), &f.Env)
 	if err != nil {
 		return err
-	}
-	a := c.Archive
-	switch {
-	case a.Bucket == "":
-		return &config.Error{Path: c.Path, Msg: "no archive configured: set archive.bucket (and prefix, lock_mode, lock_days) to archive receipts to S3"}
-	case a.LockMode == "":
-		return &config.Error{Path: c.Path, Msg: "archive init needs archive.lock_mode (GOVERNANCE or COMPLIANCE) and archive.lock_days: the default retention that locks every receipt in the bucket"}
-	}
-	// Config hands the command to prod-write-net when this build lacks
-	// f.AWS, so it is set here.
-	created, err := f.AWS.InitArchive(context.Background(), c)
-	var ce *config.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	if err != nil {
-		return &ExitError{Code: ExitIOErr, Msg: "archive init: " + localapi.OneLine(err)}
 	}
 	if f.JSON {
-		return printDoc(f.IO.Out, map[string]any{"bucket": a.Bucket, "created": created, "lock_mode": a.LockMode, "lock_days": a.LockDays})
+		return printJSON(f.IO.Out, r)
 	}
 	verb := "exists"
-	if created {
+	if r.Created {
 		verb = "created"
 	}
-	_, err = fmt.Fprintf(f.IO.Out, "bucket %s: %s, object lock with default retention %s for %d days\n", a.Bucket, verb, a.LockMode, a.LockDays)
+	_, err = fmt.Fprintf(f.IO.Out, "bucket %s: %s, object lock with default retention %s for %d days\n", r.Bucket, verb, r.LockMode, r.LockDays)
 	return err
 }

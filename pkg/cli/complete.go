@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"io"
 	"sort"
 	"strings"
 
@@ -31,7 +30,7 @@ func completeRegistry(f *Factory) *operations.Registry {
 	if c.Service.Socket != "" {
 		// The API's registry, as the service sends it (each definition
 		// checked against its digest).
-		r, err := localapi.Client{Env: &f.completionFactory().Env}.Ops(context.Background())
+		r, err := localapi.Client{Env: f.Keyless()}.Ops(context.Background())
 		if err != nil {
 			return nil
 		}
@@ -46,17 +45,6 @@ func completeRegistry(f *Factory) *operations.Registry {
 		return nil
 	}
 	return reg
-}
-
-// completionFactory is f as a completion calls the service: with --json,
-// no key and no environment handed over, no stdin, stderr dropped.
-func (f *Factory) completionFactory() *Factory {
-	g := *f
-	g.IO = &IOStreams{Out: io.Discard, Err: io.Discard}
-	g.JSON = true
-	g.KeyPath = ""
-	g.LookupEnv = func(string) (string, bool) { return "", false }
-	return &g
 }
 
 func completeOperations(f *Factory) cobra.CompletionFunc {
@@ -142,7 +130,7 @@ func completeArgs(f *Factory, words ...[]string) cobra.CompletionFunc {
 		}
 		var a api.API = localapi.API{Env: &f.Env}
 		if c.Service.Socket != "" {
-			a = localapi.Client{Env: &f.completionFactory().Env}
+			a = localapi.Client{Env: f.Keyless()}
 		}
 		r, err := a.PlansComplete(cmd.Context(), api.PlansCompleteRequest{Prefix: toComplete})
 		if err != nil {

@@ -6,9 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/pkg/doctor"
-	"github.com/prod-write/prod-write/pkg/localapi"
+	"github.com/prod-write/prod-write/pkg/admin"
 )
 
 // DoctorOptions are doctor's inputs.
@@ -72,67 +70,32 @@ Exit 0 when clean (notes only), 1 with any warning or critical finding.`,
 }
 
 func doctorRun(o *DoctorOptions) error {
-	c, err := o.F.Config()
+	r, err := admin.Doctor(context.Background(), &o.F.Env, o.As)
 	if err != nil {
 		return err
 	}
-	who, check := doctor.Current(), doctor.Check
-	if o.As != "" {
-		if who, err = doctor.Lookup(o.As); err != nil {
-			return &localapi.UsageError{Msg: fmt.Sprintf("--as %s: %v", o.As, err)}
-		}
-		check = doctor.CheckAs
-	}
-	findings := check(c, who)
-	if c.Service.Socket != "" {
-		findings = append(findings, serviceFindings(context.Background(), o.F, c)...)
-	}
-	weak := 0
-	for _, fd := range findings {
-		if fd.Severity != doctor.Info {
-			weak++
-		}
-	}
 	if o.F.JSON {
-		if err := printDoc(o.F.IO.Out, map[string]any{"account": who.Name, "ok": weak == 0, "findings": localapi.NonNil(findings)}); err != nil {
+		if err := printJSON(o.F.IO.Out, r); err != nil {
 			return err
 		}
 	} else {
-		for _, fd := range findings {
+		for _, fd := range r.Findings {
 			line := fmt.Sprintf("%-8s %s: %s", fd.Severity, fd.Check, fd.Message)
 			if fd.Fix != "" {
 				line += "\n         fix: " + fd.Fix
 			}
 			fmt.Fprintln(o.F.IO.Out, line)
 		}
-		if weak == 0 {
-			fmt.Fprintf(o.F.IO.Out, "ok: no weakness found (checked as %s)\n", who.Name)
+		if r.OK {
+			fmt.Fprintf(o.F.IO.Out, "ok: no weakness found (checked as %s)\n", r.Account)
 		}
 	}
-	if weak > 0 {
+	if !r.OK {
 		noun := "weaknesses"
-		if weak == 1 {
+		if r.Weak == 1 {
 			noun = "weakness"
 		}
-		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("doctor: %d %s found (checked as %s)", weak, noun, who.Name)}
+		return &ExitError{Code: ExitInvalid, Msg: fmt.Sprintf("doctor: %d %s found (checked as %s)", r.Weak, noun, r.Account)}
 	}
 	return nil
-}
-
-// serviceFindings asks the runner service c names what its callers would
-// ask, through the API's socket client, handing over no key and no
-// environment, as a completion does; doctor.Service judges the answer.
-func serviceFindings(ctx context.Context, f *Factory, c *config.Config) []doctor.Finding {
-	served, err := localapi.Client{Env: &f.completionFactory().Env}.Ops(ctx)
-	digests := map[string]string{}
-	if err == nil {
-		for _, op := range served.Operations {
-			digests[op.Name] = op.Digest
-		}
-	}
-	reg, rerr := f.Registry(c)
-	if rerr != nil {
-		reg = nil
-	}
-	return doctor.Service(c, digests, err, reg)
 }

@@ -2,15 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/approval"
-	"github.com/prod-write/prod-write/pkg/localapi"
-	"github.com/prod-write/prod-write/receipts"
+	"github.com/prod-write/prod-write/pkg/admin"
 )
 
 // HistoryOptions are `history record`'s inputs.
@@ -65,62 +61,20 @@ trust.toml itself (docs/REPLAY.md, "History").`,
 }
 
 // historyDoc is `history record --json`.
-type historyDoc struct {
-	FormatVersion int               `json:"format_version"`
-	History       string            `json:"history"`
-	Changes       []receipts.Change `json:"changes"`
-}
-
 func historyRecord(o *HistoryOptions) error {
 	f := o.F
-	if o.Rollout < 0 {
-		return &localapi.UsageError{Msg: "--rollout must not be negative"}
-	}
-	trust, registry := o.Trust, o.Registry
-	if trust == "" || registry == "" {
-		c, err := f.Config()
-		if err != nil {
-			return err
-		}
-		if trust == "" {
-			trust = c.Trust
-		}
-		if registry == "" {
-			registry = c.Registry
-		}
-	}
-	data, err := os.ReadFile(trust)
-	if err != nil {
-		return approval.PolicyReadError(trust, err)
-	}
-	// Only a policy that parses is recorded: replay must be able to judge
-	// by every version in the history.
-	if _, err := approval.ParsePolicy(trust, data); err != nil {
-		return err
-	}
-	defs, err := localapi.ReadDefinitions(registry)
+	r, err := admin.HistoryRecord(&f.Env, admin.HistoryRecordRequest{Trust: o.Trust, Registry: o.Registry, History: o.History, Rollout: o.Rollout})
 	if err != nil {
 		return err
-	}
-	dir := o.History
-	if dir == "" {
-		dir = filepath.Join(filepath.Dir(trust), "history")
-	}
-	changes, err := receipts.RecordHistory(dir, data, defs, f.Now(), o.Rollout)
-	if err != nil {
-		return err
-	}
-	if changes == nil {
-		changes = []receipts.Change{}
 	}
 	if f.JSON {
-		return printJSON(f.IO.Out, historyDoc{localapi.FormatVersion, dir, changes})
+		return printJSON(f.IO.Out, r)
 	}
-	if len(changes) == 0 {
-		fmt.Fprintf(f.IO.Out, "%s: up to date\n", dir)
+	if len(r.Changes) == 0 {
+		fmt.Fprintf(f.IO.Out, "%s: up to date\n", r.History)
 		return nil
 	}
-	for _, c := range changes {
+	for _, c := range r.Changes {
 		name := ""
 		if c.Name != "" {
 			name = " " + c.Name

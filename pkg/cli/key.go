@@ -2,10 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/admin"
 )
 
 // KeyPublicOptions are `key public`'s inputs.
@@ -47,18 +48,17 @@ with --pem as a PKIX "PUBLIC KEY" PEM block, the form cosign verify-blob
 }
 
 func keyPublicRun(o *KeyPublicOptions) error {
-	k, err := keys.Load(o.File)
+	r, err := admin.KeyPublic(o.File)
 	if err != nil {
-		return fmt.Errorf("reading key: %w", err)
-	}
-	p := k.Public()
-	if o.F.JSON {
-		return printDoc(o.F.IO.Out, map[string]any{"path": o.File, "public_key": p.String(), "key_id": p.ID(), "pem": string(p.PEM())})
-	}
-	if o.PEM {
-		_, err := o.F.IO.Out.Write(p.PEM())
 		return err
 	}
-	fmt.Fprintln(o.F.IO.Out, p.String())
+	if o.F.JSON {
+		return printJSON(o.F.IO.Out, r)
+	}
+	if o.PEM {
+		_, err := io.WriteString(o.F.IO.Out, r.PEM)
+		return err
+	}
+	fmt.Fprintln(o.F.IO.Out, r.PublicKey)
 	return nil
 }

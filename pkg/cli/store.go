@@ -2,14 +2,12 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/pkg/localapi"
+	"github.com/prod-write/prod-write/pkg/admin"
 )
 
 // The distributed backends (SPEC §10, docs/DISTRIBUTED.md): the DynamoDB
@@ -57,44 +55,23 @@ nothing. docs/DISTRIBUTED.md lists the IAM permissions each role needs.`,
 
 func storeInitRun(o *StoreInitOptions) error {
 	f := o.F
-	c, err := f.Config()
+	r, err := admin.StoreInit(context.Background(), &f.Env, o.Wait)
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"backend": c.Store.Backend}
-	switch c.Store.Backend {
-	case "dynamodb":
-		// Config hands the command to prod-write-net when this build
-		// lacks f.AWS, so it is set here.
-		table, created, err := f.AWS.InitStore(context.Background(), c, o.Wait)
-		var ce *config.Error
-		if errors.As(err, &ce) {
-			return err
-		}
-		if err != nil {
-			return &ExitError{Code: ExitIOErr, Msg: err.Error()}
-		}
-		out["table"], out["created"], out["status"] = table, created, "ACTIVE"
-		if !f.JSON {
-			verb := "exists"
-			if created {
-				verb = "created (on-demand capacity)"
-			}
-			fmt.Fprintf(f.IO.Out, "table %s: %s, ACTIVE\n", table, verb)
-		}
-	default:
-		if _, err := f.Store(c); err != nil {
-			return err
-		}
-		out["dir"] = c.StoreDir()
-		if !f.JSON {
-			fmt.Fprintf(f.IO.Out, "store %s: ready (embedded)\n", c.StoreDir())
-		}
-	}
 	if f.JSON {
-		return printDoc(f.IO.Out, out)
+		return printJSON(f.IO.Out, r)
 	}
-	return nil
+	if r.Table == "" {
+		_, err = fmt.Fprintf(f.IO.Out, "store %s: ready (embedded)\n", r.Dir)
+		return err
+	}
+	verb := "exists"
+	if *r.Created {
+		verb = "created (on-demand capacity)"
+	}
+	_, err = fmt.Fprintf(f.IO.Out, "table %s: %s, ACTIVE\n", r.Table, verb)
+	return err
 }
 
 // ReceiptsSyncOptions are receipts sync's inputs.
@@ -129,40 +106,15 @@ reported and not shipped: each journal needs its own archive prefix.`,
 
 func receiptsSyncRun(o *ReceiptsSyncOptions) error {
 	f := o.F
-	c, err := f.Config()
-	if err != nil {
-		return err
-	}
-	if c.Archive.Bucket == "" {
-		return &config.Error{Path: c.Path, Msg: "no archive configured: set archive.bucket (and prefix) to sync receipts to S3"}
-	}
-	fl, err := localapi.OpenJournal(&f.Env)
-	if err != nil {
-		return err
-	}
-	defer fl.Close()
-	// Config hands the command to prod-write-net when this build lacks
-	// f.AWS, so it is set here.
-	res, err := f.AWS.SyncReceipts(context.Background(), c, fl)
-	var ce *config.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	// Report what was done, unless the archive could not even be listed.
-	if err == nil || res.Lines > 0 {
+	r, err := admin.ReceiptsSync(context.Background(), &f.Env)
+	if r != nil {
 		if f.JSON {
-			if perr := printDoc(f.IO.Out, map[string]any{"archive": res.URL, "lines": res.Lines, "shipped": res.Shipped, "present": res.Present, "ok": err == nil}); perr != nil {
+			if perr := printJSON(f.IO.Out, r); perr != nil {
 				return perr
 			}
 		} else {
-			fmt.Fprintf(f.IO.Out, "%s: %d shipped, %d already there, of %d journal entries\n", res.URL, res.Shipped, res.Present, res.Lines)
+			fmt.Fprintf(f.IO.Out, "%s: %d shipped, %d already there, of %d journal entries\n", r.Archive, r.Shipped, r.Present, r.Lines)
 		}
 	}
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrArchiveConflict):
-		return &localapi.DataError{Err: fmt.Errorf("receipts sync: %s", localapi.OneLine(err))}
-	}
-	return &ExitError{Code: ExitIOErr, Msg: "receipts sync: " + localapi.OneLine(err)}
+	return err
 }

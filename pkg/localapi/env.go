@@ -86,6 +86,18 @@ type Env struct {
 	ViaMCP bool
 }
 
+// Keyless is f as it asks the service what any caller may ask, as a
+// completion or doctor does: with --json, no key and no environment
+// handed over, no stdin, stderr dropped.
+func (f *Env) Keyless() *Env {
+	g := *f
+	g.IO = &Streams{Out: io.Discard, Err: io.Discard}
+	g.JSON = true
+	g.KeyPath = ""
+	g.LookupEnv = func(string) (string, bool) { return "", false }
+	return &g
+}
+
 // Notify tells the caller n: through Notices, or as a line on IO.Err (a
 // bridge post not with JSON, which has its document to print).
 func (f *Env) Notify(n api.Notice) {

@@ -1,7 +1,6 @@
-package cli
+package admin
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/user"
@@ -17,9 +16,8 @@ import (
 // uid nobody holds yet would be given to whoever is created next with it.
 func TestSetupServiceRefusesAMissingAccount(t *testing.T) {
 	root := t.TempDir()
-	f := &Factory{Env: localapi.Env{IO: &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}}}
-	err := setupServiceRun(&SetupServiceOptions{
-		F: f, Root: root, Etc: "/etc/prod-write", State: "/var/lib/prod-write", Socket: "/run/prod-write/prod-write.sock",
+	_, err := SetupService(SetupServiceRequest{
+		Root: root, Etc: "/etc/prod-write", State: "/var/lib/prod-write", Socket: "/run/prod-write/prod-write.sock",
 		User: "pw-missing", SocketGroup: "",
 		LookupUser: func(name string) (*user.User, error) { return nil, user.UnknownUserError(name) },
 	})
@@ -27,8 +25,8 @@ func TestSetupServiceRefusesAMissingAccount(t *testing.T) {
 	if !errors.As(err, &de) || !strings.Contains(err.Error(), `no account "pw-missing"`) {
 		t.Fatalf("got %v, want a refusal naming the account", err)
 	}
-	if ExitCode(err) != ExitDataErr {
-		t.Errorf("exit %d, want %d", ExitCode(err), ExitDataErr)
+	if localapi.ExitCode(err) != localapi.ExitDataErr {
+		t.Errorf("exit %d, want %d", localapi.ExitCode(err), localapi.ExitDataErr)
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {
 		t.Errorf("setup wrote %v", ents)
@@ -38,9 +36,8 @@ func TestSetupServiceRefusesAMissingAccount(t *testing.T) {
 // root as the service account is refused: the service must not be root.
 func TestSetupServiceRefusesRoot(t *testing.T) {
 	root := t.TempDir()
-	f := &Factory{Env: localapi.Env{IO: &IOStreams{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}}}
-	err := setupServiceRun(&SetupServiceOptions{
-		F: f, Root: root, Etc: "/etc/prod-write", State: "/var/lib/prod-write", Socket: "/run/prod-write/prod-write.sock",
+	_, err := SetupService(SetupServiceRequest{
+		Root: root, Etc: "/etc/prod-write", State: "/var/lib/prod-write", Socket: "/run/prod-write/prod-write.sock",
 		User: "root",
 		LookupUser: func(name string) (*user.User, error) {
 			return &user.User{Username: name, Uid: "0", Gid: "0", HomeDir: "/root"}, nil
