@@ -52,3 +52,23 @@ type VerifyExportResult struct {
 	// checkpoint, when Witnesses asked for them.
 	Witnessed int `json:"witnessed,omitempty"`
 }
+
+// VerifyConsistencyRequest verifies a consistency proof (Proof, a file
+// receipts consistency --json wrote) between two checkpoint notes (Old
+// and New, their text), each under a runner key of the trust policy at
+// Trust. Offline: no journal is read.
+type VerifyConsistencyRequest struct {
+	Old   string `json:"old"`
+	New   string `json:"new"`
+	Proof string `json:"proof"`
+	Trust string `json:"trust"`
+}
+
+// VerifyConsistencyResult is what the verified proof says.
+type VerifyConsistencyResult struct {
+	FormatVersion int    `json:"format_version"`
+	Verified      bool   `json:"verified"`
+	Origin        string `json:"origin"`
+	OldSize       uint64 `json:"old_size"`
+	NewSize       uint64 `json:"new_size"`
+}

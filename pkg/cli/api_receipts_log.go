@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -9,10 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/localapi"
-	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
 // newCmdReceiptsProve builds `receipts prove SEQ`.
@@ -65,13 +62,6 @@ docs/adr/0044-journal-merkle-log.md.`,
 	return cmd
 }
 
-// consistencyDoc is `receipts consistency --json`: the proof, which
-// `receipts consistency --verify` reads back.
-type consistencyDoc struct {
-	FormatVersion int `json:"format_version"`
-	api.ReceiptsConsistencyResult
-}
-
 // newCmdReceiptsConsistency builds `receipts consistency OLD NEW`.
 func newCmdReceiptsConsistency(f *Factory) *cobra.Command {
 	var verify, trust string
@@ -117,7 +107,7 @@ docs/adr/0044-journal-merkle-log.md.`,
 				return err
 			}
 			if f.JSON {
-				return printJSON(f.IO.Out, consistencyDoc{localapi.FormatVersion, *r})
+				return printJSON(f.IO.Out, localapi.ConsistencyDoc{FormatVersion: localapi.FormatVersion, ReceiptsConsistencyResult: *r})
 			}
 			w := f.IO.Out
 			fmt.Fprintf(w, "the tree of %d entries is a prefix of the tree of %d (%s)\n", r.OldSize, r.NewSize, r.Origin)
@@ -144,34 +134,13 @@ func verifyConsistency(f *Factory, trust string, oldNote, newNote []byte, proofF
 		}
 		trust = c.Trust
 	}
-	policy, err := approval.LoadPolicy(trust)
+	r, err := localapi.VerifyConsistency(api.VerifyConsistencyRequest{Old: string(oldNote), New: string(newNote), Proof: proofFile, Trust: trust})
 	if err != nil {
-		return err
-	}
-	b, err := os.ReadFile(proofFile)
-	if err != nil {
-		return err
-	}
-	var doc consistencyDoc
-	if err := strictjson.Unmarshal(bytes.TrimSuffix(b, []byte("\n")), &doc); err != nil {
-		return &localapi.DataError{Err: fmt.Errorf("%s is not what receipts consistency --json prints: %w", proofFile, err)}
-	}
-	old, new, err := localapi.OpenNotePair(policy, oldNote, newNote)
-	if err != nil {
-		return err
-	}
-	if err := localapi.CheckConsistencyResult(&doc.ReceiptsConsistencyResult, old, new); err != nil {
 		return err
 	}
 	if f.JSON {
-		return printJSON(f.IO.Out, struct {
-			FormatVersion int    `json:"format_version"`
-			Verified      bool   `json:"verified"`
-			Origin        string `json:"origin"`
-			OldSize       uint64 `json:"old_size"`
-			NewSize       uint64 `json:"new_size"`
-		}{localapi.FormatVersion, true, old.Origin, old.Size, new.Size})
+		return printJSON(f.IO.Out, r)
 	}
-	fmt.Fprintf(f.IO.Out, "verified: the tree of %d entries is a prefix of the tree of %d (%s)\n", old.Size, new.Size, old.Origin)
+	fmt.Fprintf(f.IO.Out, "verified: the tree of %d entries is a prefix of the tree of %d (%s)\n", r.OldSize, r.NewSize, r.Origin)
 	return nil
 }

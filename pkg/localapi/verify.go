@@ -1,6 +1,7 @@
 package localapi
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/strictjson"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -111,4 +113,39 @@ func ReadPublic(s string) (keys.Public, error) {
 		return nil, &DataError{Err: fmt.Errorf("--pub %s: %w", s, err)}
 	}
 	return p, nil
+}
+
+// ConsistencyDoc is `receipts consistency --json`: the proof, which
+// VerifyConsistency reads back.
+type ConsistencyDoc struct {
+	FormatVersion int `json:"format_version"`
+	api.ReceiptsConsistencyResult
+}
+
+// VerifyConsistency checks a consistency proof between two checkpoint
+// notes, offline: both notes under a runner key of req.Trust's policy for
+// one origin, then the proof between their trees
+// (merkle/proof.VerifyConsistency). It reads the policy and the proof
+// file, with the caller's rights, and no journal.
+func VerifyConsistency(req api.VerifyConsistencyRequest) (*api.VerifyConsistencyResult, error) {
+	policy, err := approval.LoadPolicy(req.Trust)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(req.Proof)
+	if err != nil {
+		return nil, err
+	}
+	var doc ConsistencyDoc
+	if err := strictjson.Unmarshal(bytes.TrimSuffix(b, []byte("\n")), &doc); err != nil {
+		return nil, &DataError{Err: fmt.Errorf("%s is not what receipts consistency --json prints: %w", req.Proof, err)}
+	}
+	old, new, err := OpenNotePair(policy, []byte(req.Old), []byte(req.New))
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckConsistencyResult(&doc.ReceiptsConsistencyResult, old, new); err != nil {
+		return nil, err
+	}
+	return &api.VerifyConsistencyResult{FormatVersion: FormatVersion, Verified: true, Origin: old.Origin, OldSize: old.Size, NewSize: new.Size}, nil
 }
