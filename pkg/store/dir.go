@@ -182,11 +182,14 @@ func (d *Dir) Evidence(fp string) ([]*dsse.Envelope, []Problem, error) {
 }
 
 // Consume implements [Store]: use SLOT of record ID is spent by creating
-// consumed/ID.SLOT exclusively, holding the run id, and the run's claim
-// consumed/ID.run-RUN, holding the slot, is written beside it; the
-// directory is fsynced before Consume returns. Slots are taken lowest
-// first, so the spent ones of a record are always 0 to N-1. A run that
-// already holds a slot gets it back and spends nothing more (a retry).
+// consumed/ID.SLOT exclusively, holding "SLOT RUN", and the run's claim
+// consumed/ID.run-RUN is a hard link to it, made with link(2), which is
+// as exclusive as the create; the directory is fsynced before Consume
+// returns. Slots are taken lowest first, so the spent ones of a record are
+// always 0 to N-1. A run that already holds a slot gets it back and
+// spends nothing more (a retry). One inode a use, not two: on an ext4
+// without a journal, allocating an inode after many deletions costs up to
+// a millisecond (docs/adr/0056-a-persistent-client-and-one-inode-a-use.md).
 func (d *Dir) Consume(id string, uses int, run string) (int, error) {
 	if err := CheckID(id); err != nil {
 		return 0, err
@@ -205,14 +208,14 @@ func (d *Dir) Consume(id string, uses int, run string) (int, error) {
 	}
 	for slot := start; slot < uses; slot++ {
 		path := filepath.Join(dir, id+"."+strconv.Itoa(slot))
-		err := durable.CreateExclusive(path, []byte(run), 0o600, false)
+		err := durable.CreateExclusive(path, []byte(strconv.Itoa(slot)+" "+run), 0o600, false)
 		if errors.Is(err, os.ErrExist) {
 			continue
 		}
 		if err != nil {
 			return 0, err
 		}
-		if err := durable.CreateExclusive(claim, []byte(strconv.Itoa(slot)), 0o600, false); err != nil {
+		if err := os.Link(path, claim); err != nil {
 			return 0, err
 		}
 		if err := durable.SyncDir(dir); err != nil {
@@ -224,13 +227,15 @@ func (d *Dir) Consume(id string, uses int, run string) (int, error) {
 }
 
 // claimed returns the slot the claim file at path records, if there is
-// one.
+// one: its content's first word, "SLOT RUN" (a link to the slot's file)
+// or, as a store written before ADR 0056 holds it, "SLOT" alone.
 func (d *Dir) claimed(path string) (int, bool) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
-	slot, err := strconv.Atoi(string(data))
+	first, _, _ := strings.Cut(string(data), " ")
+	slot, err := strconv.Atoi(first)
 	return slot, err == nil && slot >= 0
 }
 
