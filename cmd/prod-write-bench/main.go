@@ -31,7 +31,7 @@ import (
 var (
 	bin            = flag.String("bin", "bin/prod-write", "the prod-write binary")
 	floorBin       = flag.String("floor", "bin/floor", "the floor program for run")
-	only           = flag.String("only", "", "run only this benchmark: plan, run, run-service, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey, replay-state")
+	only           = flag.String("only", "", "run only this benchmark: plan, run, run-service, run-mcp, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey, replay-state")
 	fileSize       = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
 	runs           = flag.Int("runs", 200, "sequential runs timed for the run overhead")
 	nReceipts      = flag.Int("receipts", 1_000_000, "receipts replayed")
@@ -76,7 +76,7 @@ func main() {
 		fn   func(dir string) result
 	}
 	var results []result
-	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}, {"replay-passkey", benchReplayPasskey}, {"replay-state", benchReplayState}} {
+	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"run-mcp", benchRunMCP}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}, {"replay-passkey", benchReplayPasskey}, {"replay-state", benchReplayState}} {
 		if *only != "" && *only != b.name {
 			continue
 		}
