@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/config"
@@ -57,7 +56,7 @@ func witnessFindings(c *config.Config, policy *approval.Policy) []Finding {
 		case states == nil:
 		case !ok:
 			d.add(Info, "witness-unsent", store.Path, fmt.Sprintf("no checkpoint has been sent to witness %s yet", w.Name), "")
-		case strings.Contains(st.Error, tlogwitness.ErrAhead.Error()):
+		case st.IsAhead():
 			d.add(Critical, "witness-ahead", store.Path, fmt.Sprintf("witness %s holds a tree of %d entries of this log, more than the journal: receipts it cosigned were cut off or rewritten (%s)", w.Name, st.Size, st.Error),
 				"stop runs; replay the journal against the last witnessed checkpoint (prod-write replay --checkpoint NOTE --witnesses K), restore the receipts from the archive or a backup, and only then remove the witness's entry from witnesses.json")
 		case st.Error != "":

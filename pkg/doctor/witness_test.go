@@ -43,7 +43,9 @@ func TestWitnessFindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ahead := tlogwitness.State{Size: 9, Tried: time.Unix(1e9, 0), Error: fmt.Errorf("witness alpha.example: %w (it holds 9 entries, the checkpoint 4)", tlogwitness.ErrAhead).Error()}
+	ahead := tlogwitness.State{Size: 9, Tried: time.Unix(1e9, 0), Ahead: true, Error: "witness alpha.example: it holds 9 entries, the checkpoint 4"}
+	// As a service before State.Ahead kept it: the error's text alone.
+	aheadText := tlogwitness.State{Size: 9, Tried: time.Unix(1e9, 0), Error: fmt.Errorf("witness alpha.example: %w (it holds 9 entries, the checkpoint 4)", tlogwitness.ErrAhead).Error()}
 	down := tlogwitness.State{Size: 4, Tried: time.Unix(1e9, 0), Error: "witness beta.example: connection refused"}
 	fine := tlogwitness.State{Size: 4, Cosignature: "— alpha.example x\n"}
 	for _, tc := range []struct {
@@ -56,6 +58,7 @@ func TestWitnessFindings(t *testing.T) {
 		{"no witness configured", nil, map[string]tlogwitness.State{"alpha.example": ahead}, "", nil},
 		{"each cosigned", []string{"alpha.example", "beta.example"}, map[string]tlogwitness.State{"alpha.example": fine, "beta.example": fine}, "", nil},
 		{"a witness ahead of the journal", []string{"alpha.example"}, map[string]tlogwitness.State{"alpha.example": ahead}, "", []string{"critical/witness-ahead"}},
+		{"a witness ahead, as an earlier version kept it", []string{"alpha.example"}, map[string]tlogwitness.State{"alpha.example": aheadText}, "", []string{"critical/witness-ahead"}},
 		{"a witness failing", []string{"alpha.example", "beta.example"}, map[string]tlogwitness.State{"alpha.example": fine, "beta.example": down}, "", []string{"warning/witness-failing"}},
 		{"a witness with no key", []string{"gamma.example"}, map[string]tlogwitness.State{}, "", []string{"warning/witness-unkeyed"}},
 		{"never sent to", []string{"beta.example"}, nil, "", []string{"info/witness-unsent"}},

@@ -89,8 +89,10 @@ type Net interface {
 	// one (the runner service's). Each MCP call joins calls, the
 	// service's, whose stop closes the listener (ADR 0031); ctx is done
 	// once the service has no call left, and ServeMCPHTTP then writes the
-	// last answers, shuts down and returns.
-	ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(principal string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error
+	// last answers, shuts down and returns. It calls ready, when not nil,
+	// once everything is checked and it listens: an error before that is
+	// the configuration's.
+	ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(principal string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger, ready func()) error
 }
 
 // NetBinary is the name of the binary that links [AWS] and [Net].

@@ -11,7 +11,6 @@ import (
 	"os/user"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/decisionlog"
@@ -160,9 +159,9 @@ func Serve(f *Env, ready func()) error {
 		}
 		// Started before the socket accepts: a tokens file that names no
 		// principal of the policy stops the service here.
-		mcpErr := make(chan error, 1)
+		mcpErr, listening := make(chan error, 1), make(chan struct{})
 		go func() {
-			mcpErr <- f.Net.ServeMCPHTTP(mcpCtx, c.Service, backendFor, srv, slog)
+			mcpErr <- f.Net.ServeMCPHTTP(mcpCtx, c.Service, backendFor, srv, slog, func() { close(listening) })
 		}()
 		select {
 		case err := <-mcpErr:
@@ -170,7 +169,7 @@ func Serve(f *Env, ready func()) error {
 				err = errors.New("it stopped without saying why")
 			}
 			return &config.Error{Path: c.Path, Msg: "serving MCP over HTTP", Err: err}
-		case <-time.After(200 * time.Millisecond):
+		case <-listening:
 		}
 		mcpEnded = make(chan error, 1)
 		go func() {

@@ -40,24 +40,15 @@ func startMCPHTTP(t *testing.T, s config.Service) (string, error) {
 	b := newOneShotBackend(t)
 	calls := &stopCalls{}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	done, listening := make(chan error, 1), make(chan struct{})
 	go func() {
-		done <- Backend{}.ServeMCPHTTP(ctx, s, func(string) (mcpapi.Backend, error) { return b, nil }, calls, slog.New(slog.DiscardHandler))
+		done <- Backend{}.ServeMCPHTTP(ctx, s, func(string) (mcpapi.Backend, error) { return b, nil }, calls, slog.New(slog.DiscardHandler), func() { close(listening) })
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		select {
-		case err := <-done:
-			cancel()
-			return "", err
-		default:
-		}
-		if c, err := net.Dial("tcp", s.MCPListen); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on %s", s.MCPListen)
-		}
+	select {
+	case err := <-done:
+		cancel()
+		return "", err
+	case <-listening:
 	}
 	t.Cleanup(func() {
 		calls.stop()

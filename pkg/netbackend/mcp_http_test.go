@@ -86,21 +86,16 @@ func TestServeMCPHTTPStopsWithAStreamOpen(t *testing.T) {
 	calls := &stopCalls{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
+	done, listening := make(chan error, 1), make(chan struct{})
 	go func() {
 		done <- Backend{}.ServeMCPHTTP(ctx, config.Service{MCPListen: addr, MCPTokens: tokens}, func(string) (mcpapi.Backend, error) { return b, nil }, calls,
-			slog.New(slog.DiscardHandler))
+			slog.New(slog.DiscardHandler), func() { close(listening) })
 	}()
 	url := "http://" + addr + "/mcp"
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on %s: %v", addr, err)
-		}
+	select {
+	case err := <-done:
+		t.Fatalf("ServeMCPHTTP: %v", err)
+	case <-listening:
 	}
 	resp := mcpRequest(t, http.MethodPost, url, initializeLine, "")
 	io.Copy(io.Discard, resp.Body)

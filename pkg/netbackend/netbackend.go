@@ -258,7 +258,7 @@ func addrOf(ln net.Listener) string {
 }
 
 // ServeMCPHTTP implements [cli.Net].
-func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger) error {
+func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger, ready func()) error {
 	tokens, err := mcpserver.LoadTokens(s.MCPTokens)
 	if err != nil {
 		return err
@@ -311,6 +311,9 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 		ln.Close()
 	})
 	log.Info("serving MCP over Streamable HTTP", "addr", ln.Addr().String(), "path", "/mcp", "tls", tlsConf != nil, "tokens", tokens.Len(), "oauth", tokens.OAuth() != nil)
+	if ready != nil {
+		ready()
+	}
 	errc := make(chan error, 1)
 	go func() {
 		if tlsConf != nil {

@@ -42,6 +42,15 @@ type State struct {
 	// failed ("" when it cosigned).
 	Tried time.Time `json:"tried,omitzero"`
 	Error string    `json:"error,omitempty"`
+	// Ahead is set when that failure was [ErrAhead]: the witness holds a
+	// larger tree of this log than the journal.
+	Ahead bool `json:"ahead,omitempty"`
+}
+
+// IsAhead says whether st's last failure was [ErrAhead]: Ahead, or, in a
+// state written before Ahead was, its error's text.
+func (st State) IsAhead() bool {
+	return st.Ahead || strings.Contains(st.Error, ErrAhead.Error())
 }
 
 // ErrAhead says a witness holds the log at a larger size than the
@@ -62,7 +71,7 @@ func Submit(ctx context.Context, c *Client, w Witness, st State, tree Prover, si
 	st.Tried = time.Now().UTC()
 	fail := func(err error) (State, error) {
 		err = fmt.Errorf("witness %s: %w", w.Name, err)
-		st.Error = err.Error()
+		st.Error, st.Ahead = err.Error(), errors.Is(err, ErrAhead)
 		return st, err
 	}
 	old := st.Size
@@ -93,7 +102,7 @@ func Submit(ctx context.Context, c *Client, w Witness, st State, tree Prover, si
 		if err != nil {
 			return fail(err)
 		}
-		st.Size, st.Cosigned, st.Cosignature, st.Error = size, string(checkpoint), line, ""
+		st.Size, st.Cosigned, st.Cosignature, st.Error, st.Ahead = size, string(checkpoint), line, "", false
 		return st, nil
 	}
 	return fail(fmt.Errorf("it answered 409 %d times", maxConflicts))

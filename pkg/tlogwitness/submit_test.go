@@ -272,6 +272,9 @@ func TestSubmitToFakes(t *testing.T) {
 			if st.Cosigned != "kept" || st.Cosignature != "— kept\n" || st.Error == "" {
 				t.Errorf("state after a failure %+v; want the cosignature kept before, and the error", st)
 			}
+			if st.Ahead != errors.Is(err, tlogwitness.ErrAhead) || st.IsAhead() != st.Ahead {
+				t.Errorf("state after %v says ahead %v", err, st.Ahead)
+			}
 			if n := f.callCount(); n > 3 {
 				t.Errorf("%d requests; at most 3", n)
 			}
