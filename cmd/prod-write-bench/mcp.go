@@ -86,7 +86,7 @@ func benchRunMCP(dir string) result {
 	r.extra = []string{
 		fmt.Sprintf("floor %v, run over one MCP session through the service %v (median of %d each)", fm.Round(time.Microsecond), rm.Round(time.Microsecond), *runs),
 		fmt.Sprintf("CPU per run (MCP server and service) %v, the floor's %v: %.2f×",
-			(runCPU/time.Duration(*runs)).Round(10*time.Microsecond), (floorCPU/time.Duration(*runs)).Round(10*time.Microsecond), runCPU.Seconds()/floorCPU.Seconds()),
+			(runCPU / time.Duration(*runs)).Round(10*time.Microsecond), (floorCPU / time.Duration(*runs)).Round(10*time.Microsecond), runCPU.Seconds()/floorCPU.Seconds()),
 	}
 	if sudo != "" {
 		sm := median(sl)
