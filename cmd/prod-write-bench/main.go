@@ -361,33 +361,12 @@ func runOverhead(dir string, service bool) result {
 		defer stop()
 		name, what = "run-service", "prod-write run as a client"
 	}
-	floorDir := filepath.Join(dir, "floor")
-	os.MkdirAll(floorDir, 0o700)
-	// The peer (SPEC §15): sudo -n /bin/true by the same account, timed
-	// in the same rounds, when sudo is here and lets this account.
-	sudo, _ := exec.LookPath("sudo")
-	if sudo != "" && exec.Command(sudo, "-n", "/bin/true").Run() != nil {
-		sudo = ""
-	}
-	for i := 0; i < 5; i++ { // warm up all
-		timeCmd(dir, *floorBin, floorDir, "/bin/true")
-		timeCmdEnv(dir, env, *bin, "run", fp)
-		if sudo != "" {
-			timeCmd(dir, sudo, "-n", "/bin/true")
-		}
-	}
-	var fl, rl, sl []time.Duration
-	var floorCPU, runCPU time.Duration
-	for i := 0; i < *runs; i++ {
-		d, c := timeCmdCPU(dir, nil, *floorBin, floorDir, "/bin/true")
-		fl, floorCPU = append(fl, d), floorCPU+c
+	m := againstFloor(dir, func() (time.Duration, time.Duration) {
 		svc := processCPU(servicePID)
-		d, c = timeCmdCPU(dir, env, *bin, "run", fp)
-		rl, runCPU = append(rl, d), runCPU+c+processCPU(servicePID)-svc
-		if sudo != "" {
-			sl = append(sl, timeCmd(dir, sudo, "-n", "/bin/true"))
-		}
-	}
+		d, c := timeCmdCPU(dir, env, *bin, "run", fp)
+		return d, c + processCPU(servicePID) - svc
+	})
+	fl, rl, sl, floorCPU, runCPU, sudo := m.floor, m.run, m.sudo, m.floorCPU, m.runCPU, m.sudoFound
 	fm, rm := median(fl), median(rl)
 	goal := 1.2
 	if service {
@@ -405,7 +384,7 @@ func runOverhead(dir string, service bool) result {
 		if cpuRatio > 1.3 {
 			r.met = false
 		}
-		if sudo != "" {
+		if sudo {
 			sm := median(sl)
 			sudoRatio := rm.Seconds() / sm.Seconds()
 			r.extra = append(r.extra, fmt.Sprintf("sudo -n /bin/true %v: run through the service is %.2f× the peer (goal ≤ 1.0)", sm.Round(time.Microsecond), sudoRatio))
@@ -420,6 +399,47 @@ func runOverhead(dir string, service bool) result {
 		fmt.Printf("%s: %s\n", name, x)
 	}
 	return r
+}
+
+// interleaved is what againstFloor measured: each side's wall times, and
+// the CPU of all the floor's runs and of all of run's.
+type interleaved struct {
+	floor, run, sudo []time.Duration
+	floorCPU, runCPU time.Duration
+	sudoFound        bool
+}
+
+// againstFloor times run (which returns its wall time and its CPU) -runs
+// times, each round also the floor's /bin/true and the peer of SPEC §15,
+// sudo -n /bin/true by the same account, when sudo is here and lets this
+// account: interleaved, after five rounds of warming up, so that drift
+// hits all alike.
+func againstFloor(dir string, run func() (time.Duration, time.Duration)) interleaved {
+	floorDir := filepath.Join(dir, "floor")
+	os.MkdirAll(floorDir, 0o700)
+	sudo, _ := exec.LookPath("sudo")
+	if sudo != "" && exec.Command(sudo, "-n", "/bin/true").Run() != nil {
+		sudo = ""
+	}
+	var m interleaved
+	m.sudoFound = sudo != ""
+	for i := 0; i < 5+*runs; i++ {
+		d, c := timeCmdCPU(dir, nil, *floorBin, floorDir, "/bin/true")
+		rd, rc := run()
+		var sd time.Duration
+		if sudo != "" {
+			sd = timeCmd(dir, sudo, "-n", "/bin/true")
+		}
+		if i < 5 { // warming up
+			continue
+		}
+		m.floor, m.floorCPU = append(m.floor, d), m.floorCPU+c
+		m.run, m.runCPU = append(m.run, rd), m.runCPU+rc
+		if sudo != "" {
+			m.sudo = append(m.sudo, sd)
+		}
+	}
+	return m
 }
 
 // timeCmdCPU is timeCmdEnv that also returns the CPU the command used.

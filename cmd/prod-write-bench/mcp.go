@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 )
 
@@ -54,33 +53,13 @@ func benchRunMCP(dir string) result {
 			fail(fmt.Errorf("run over MCP: %v: %s", err, res))
 		}
 	}
-	floorDir := filepath.Join(dir, "floor")
-	os.MkdirAll(floorDir, 0o700)
-	sudo, _ := exec.LookPath("sudo")
-	if sudo != "" && exec.Command(sudo, "-n", "/bin/true").Run() != nil {
-		sudo = ""
-	}
-	for i := 0; i < 5; i++ { // warm up all
-		timeCmd(dir, *floorBin, floorDir, "/bin/true")
-		run()
-		if sudo != "" {
-			timeCmd(dir, sudo, "-n", "/bin/true")
-		}
-	}
-	var fl, rl, sl []time.Duration
-	var floorCPU, runCPU time.Duration
-	for i := 0; i < *runs; i++ {
-		d, c := timeCmdCPU(dir, nil, *floorBin, floorDir, "/bin/true")
-		fl, floorCPU = append(fl, d), floorCPU+c
+	m := againstFloor(dir, func() (time.Duration, time.Duration) {
 		before := processCPU(servicePID) + processCPU(cmd.Process.Pid)
 		t := time.Now()
 		run()
-		rl = append(rl, time.Since(t))
-		runCPU += processCPU(servicePID) + processCPU(cmd.Process.Pid) - before
-		if sudo != "" {
-			sl = append(sl, timeCmd(dir, sudo, "-n", "/bin/true"))
-		}
-	}
+		return time.Since(t), processCPU(servicePID) + processCPU(cmd.Process.Pid) - before
+	})
+	fl, rl, sl, floorCPU, runCPU := m.floor, m.run, m.sudo, m.floorCPU, m.runCPU
 	fm, rm := median(fl), median(rl)
 	r := result{name: "run-mcp wall time / floor (no goal: ADR 0056)", ratio: rm.Seconds() / fm.Seconds(), goal: "—", met: true}
 	r.extra = []string{
@@ -88,7 +67,7 @@ func benchRunMCP(dir string) result {
 		fmt.Sprintf("CPU per run (MCP server and service) %v, the floor's %v: %.2f×",
 			(runCPU / time.Duration(*runs)).Round(10*time.Microsecond), (floorCPU / time.Duration(*runs)).Round(10*time.Microsecond), runCPU.Seconds()/floorCPU.Seconds()),
 	}
-	if sudo != "" {
+	if m.sudoFound {
 		sm := median(sl)
 		r.extra = append(r.extra, fmt.Sprintf("sudo -n /bin/true %v: run over MCP is %.2f× the peer", sm.Round(time.Microsecond), rm.Seconds()/sm.Seconds()))
 	}

@@ -8,20 +8,11 @@ import (
 	"github.com/prod-write/prod-write/pkg/admin"
 )
 
-// SetupServiceOptions are `setup service`'s inputs.
+// SetupServiceOptions are `setup service`'s inputs: the request its flags
+// fill in.
 type SetupServiceOptions struct {
 	F *Factory `json:"-"`
-
-	Root        string // a prefix every path is written under
-	Etc         string
-	State       string
-	Socket      string
-	User        string // the service account
-	SocketGroup string
-	Agent       string // the agent's account; "" writes no client configuration
-	AgentHome   string // its home; "" is the account's
-	// Bridge secret files ("-": standard input), by their [bridge] key.
-	SlackSigningSecret, SlackBotToken, GitHubToken, GitHubWebhookSecret string
+	admin.SetupServiceRequest
 }
 
 // NewCmdSetup builds `setup`, whose one subcommand is `service`.
@@ -80,13 +71,9 @@ being built); the accounts are still this host's.`,
 }
 
 func setupServiceRun(o *SetupServiceOptions) error {
-	r, err := admin.SetupService(admin.SetupServiceRequest{
-		Root: o.Root, Etc: o.Etc, State: o.State, Socket: o.Socket,
-		User: o.User, SocketGroup: o.SocketGroup, Agent: o.Agent, AgentHome: o.AgentHome,
-		SlackSigningSecret: o.SlackSigningSecret, SlackBotToken: o.SlackBotToken,
-		GitHubToken: o.GitHubToken, GitHubWebhookSecret: o.GitHubWebhookSecret,
-		Stdin: o.F.IO.In,
-	})
+	req := o.SetupServiceRequest
+	req.Stdin = o.F.IO.In
+	r, err := admin.SetupService(req)
 	if err != nil {
 		return err
 	}
