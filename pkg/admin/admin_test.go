@@ -64,7 +64,7 @@ func TestInitNeverOverwrites(t *testing.T) {
 
 // What init says it wrote is what it wrote: each file exists, each demo
 // key's public half is the key file's, and the trust policy it wrote
-// parses and lists each key under its principal and roles.
+// parses and holds each key.
 func TestInitResultIsWhatItWrote(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(t.TempDir(), "state")
@@ -87,8 +87,7 @@ func TestInitResultIsWhatItWrote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := approval.ParsePolicy("trust.toml", data)
-	if err != nil {
+	if _, err := approval.ParsePolicy("trust.toml", data); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range r.Keys {
@@ -105,9 +104,6 @@ func TestInitResultIsWhatItWrote(t *testing.T) {
 		if !strings.Contains(string(data), k.PublicKey) {
 			t.Errorf("trust.toml lacks %s's key", k.Principal)
 		}
-	}
-	if pol == nil {
-		t.Fatal("no policy")
 	}
 	for _, d := range []string{"store/plans", "store/evidence", "store/consumed", "journal"} {
 		if fi, err := os.Stat(filepath.Join(state, d)); err != nil || fi.Mode().Perm() != 0o700 {

@@ -33,6 +33,8 @@ func StoreInit(ctx context.Context, env *localapi.Env, wait time.Duration) (*Sto
 	r := &StoreInitResult{Backend: c.Store.Backend, FormatVersion: localapi.FormatVersion}
 	switch c.Store.Backend {
 	case "dynamodb":
+		// Config hands the command to prod-write-net when this build
+		// lacks env.AWS, so it is set here.
 		table, created, err := env.AWS.InitStore(ctx, c, wait)
 		var ce *config.Error
 		if errors.As(err, &ce) {
@@ -76,6 +78,8 @@ func ArchiveInit(ctx context.Context, env *localapi.Env) (*ArchiveInitResult, er
 	case a.LockMode == "":
 		return nil, &config.Error{Path: c.Path, Msg: "archive init needs archive.lock_mode (GOVERNANCE or COMPLIANCE) and archive.lock_days: the default retention that locks every receipt in the bucket"}
 	}
+	// Config hands the command to prod-write-net when this build lacks
+	// env.AWS, so it is set here.
 	created, err := env.AWS.InitArchive(ctx, c)
 	var ce *config.Error
 	if errors.As(err, &ce) {
@@ -115,11 +119,14 @@ func ReceiptsSync(ctx context.Context, env *localapi.Env) (*ReceiptsSyncResult, 
 		return nil, err
 	}
 	defer fl.Close()
+	// Config hands the command to prod-write-net when this build lacks
+	// env.AWS, so it is set here.
 	res, err := env.AWS.SyncReceipts(ctx, c, fl)
 	var ce *config.Error
 	if errors.As(err, &ce) {
 		return nil, err
 	}
+	// What was done, unless the archive could not even be listed.
 	var r *ReceiptsSyncResult
 	if err == nil || res.Lines > 0 {
 		r = &ReceiptsSyncResult{Archive: res.URL, FormatVersion: localapi.FormatVersion, Lines: res.Lines, OK: err == nil, Present: res.Present, Shipped: res.Shipped}
