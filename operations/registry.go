@@ -31,10 +31,6 @@ import (
 	"github.com/prod-write/prod-write/pkg/tomlpos"
 )
 
-// DefaultSecurePath is where programs resolve when prod-write.toml names no
-// secure_path. It never comes from the caller's PATH.
-var DefaultSecurePath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
-
 // Approval paths an operation may accept (SPEC §3 rule 4), as stored: in
 // an operation's definition (so in its digest, in every fingerprint made
 // from it and in receipts) and in an intent receipt's path. People type and

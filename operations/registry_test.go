@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
@@ -730,7 +731,7 @@ func TestLoadNearMisses(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "archive.toml.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := operations.Load(dir, operations.DefaultSecurePath)
+	reg, err := operations.Load(dir, config.DefaultSecurePath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -755,7 +756,7 @@ func TestLoadNearMisses(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "clean", "ops.toml"), []byte(def), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if reg, err := operations.Load(filepath.Join(dir, "clean"), operations.DefaultSecurePath); err != nil || reg.Warnings != nil {
+	if reg, err := operations.Load(filepath.Join(dir, "clean"), config.DefaultSecurePath); err != nil || reg.Warnings != nil {
 		t.Errorf("clean registry: %v, warnings %q", err, reg.Warnings)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/tomlpos"
+	"github.com/prod-write/prod-write/pkg/units"
 )
 
 // FileName is the configuration file looked for in the working directory
@@ -141,8 +141,8 @@ type Log struct {
 	Decisions string `toml:"decisions"`
 	// DecisionsMaxSize is the size at which the file is rotated;
 	// DecisionsKeep how many rotated files are kept.
-	DecisionsMaxSize operations.Size `toml:"decisions_max_size"`
-	DecisionsKeep    *int            `toml:"decisions_keep"`
+	DecisionsMaxSize units.Size `toml:"decisions_max_size"`
+	DecisionsKeep    *int       `toml:"decisions_keep"`
 }
 
 // Defaults of [log].
@@ -294,6 +294,10 @@ func (s *Service) check(path string) error {
 	return nil
 }
 
+// DefaultSecurePath is where programs resolve when prod-write.toml names no
+// secure_path. It never comes from the caller's PATH.
+var DefaultSecurePath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+
 // Error is a missing or broken configuration (exit 78).
 type Error struct {
 	Path string
@@ -378,7 +382,7 @@ func Parse(path string, data []byte) (*Config, error) {
 		c.State = "state"
 	}
 	if c.SecurePath == nil {
-		c.SecurePath = operations.DefaultSecurePath
+		c.SecurePath = DefaultSecurePath
 	}
 	for _, d := range c.Bridge.DiffRoots {
 		if !filepath.IsAbs(d) || filepath.Clean(d) != d || d == "/" {

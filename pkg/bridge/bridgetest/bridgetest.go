@@ -16,6 +16,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/store"
 )
@@ -189,7 +190,7 @@ approvers = %[2]d
 	if err := os.WriteFile(filepath.Join(opsDir, "ops.toml"), []byte(ops), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if w.Registry, err = operations.Load(opsDir, operations.DefaultSecurePath); err != nil {
+	if w.Registry, err = operations.Load(opsDir, config.DefaultSecurePath); err != nil {
 		t.Fatal(err)
 	}
 	if w.Store, err = store.OpenDir(filepath.Join(dir, "state", "store")); err != nil {
