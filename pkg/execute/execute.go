@@ -346,8 +346,33 @@ func (s *Spec) check() error {
 	return nil
 }
 
-// waitExited returns once pid has exited, without reaping it.
+// waitExited returns once pid has exited, without reaping it. It waits on
+// the process's pidfd through Go's poller, so the goroutine parks and holds
+// no thread or P while the program runs: a blocking waitid(2) held one in a
+// system call for the program's whole life, and the runtime's monitor woke
+// every 20 µs to take its P back (a tenth of the runner service's CPU per
+// run, measured; docs/adr/0057-a-small-run-client.md). A kernel without
+// pidfds (before 5.3) waits as before.
 func waitExited(pid int) {
+	if fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK); err == nil {
+		f := os.NewFile(uintptr(fd), "pidfd")
+		defer f.Close()
+		if rc, err := f.SyscallConn(); err == nil {
+			var werr error
+			err = rc.Read(func(fd uintptr) bool {
+				// Readable is exited; asked without waiting, so a
+				// wake-up that is not the exit waits again. Linux
+				// sets si_signo (SIGCHLD) only when it reports a
+				// child.
+				var info unix.Siginfo
+				werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+				return werr != nil && werr != unix.EINTR || info.Signo != 0
+			})
+			if err == nil && werr == nil {
+				return
+			}
+		}
+	}
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
