@@ -14,10 +14,13 @@ UNITDIR     ?= /etc/systemd/system
 
 # Static binaries (no cgo): they start in a third of the time of dynamically
 # linked ones, and run's latency is mostly start-up (docs/PERFORMANCE.md).
-# prod-write-net, beside prod-write, serves the commands of a deployment on
-# DynamoDB and S3 (docs/adr/0009-aws-binary.md, docs/adr/0010-network-binary.md).
+# prod-write is a small program that makes a run through the runner service
+# and hands every other command to prod-write-cli, the command tree
+# (docs/adr/0057-a-small-run-client.md); prod-write-net, beside them, serves
+# the commands of a deployment on DynamoDB and S3 (docs/adr/0009-aws-binary.md,
+# docs/adr/0010-network-binary.md).
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o bin/ ./cmd/prod-write ./cmd/prod-write-net
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o bin/ ./cmd/prod-write ./cmd/prod-write-cli ./cmd/prod-write-net
 
 ## test: lint, check that every listed mutant still applies (`make mutants`
 ## runs them), install and start what the tests need (dynalite, versitygw,
@@ -41,7 +44,7 @@ install: build man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
 	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d $(DESTDIR)$(UNITDIR)
-	install -m 0755 bin/prod-write bin/prod-write-net $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 bin/prod-write bin/prod-write-cli bin/prod-write-net $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 docs/man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	bin/prod-write completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/prod-write

@@ -22,6 +22,7 @@ import (
 
 	"github.com/prod-write/prod-write/pkg/awsbackend"
 	"github.com/prod-write/prod-write/pkg/cli"
+	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/netbackend"
 	"github.com/prod-write/prod-write/pkg/testservers"
 )
@@ -30,9 +31,11 @@ func TestMain(m *testing.M) {
 	// WrapM stops the servers after the tests and says loudly when the
 	// dynamo_* scripts were skipped for want of them.
 	testscript.Main(testservers.WrapM(m), map[string]func(){
-		// prod-write links no AWS SDK and hands dynamo_* scripts' commands
-		// to prod-write-net, as an installation does.
-		"prod-write":  func() { os.Exit(cli.Main(nil, nil)) },
+		// prod-write makes a run through the service itself and runs the
+		// command tree (prod-write-cli, here in process) for anything
+		// else; the tree links no AWS SDK and hands dynamo_* scripts'
+		// commands to prod-write-net, as an installation does.
+		"prod-write":  func() { os.Exit(fastrun.Main(func() int { return cli.Main(nil, nil) })) },
 		cli.NetBinary: func() { os.Exit(cli.Main(awsbackend.Backend{}, netbackend.Backend{})) },
 		// A real MCP client over Streamable HTTP, to spawn (mcp_cmds_test.go).
 		"mcphttp-call": func() { os.Exit(mcpHTTPCallMain()) },

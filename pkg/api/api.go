@@ -18,20 +18,17 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/runapi"
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
-// Version is the version of the types on the socket. A field is only ever
-// added under one version, never renamed or given another meaning.
-const Version = 1
+// Version is the version of the types on the socket (runapi.Version).
+const Version = runapi.Version
 
 // API is the application's calls. A refusal is a *refusal.Error, returned
 // as the error; any other error is the call failing.
@@ -221,78 +218,24 @@ func RedactedStatus(fingerprint, operation, target string, mutating bool, format
 	}
 }
 
-// Answer is the service's reply to a typed call: the result, or the
-// refusal, or the error that stopped it, and what the call told its
-// caller on the way.
-type Answer struct {
-	Result  json.RawMessage `json:"result,omitempty"`
-	Refusal *refusal.Error  `json:"refusal,omitempty"`
-	Error   *Error          `json:"error,omitempty"`
-	Notices []Notice        `json:"notices,omitempty"`
-}
-
-// Notice is what a call tells its caller besides its result, as data the
-// caller renders on its own side: a warning (something the call could not
-// do and went on without: a bridge not told, a receipt not archived, a
-// decision not logged), or a bridge post it made (a decision posted,
-// marked withdrawn, a break-glass announced). The runner service sends
-// them in its Answer and writes no text of its own
-// (docs/adr/0050-notices-are-data.md).
-type Notice struct {
-	Kind string `json:"kind"` // Notice*
-	// Text is one line, a whole sentence, without the "prod-write: " the
-	// CLI puts before it.
-	Text string `json:"text"`
-	// Channel (slack, github) and URL say where a bridge post is.
-	Channel string `json:"channel,omitempty"`
-	URL     string `json:"url,omitempty"`
-}
+// The run call's types and the answer's envelope are runapi's, so a run
+// client links them without the domain (pkg/runapi).
+type (
+	RunRequest = runapi.RunRequest
+	RunResult  = runapi.RunResult
+	Answer     = runapi.Answer
+	Notice     = runapi.Notice
+	Error      = runapi.Error
+)
 
 // The kinds of Notice.
 const (
-	NoticeWarning   = "warning"
-	NoticePosted    = "posted"    // a decision posted to a bridge
-	NoticeWithdrawn = "withdrawn" // a posted decision marked withdrawn
-	NoticeNotified  = "notified"  // a break-glass announced on a bridge
+	NoticeWarning   = runapi.NoticeWarning
+	NoticePosted    = runapi.NoticePosted
+	NoticeWithdrawn = runapi.NoticeWithdrawn
+	NoticeNotified  = runapi.NoticeNotified
 )
-
-// String is the notice as the CLI prints it on stderr, one line.
-func (n Notice) String() string {
-	if n.Kind == NoticeWarning {
-		return "prod-write: warning: " + n.Text
-	}
-	return "prod-write: " + n.Text
-}
-
-// Error is a call that failed for a reason that is not a refusal, as the
-// service reports it: its stable code (docs/JSON.md), the exit status it
-// maps to, and what to say.
-type Error struct {
-	Code    string `json:"code"`
-	Exit    int    `json:"exit"`
-	Message string `json:"message"`
-	Hint    string `json:"hint,omitempty"`
-}
-
-func (e *Error) Error() string { return e.Message }
 
 // Decode reads an Answer into result, or returns its refusal or error;
 // its notices are returned in either case.
-func Decode(b []byte, result any) ([]Notice, error) {
-	var a Answer
-	if err := json.Unmarshal(b, &a); err != nil {
-		return nil, fmt.Errorf("the runner service's answer: %w", err)
-	}
-	switch {
-	case a.Refusal != nil:
-		return a.Notices, a.Refusal
-	case a.Error != nil:
-		return a.Notices, a.Error
-	case a.Result == nil:
-		return a.Notices, errors.New("the runner service's answer holds no result")
-	}
-	if err := json.Unmarshal(a.Result, result); err != nil {
-		return a.Notices, fmt.Errorf("the runner service's result: %w", err)
-	}
-	return a.Notices, nil
-}
+func Decode(b []byte, result any) ([]Notice, error) { return runapi.Decode(b, result) }

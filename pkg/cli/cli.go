@@ -116,16 +116,12 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// Main runs prod-write with os.Args and returns the exit status. aws and
-// net, when not nil, link the distributed backends, the bridges and the
-// MCP server in (prod-write-net).
+// Main runs the command tree with os.Args and returns the exit status: it
+// is prod-write-cli, to which `prod-write` (pkg/fastrun) hands every
+// command line but a run through the runner service. aws and net, when not
+// nil, link the distributed backends, the bridges and the MCP server in
+// (prod-write-net).
 func Main(aws AWS, net Net) int {
-	// An agent's run through the runner service, before the command tree
-	// is built; any other command line, or one it cannot finish before
-	// sending, is the tree's (pkg/fastrun).
-	if code, ok := fastrun.Try(fastrun.Env{Args: os.Args[1:], LookupEnv: os.LookupEnv, Getwd: os.Getwd, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Answer: runAnswer}); ok {
-		return code
-	}
 	f := NewFactory()
 	f.AWS, f.Net = aws, net
 	return Run(os.Args[1:], f)
@@ -202,42 +198,21 @@ func printError(f *Factory, err error) {
 		return
 	}
 	if r, ok := refusal.As(err); ok {
-		if f.JSON {
-			// SPEC §8's shape, then the exit code and format_version
-			// (docs/JSON.md).
-			out := struct {
-				Outcome string `json:"outcome"`
-				*refusal.Error
-				ExitCode      int `json:"exit_code"`
-				FormatVersion int `json:"format_version"`
-			}{"refused", r, ExitCode(err), localapi.FormatVersion}
-			b, _ := json.Marshal(out)
-			fmt.Fprintf(w, "%s\n", b)
-			return
-		}
-		fmt.Fprintf(w, "prod-write: refused (%s): %s\n", r.Code, r.Reason)
-		if len(r.Missing) > 0 {
-			fmt.Fprintf(w, "prod-write: hint: missing: %s\n", strings.Join(r.Missing, "; "))
-		}
+		fastrun.PrintRefusal(w, f.JSON, r, ExitCode(err))
 		return
 	}
-	msg := err.Error()
-	if f.JSON {
-		b, _ := json.Marshal(map[string]any{"format_version": localapi.FormatVersion, "outcome": "error", "code": localapi.ErrorCode(err), "exit_code": ExitCode(err), "error": msg})
-		fmt.Fprintf(w, "%s\n", b)
-		return
-	}
-	fmt.Fprintf(w, "prod-write: error: %s\n", msg)
+	var hint string
 	var usage *localapi.UsageError
 	var apiErr *api.Error
 	switch {
 	case errors.As(err, &apiErr) && apiErr.Hint != "":
-		fmt.Fprintf(w, "prod-write: hint: %s\n", apiErr.Hint)
+		hint = apiErr.Hint
 	case errors.As(err, &usage):
-		fmt.Fprintf(w, "prod-write: hint: see 'prod-write --help'\n")
+		hint = "see 'prod-write --help'"
 	case errors.Is(err, keys.ErrNotAKey):
-		fmt.Fprintf(w, "prod-write: hint: a key is the file `prod-write keygen --out FILE` writes (PKCS#8 PEM, mode 0600); its public line goes in trust.toml\n")
+		hint = "a key is the file `prod-write keygen --out FILE` writes (PKCS#8 PEM, mode 0600); its public line goes in trust.toml"
 	}
+	fastrun.PrintFailure(w, f.JSON, fastrun.Failure{Code: localapi.ErrorCode(err), Exit: ExitCode(err), Message: err.Error(), Hint: hint})
 }
 
 // NewCmdRoot builds the command tree.

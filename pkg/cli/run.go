@@ -2,14 +2,12 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/localapi"
 )
@@ -74,46 +72,12 @@ func runRun(o *RunOptions) error {
 	return printRun(f, r)
 }
 
-// printRun says what ran, after the program's own output; its error is
-// the program's exit status.
+// printRun says what ran, after the program's own output, as the small
+// client does through the service (fastrun.PrintRun); its error is the
+// program's exit status.
 func printRun(f *Factory, r *api.RunResult) error {
-	switch {
-	case f.JSON:
-		printRan(f.IO.Err, r)
-	case r.TimedOut:
-		// Always said: the program's own output may end mid-line.
-		fmt.Fprintf(f.IO.Err, "prod-write: %s timed out after %s and was killed (exit %d); receipts %d and %d\n",
-			r.Operation, r.Timeout, r.ExitCode, r.Intent, r.Receipt)
-	case f.IO.ErrTTY:
-		// For a person at a terminal; scripts read the exit status.
-		fmt.Fprintf(f.IO.Err, "prod-write: ran %s %.19s… (exit %d); receipts %d and %d\n",
-			r.Operation, r.Fingerprint, r.ExitCode, r.Intent, r.Receipt)
-	}
-	if r.ExitCode != 0 {
-		return &ExitError{Code: r.ExitCode}
+	if code := fastrun.PrintRun(f.IO.Err, f.JSON, f.IO.ErrTTY, r); code != 0 {
+		return &ExitError{Code: code}
 	}
 	return nil
-}
-
-// runAnswer renders the runner service's answer to a typed run on stderr,
-// as `run` does through serviceAPI, and returns the exit status
-// (pkg/fastrun's Env.Answer).
-func runAnswer(body []byte, asJSON, errTTY bool, stderr io.Writer) int {
-	f := &Factory{Env: localapi.Env{IO: &IOStreams{Out: io.Discard, Err: stderr, ErrTTY: errTTY}, JSON: asJSON}}
-	var r api.RunResult
-	notices, err := api.Decode(body, &r)
-	for _, n := range notices {
-		f.Notify(n)
-	}
-	if err == nil && r.Outcome != "ran" {
-		err = errors.New("the runner service's run answered no outcome")
-	}
-	if err == nil {
-		err = printRun(f, &r)
-	}
-	if err == nil {
-		return ExitOK
-	}
-	printError(f, err)
-	return ExitCode(err)
 }

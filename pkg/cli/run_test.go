@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/fastrun"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
@@ -242,32 +243,41 @@ func TestRunRefusesWithoutApproval(t *testing.T) {
 // --key path is resolved against the process's working directory).
 func (h *runHarness) key(name string) string { return filepath.Join(h.dir, "keys", name+".key") }
 
-// fastrun renders the service's answer to a typed run with runAnswer: it
+// fastrun renders the service's answer to a typed run with its Render: it
 // says what the command says through serviceAPI, byte for byte, and exits
-// alike, for a run, a run killed on its timeout and a refusal.
+// alike, for a run, a run killed on its timeout, a refusal and an error the
+// service judged (with its hint), each after the answer's notices.
 func TestRunAnswerRendersAsTheCommand(t *testing.T) {
 	ran := &api.RunResult{FormatVersion: localapi.FormatVersion, Outcome: "ran", Operation: "deploy", Fingerprint: "sha256:" + strings.Repeat("ab", 32), ExitCode: 3, Intent: 7, Receipt: 8}
 	killed := *ran
 	killed.ExitCode, killed.TimedOut, killed.Timeout = 124, true, 3*time.Second
 	refused := refusal.New(refusal.NoApproval, "no approval").For("deploy", ran.Fingerprint).Needs("an approval")
+	failed := &api.Error{Code: "io", Exit: ExitIOErr, Message: "the journal could not be written", Hint: "see the service's log"}
+	notices := []api.Notice{{Kind: api.NoticeWarning, Text: "receipts not archived"}, {Kind: api.NoticePosted, Text: "decision posted to slack", Channel: "slack"}}
 	for _, asJSON := range []bool{false, true} {
 		for _, errTTY := range []bool{false, true} {
 			for name, c := range map[string]struct {
 				r   *api.RunResult
 				err error
-			}{"ran": {ran, nil}, "killed": {&killed, nil}, "refused": {nil, refused}} {
-				var ans api.Answer
-				if c.err != nil {
+			}{"ran": {ran, nil}, "killed": {&killed, nil}, "refused": {nil, refused}, "failed": {nil, failed}} {
+				ans := api.Answer{Notices: notices}
+				switch {
+				case c.err == refused:
 					ans.Refusal = refused
-				} else {
+				case c.err == failed:
+					ans.Error = failed
+				default:
 					ans.Result, _ = json.Marshal(c.r)
 				}
 				body, _ := json.Marshal(ans)
 				var got bytes.Buffer
-				code := runAnswer(body, asJSON, errTTY, &got)
+				code := fastrun.Render(body, asJSON, errTTY, &got)
 
 				var want bytes.Buffer
 				f := &Factory{Env: localapi.Env{IO: &IOStreams{Out: io.Discard, Err: &want, ErrTTY: errTTY}, JSON: asJSON}}
+				for _, n := range notices {
+					f.Notify(n)
+				}
 				err := c.err
 				if err == nil {
 					err = printRun(f, c.r)
@@ -281,12 +291,12 @@ func TestRunAnswerRendersAsTheCommand(t *testing.T) {
 					// The outcome line of docs/JSON.md, as run printed it
 					// before it was typed.
 					line := `{"format_version":1,"outcome":"ran","operation":"deploy","fingerprint":"` + ran.Fingerprint + `","exit_code":3,"intent":7,"receipt":8}` + "\n"
-					if got.String() != line {
+					if !strings.HasSuffix(got.String(), "\n"+line) {
 						t.Errorf("outcome line %q, want %q", got.String(), line)
 					}
 				}
 				if got.String() != want.String() || code != wantCode || want.Len() == 0 && (asJSON || name != "ran") {
-					t.Errorf("%s json %v tty %v: runAnswer says %q (exit %d), the command %q (exit %d)", name, asJSON, errTTY, got.String(), code, want.String(), wantCode)
+					t.Errorf("%s json %v tty %v: Render says %q (exit %d), the command %q (exit %d)", name, asJSON, errTTY, got.String(), code, want.String(), wantCode)
 				}
 			}
 		}

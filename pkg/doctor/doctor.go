@@ -125,7 +125,7 @@ var lookupRunAs = func(name string) (runAsAccount, error) {
 }
 
 // binaries lists prod-write's binaries on this host: the running one and
-// the two that may be installed beside it. Tests replace it.
+// the three that may be installed beside it. Tests replace it.
 var binaries = func() []string {
 	self, err := os.Executable()
 	if err != nil {
@@ -135,7 +135,7 @@ var binaries = func() []string {
 		self = real
 	}
 	out := []string{self}
-	for _, name := range []string{"prod-write", "prod-write-net"} {
+	for _, name := range []string{"prod-write", "prod-write-cli", "prod-write-net"} {
 		if p := filepath.Join(filepath.Dir(self), name); p != self {
 			out = append(out, p)
 		}

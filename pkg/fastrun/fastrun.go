@@ -1,7 +1,14 @@
-// Package fastrun makes the hot call, `prod-write run FP` through a runner
-// service, before the command tree is built: an agent's run through the
-// service is mostly the client's start-up, and building cobra's tree of
-// every command and flag was a tenth of it (docs/PERFORMANCE.md).
+// Package fastrun is `prod-write` itself: a small program that makes the
+// hot call, `prod-write run FP` through a runner service, and hands every
+// other command line to the command tree, prod-write-cli, installed beside
+// it ([Main], [ExecTree]). An agent's run through the service is mostly
+// the client's start-up, and a process that links the whole product (its
+// registry, policy, journal, passkey and bridge code, and their package
+// initialisation) starts in about twice the time of one that links only
+// this package (docs/adr/0057-a-small-run-client.md). So this package
+// links nothing of the domain: the configuration, the socket's wire, the
+// run call's types (pkg/runapi) and how a run's answer is rendered
+// (render.go), which the command tree prints with too.
 //
 // It never changes what a command does. It takes the command line only
 // when it understands it in full, and it gives the line back to the command
@@ -19,7 +26,6 @@ package fastrun
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -29,8 +35,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/runapi"
 	"github.com/prod-write/prod-write/pkg/service"
 )
 
@@ -46,9 +52,8 @@ type Env struct {
 	Stdin     *os.File
 	Stdout    *os.File
 	Stderr    *os.File
-	// Answer renders the service's answer to the typed run (an api.Answer
-	// of an api.RunResult) on stderr as the command does, and returns the
-	// exit status: the caller's side renders, here as in the command tree.
+	// Answer renders the service's answer to the typed run on stderr and
+	// returns the exit status; nil is [Render]. Tests swap it.
 	Answer func(body []byte, asJSON, errTTY bool, stderr io.Writer) int
 }
 
@@ -116,8 +121,11 @@ func ParseRun(args []string) (Line, bool) {
 // command tree's.
 func Try(e Env) (code int, ok bool) {
 	l, ok := ParseRun(e.Args)
-	if !ok || e.Answer == nil {
+	if !ok {
 		return 0, false
+	}
+	if e.Answer == nil {
+		e.Answer = Render
 	}
 	// The client mostly waits on its socket: one P is enough, and a second
 	// one only spins looking for work (0.7 ms of CPU per run, measured,
@@ -164,11 +172,11 @@ func Try(e Env) (code int, ok bool) {
 
 	// What the command tree's client hands over for run, in the same order:
 	// the caller's streams, its working directory, its key.
-	args, err := json.Marshal(api.RunRequest{Fingerprint: l.Fingerprint})
+	args, err := json.Marshal(runapi.RunRequest{Fingerprint: l.Fingerprint})
 	if err != nil {
 		return 0, false
 	}
-	req := service.Request{Op: "run", Args: args, JSON: l.JSON, API: api.Version}
+	req := service.Request{Op: "run", Args: args, JSON: l.JSON, API: runapi.Version}
 	var files []*os.File
 	add := func(name string, f *os.File) {
 		req.FDs = append(req.FDs, name)
@@ -223,16 +231,4 @@ func Try(e Env) (code int, ok bool) {
 		return res.Code, true
 	}
 	return e.Answer(res.Body, l.JSON, req.ErrTTY, e.Stderr), true
-}
-
-// PrintError prints an error met after the request was sent, as the
-// command tree prints an internal error (a test in pkg/cli holds the two
-// equal).
-func PrintError(w io.Writer, asJSON bool, err error) {
-	if asJSON {
-		b, _ := json.Marshal(map[string]any{"format_version": 1, "outcome": "error", "code": "internal", "exit_code": exitSoftware, "error": err.Error()})
-		fmt.Fprintf(w, "%s\n", b)
-		return
-	}
-	fmt.Fprintf(w, "prod-write: error: %s\n", err)
 }

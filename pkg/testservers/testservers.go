@@ -488,7 +488,8 @@ var (
 	binErr  error
 )
 
-// Binary builds prod-write and prod-write-net once per test binary and
+// Binary builds prod-write, prod-write-cli and prod-write-net once per
+// test binary and
 // returns prod-write's path.
 func Binary(t testing.TB) string {
 	t.Helper()
@@ -504,13 +505,15 @@ func Binary(t testing.TB) string {
 		binPath = filepath.Join(binDir, "prod-write")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		// Both binaries, side by side as installed: prod-write hands
-		// commands that need DynamoDB or S3 to prod-write-net.
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/prod-write", "./cmd/prod-write-net")
+		// The three binaries, side by side as installed: prod-write
+		// hands every command but a run through the service to
+		// prod-write-cli, which hands commands that need DynamoDB or S3
+		// to prod-write-net.
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", binDir+"/", "./cmd/prod-write", "./cmd/prod-write-cli", "./cmd/prod-write-net")
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/prod-write ./cmd/prod-write-net: %v\n%s", err, out)
+			binErr = fmt.Errorf("go build ./cmd/prod-write ./cmd/prod-write-cli ./cmd/prod-write-net: %v\n%s", err, out)
 		}
 	})
 	if binErr != nil {

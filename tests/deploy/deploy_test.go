@@ -106,7 +106,7 @@ func (s *syncBuffer) String() string {
 
 type deployment struct {
 	root string
-	bin  string // prod-write; prod-write-net is beside it
+	bin  string // prod-write; prod-write-cli and prod-write-net are beside it
 
 	etc, config, trust string // the policy: root-owned, 0644
 	state, runnerKey   string // the service's: 0700 / 0600
@@ -561,13 +561,13 @@ func deploy(t *testing.T) *deployment {
 	d.bin = filepath.Join(binDir, "prod-write")
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	must(t, err)
-	build := exec.Command("go", "build", "-trimpath", "-o", binDir+"/", "./cmd/prod-write", "./cmd/prod-write-net")
+	build := exec.Command("go", "build", "-trimpath", "-o", binDir+"/", "./cmd/prod-write", "./cmd/prod-write-cli", "./cmd/prod-write-net")
 	build.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building prod-write and prod-write-net: %v\n%s", err, out)
+		t.Fatalf("building prod-write, prod-write-cli and prod-write-net: %v\n%s", err, out)
 	}
-	for _, b := range []string{"prod-write", "prod-write-net"} {
+	for _, b := range []string{"prod-write", "prod-write-cli", "prod-write-net"} {
 		must(t, os.Chmod(filepath.Join(binDir, b), 0o755))
 	}
 

@@ -102,7 +102,7 @@ func TestWithoutSystemdAsDocumented(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(clone, "bin"), 0o755))
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	must(t, err)
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(clone, "bin")+"/", "./cmd/prod-write", "./cmd/prod-write-net")
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(clone, "bin")+"/", "./cmd/prod-write", "./cmd/prod-write-cli", "./cmd/prod-write-net")
 	build.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -269,7 +269,7 @@ func TestSetupServiceInOneCommand(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(clone, "bin"), 0o755))
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	must(t, err)
-	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(clone, "bin")+"/", "./cmd/prod-write", "./cmd/prod-write-net")
+	build := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(clone, "bin")+"/", "./cmd/prod-write", "./cmd/prod-write-cli", "./cmd/prod-write-net")
 	build.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {

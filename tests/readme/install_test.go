@@ -34,6 +34,7 @@ func TestMakeInstall(t *testing.T) {
 		mode os.FileMode
 	}{
 		{"opt/pw/bin/prod-write", 0o755},
+		{"opt/pw/bin/prod-write-cli", 0o755},
 		{"opt/pw/bin/prod-write-net", 0o755},
 		{"opt/pw/share/man/man1/prod-write.1", 0o644},
 		{"opt/pw/share/man/man1/prod-write-serve.1", 0o644},

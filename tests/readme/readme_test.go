@@ -38,7 +38,7 @@ func usageBlock(t *testing.T) string {
 
 func TestReadmeUsageRuns(t *testing.T) {
 	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/prod-write", "./cmd/prod-write-net")
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/prod-write", "./cmd/prod-write-cli", "./cmd/prod-write-net")
 	build.Dir = "../.."
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {

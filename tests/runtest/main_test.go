@@ -128,7 +128,9 @@ func build(dir string) error {
 	}
 	root := filepath.Dir(gomod)
 	prodWrite = filepath.Join(dir, "prod-write")
-	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", prodWrite, "./cmd/prod-write")
+	// prod-write hands every command but a run through the service to
+	// prod-write-cli beside it (docs/adr/0057-a-small-run-client.md).
+	cmd := exec.Command("go", "build", "-tags", "failpoints", "-o", dir+"/", "./cmd/prod-write", "./cmd/prod-write-cli")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
