@@ -29,7 +29,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 
@@ -127,10 +126,11 @@ func Try(e Env) (code int, ok bool) {
 	if e.Answer == nil {
 		e.Answer = Render
 	}
-	// The client mostly waits on its socket: one P is enough, and a second
-	// one only spins looking for work (0.7 ms of CPU per run, measured,
-	// which 32 clients at once take from the service's two cores).
-	procs := runtime.GOMAXPROCS(1)
+	// No runtime.GOMAXPROCS(1) here any more: stopping the world to drop
+	// a P cost about 0.7 ms of wall time a run in this small client, and
+	// the signal thread below then started in parallel no more
+	// (docs/adr/0057-a-small-run-client.md).
+	//
 	// ^C and kill reach the program as requests to the service; a client
 	// that dies anyway changes nothing in the service's order. The first
 	// signal.Notify of a process starts a thread for signals and waits for
@@ -145,11 +145,10 @@ func Try(e Env) (code int, ok bool) {
 	defer func() {
 		// Only when the command tree takes the line back: after a call
 		// the process exits, and Stop would wait for the signal thread
-		// again. The tree gets its processors back.
+		// again.
 		if !ok {
 			<-notified
 			signal.Stop(sigs)
-			runtime.GOMAXPROCS(procs)
 		}
 	}()
 	cwd, err := e.Getwd()

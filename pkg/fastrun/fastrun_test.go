@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -199,13 +198,8 @@ func TestTryDeclines(t *testing.T) {
 				w.serve(t, tc.serve)
 			}
 			w.env.Args = tc.args
-			// The tree gets back the processors Try gave up.
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
 			if code, ok := Try(w.env); ok {
 				t.Fatalf("Try took the line (exit %d)", code)
-			}
-			if n := runtime.GOMAXPROCS(0); n != 3 {
-				t.Fatalf("GOMAXPROCS is %d after Try declined, want 3 as before", n)
 			}
 			if r, ok := tc.serve.(*recorder); ok && len(r.calls) != 0 {
 				t.Fatalf("the service got %d calls", len(r.calls))
