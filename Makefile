@@ -2,10 +2,11 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 3s
-# go test's own default of 10 minutes a package is what the testscripts'
-# package takes under the race detector on a slow 2-core VM (540 s on
-# 2026-12-05, when testscript's deadline killed a command): the limit is a
-# hang detector, not a goal, so it has room.
+# go test's own default of 10 minutes a package is close to what the
+# testscripts' package took under the race detector on a slow 2-core VM
+# (540 s on 2026-12-05, when testscript's deadline killed a command; 190-290 s
+# since its commands stopped sleeping at exit): the limit is a hang
+# detector, not a goal, so it has room.
 TESTTIMEOUT ?= 30m
 BIN         := bin/prod-write
 
