@@ -735,3 +735,25 @@ func TestResultJSON(t *testing.T) {
 		t.Errorf("got %s\nwant %s", b, want)
 	}
 }
+
+// waitExited returns only once the program has exited, and leaves it to be
+// reaped (WNOWAIT): its status is still there for cmd.Wait. The program
+// runs a while, so that a wait that returns at once is seen: it finds no
+// exited child.
+func TestWaitExitedWaitsAndLeavesTheStatus(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "sleep 0.3; exit 7")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitExited(cmd.Process.Pid)
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil || info.Signo == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("waitExited returned while the program still ran (waitid: %v, signo %d)", err, info.Signo)
+	}
+	var ee *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("cmd.Wait after waitExited: %v; want the program's exit 7", err)
+	}
+}
