@@ -363,10 +363,16 @@ func waitExited(pid int) {
 				// Readable is exited; asked without waiting, so a
 				// wake-up that is not the exit waits again. Linux
 				// sets si_signo (SIGCHLD) only when it reports a
-				// child.
+				// child. EINTR is asked again here, never waited on:
+				// the poller is edge-triggered, and an exit already
+				// seen would not wake it a second time.
 				var info unix.Siginfo
-				werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
-				return werr != nil && werr != unix.EINTR || info.Signo != 0
+				for {
+					werr = unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+					if werr != unix.EINTR {
+						return werr != nil || info.Signo != 0
+					}
+				}
 			})
 			if err == nil && werr == nil {
 				return

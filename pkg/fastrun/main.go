@@ -45,7 +45,9 @@ func ExecTree() int {
 
 func execTree(args []string, executable func() (string, error), exec func(string, []string, []string) error, stderr io.Writer) int {
 	self, err := executable()
-	if err == nil {
+	if err != nil {
+		self, err = "this binary", fmt.Errorf("finding this binary: %w", err)
+	} else {
 		path := filepath.Join(filepath.Dir(self), TreeBinary)
 		if filepath.Base(self) == TreeBinary {
 			// The tree's own binary built as this one would exec
