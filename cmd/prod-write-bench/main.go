@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"os/user"
@@ -35,7 +36,7 @@ var (
 	fileSize       = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
 	runs           = flag.Int("runs", 200, "sequential runs timed for the run overhead")
 	nReceipts      = flag.Int("receipts", 1_000_000, "receipts replayed")
-	baseline       = flag.String("baseline", "", "another prod-write binary to measure side by side in the replay row (before/after)")
+	baseline       = flag.String("baseline", "", "another prod-write binary to measure side by side in the replay rows and, as the client of the same service, the run-service row (before/after)")
 	rounds         = flag.Int("rounds", 3, "interleaved rounds of the replay rows")
 	witnessCadence = flag.Bool("witness-cadence", false, "in the service rows, configure a witness (that refuses connections) sent the head's checkpoint every turn: the service keeps the tree and signs its note (issue 32's append latency with the tree)")
 	stateUnder     = flag.String("state-under", "", "comma-separated `SIZES` of journal the replay-state row's state stands on (default: a tenth of -receipts, and -receipts)")
@@ -352,7 +353,11 @@ func benchRunService(dir string) result { return runOverhead(dir, true) }
 // floor, interleaved so drift hits both alike; as a client of a running
 // service when service is set (SPEC §15's figure).
 func runOverhead(dir string, service bool) result {
-	fp := approvedTrue(dir, 1, *runs+10)[0]
+	uses := *runs + 10
+	if service && *baseline != "" {
+		uses *= 2 // the baseline client spends them too
+	}
+	fp := approvedTrue(dir, 1, uses)[0]
 	var env []string
 	name, what := "run", "prod-write run"
 	if service {
@@ -361,11 +366,34 @@ func runOverhead(dir string, service bool) result {
 		defer stop()
 		name, what = "run-service", "prod-write run as a client"
 	}
-	m := againstFloor(dir, func() (time.Duration, time.Duration) {
-		svc := processCPU(servicePID)
-		d, c := timeCmdCPU(dir, env, *bin, "run", fp)
-		return d, c + processCPU(servicePID) - svc
-	})
+	// own adds up each client's CPU alone, exactly (its rusage); the
+	// service's is read in ticks of 10 ms, which a comparison of two
+	// clients cannot split between them run by run.
+	own := map[string]*time.Duration{}
+	client := func(bin string) timed {
+		own[bin] = new(time.Duration)
+		return func() (time.Duration, time.Duration) {
+			svc := processCPU(servicePID)
+			d, c := timeCmdCPU(dir, env, bin, "run", fp)
+			*own[bin] += c
+			return d, c + processCPU(servicePID) - svc
+		}
+	}
+	floor, thisBin, otherBin := *floorBin, *bin, ""
+	if service && *baseline != "" {
+		// The floor and both clients are timed as fresh copies, each
+		// written alike: how a binary's file was written weighs on its
+		// start (the linker's output, a cp copy and a single write
+		// differ by up to 0.7 ms a run here, in A/A rounds), and the
+		// ratios are the copies' (docs/PERFORMANCE.md, session 19).
+		floor = freshCopy(dir, "floor", *floorBin)
+		thisBin, otherBin = freshCopy(dir, "this", *bin), freshCopy(dir, "baseline", *baseline)
+	}
+	var other timed
+	if otherBin != "" {
+		other = client(otherBin)
+	}
+	m := againstFloor(dir, floor, client(thisBin), other)
 	fl, rl, sl, floorCPU, runCPU, sudo := m.floor, m.run, m.sudo, m.floorCPU, m.runCPU, m.sudoFound
 	fm, rm := median(fl), median(rl)
 	goal := 1.2
@@ -394,6 +422,11 @@ func runOverhead(dir string, service bool) result {
 		} else {
 			r.extra = append(r.extra, "no sudo that lets this account run /bin/true without a password: the peer row is not measured")
 		}
+		if other != nil {
+			mid, lo, hi := pairedDifference(m.run, m.other)
+			r.extra = append(r.extra, fmt.Sprintf("baseline client %s (the same service) %v: this build − baseline, median of the rounds' differences %+v (95%% interval %+v to %+v); the client's own CPU per run %+v",
+				*baseline, median(m.other).Round(time.Microsecond), mid.Round(time.Microsecond), lo.Round(time.Microsecond), hi.Round(time.Microsecond), ((*own[thisBin]-*own[otherBin])/time.Duration(*runs+5)).Round(10*time.Microsecond)))
+		}
 	}
 	for _, x := range r.extra {
 		fmt.Printf("%s: %s\n", name, x)
@@ -402,19 +435,24 @@ func runOverhead(dir string, service bool) result {
 }
 
 // interleaved is what againstFloor measured: each side's wall times, and
-// the CPU of all the floor's runs and of all of run's.
+// the CPU of all the floor's runs and of all of run's; other's, when there
+// was one, in the same rounds.
 type interleaved struct {
-	floor, run, sudo []time.Duration
-	floorCPU, runCPU time.Duration
-	sudoFound        bool
+	floor, run, sudo, other    []time.Duration
+	floorCPU, runCPU, otherCPU time.Duration
+	sudoFound                  bool
 }
 
+// timed is one side of a round: its wall time and its CPU.
+type timed func() (time.Duration, time.Duration)
+
 // againstFloor times run (which returns its wall time and its CPU) -runs
-// times, each round also the floor's /bin/true and the peer of SPEC §15,
-// sudo -n /bin/true by the same account, when sudo is here and lets this
-// account: interleaved, after five rounds of warming up, so that drift
-// hits all alike.
-func againstFloor(dir string, run func() (time.Duration, time.Duration)) interleaved {
+// times, each round also the floor program at floor running /bin/true, the
+// peer of SPEC §15, sudo -n /bin/true by the same account, when sudo is
+// here and lets this account, and other when it is not nil (-baseline):
+// after five rounds of warming up, in an order shuffled each round, so
+// that neither drift nor what ran just before favours one side.
+func againstFloor(dir, floor string, run, other timed) interleaved {
 	floorDir := filepath.Join(dir, "floor")
 	os.MkdirAll(floorDir, 0o700)
 	sudo, _ := exec.LookPath("sudo")
@@ -423,23 +461,84 @@ func againstFloor(dir string, run func() (time.Duration, time.Duration)) interle
 	}
 	var m interleaved
 	m.sudoFound = sudo != ""
+	type side struct {
+		time      timed
+		wall, cpu time.Duration // the round's
+	}
+	sides := []*side{
+		{time: func() (time.Duration, time.Duration) { return timeCmdCPU(dir, nil, floor, floorDir, "/bin/true") }},
+		{time: run},
+	}
+	if sudo != "" {
+		sides = append(sides, &side{time: func() (time.Duration, time.Duration) { return timeCmd(dir, sudo, "-n", "/bin/true"), 0 }})
+	}
+	if other != nil {
+		sides = append(sides, &side{time: other})
+	}
+	order := make([]int, len(sides))
+	for i := range order {
+		order[i] = i
+	}
 	for i := 0; i < 5+*runs; i++ {
-		d, c := timeCmdCPU(dir, nil, *floorBin, floorDir, "/bin/true")
-		rd, rc := run()
-		var sd time.Duration
-		if sudo != "" {
-			sd = timeCmd(dir, sudo, "-n", "/bin/true")
+		mrand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, k := range order {
+			sides[k].wall, sides[k].cpu = sides[k].time()
 		}
 		if i < 5 { // warming up
 			continue
 		}
-		m.floor, m.floorCPU = append(m.floor, d), m.floorCPU+c
-		m.run, m.runCPU = append(m.run, rd), m.runCPU+rc
+		m.floor, m.floorCPU = append(m.floor, sides[0].wall), m.floorCPU+sides[0].cpu
+		m.run, m.runCPU = append(m.run, sides[1].wall), m.runCPU+sides[1].cpu
+		next := 2
 		if sudo != "" {
-			m.sudo = append(m.sudo, sd)
+			m.sudo = append(m.sudo, sides[next].wall)
+			next++
+		}
+		if other != nil {
+			m.other, m.otherCPU = append(m.other, sides[next].wall), m.otherCPU+sides[next].cpu
 		}
 	}
 	return m
+}
+
+// freshCopy copies the binary at path into a new directory name under dir,
+// in one write, and returns the copy's path.
+func freshCopy(dir, name, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fail(err)
+	}
+	to := filepath.Join(dir, "clients", name, filepath.Base(path))
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		fail(err)
+	}
+	return to
+}
+
+// pairedDifference is the median of a[i]-b[i] over rounds measured side by
+// side, with a 95% bootstrap interval of that median: a change to the run
+// client is smaller than the spread of one side's times on a busy or
+// paravirtualised machine, and pairing each round removes what the round
+// shared.
+func pairedDifference(a, b []time.Duration) (mid, lo, hi time.Duration) {
+	d := make([]time.Duration, len(a))
+	for i := range a {
+		d[i] = a[i] - b[i]
+	}
+	r := mrand.New(mrand.NewPCG(1, 2)) // the same interval for the same data
+	meds := make([]time.Duration, 2000)
+	s := make([]time.Duration, len(d))
+	for j := range meds {
+		for i := range s {
+			s[i] = d[r.IntN(len(d))]
+		}
+		meds[j] = median(s)
+	}
+	slices.Sort(meds)
+	return median(d), meds[len(meds)*25/1000], meds[len(meds)*975/1000]
 }
 
 // timeCmdCPU is timeCmdEnv that also returns the CPU the command used.

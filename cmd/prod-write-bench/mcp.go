@@ -53,12 +53,12 @@ func benchRunMCP(dir string) result {
 			fail(fmt.Errorf("run over MCP: %v: %s", err, res))
 		}
 	}
-	m := againstFloor(dir, func() (time.Duration, time.Duration) {
+	m := againstFloor(dir, *floorBin, func() (time.Duration, time.Duration) {
 		before := processCPU(servicePID) + processCPU(cmd.Process.Pid)
 		t := time.Now()
 		run()
 		return time.Since(t), processCPU(servicePID) + processCPU(cmd.Process.Pid) - before
-	})
+	}, nil)
 	fl, rl, sl, floorCPU, runCPU := m.floor, m.run, m.sudo, m.floorCPU, m.runCPU
 	fm, rm := median(fl), median(rl)
 	r := result{name: "run-mcp wall time / floor (no goal: ADR 0056)", ratio: rm.Seconds() / fm.Seconds(), goal: "—", met: true}
