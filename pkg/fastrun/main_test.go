@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	osexec "os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -86,5 +90,70 @@ func TestLinksNoDomain(t *testing.T) {
 			strings.HasPrefix(d, "github.com/") && !strings.HasPrefix(d, mod) && !strings.HasPrefix(d, "github.com/BurntSushi/toml"):
 			t.Errorf("pkg/fastrun links %s", d)
 		}
+	}
+}
+
+// The small client's own packages run no fmt before main: neither a
+// package variable's value nor an init function calls it. fmt's first
+// call in a process runs its code cold, and one such variable (pkg/service's
+// errEOF) cost the client's runs 0.25–0.5 ms each (docs/PERFORMANCE.md,
+// session 19); nothing else on the client's way to its request uses fmt.
+func TestOwnPackagesCallNoFmtBeforeMain(t *testing.T) {
+	out, err := osexec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{.Dir}} {{join .GoFiles \" \"}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.HasPrefix(f[0], "github.com/prod-write/prod-write/") {
+			continue
+		}
+		for _, name := range f[2:] {
+			path := filepath.Join(f[1], name)
+			file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			for _, decl := range file.Decls {
+				var before ast.Node // what runs before main
+				switch d := decl.(type) {
+				case *ast.GenDecl:
+					if d.Tok == token.VAR {
+						before = d
+					}
+				case *ast.FuncDecl:
+					if d.Recv == nil && d.Name.Name == "init" {
+						before = d
+					}
+				}
+				if before == nil {
+					continue
+				}
+				now := map[*ast.FuncLit]bool{} // function literals called where they stand
+				ast.Inspect(before, func(n ast.Node) bool {
+					if call, ok := n.(*ast.CallExpr); ok {
+						if lit, ok := call.Fun.(*ast.FuncLit); ok {
+							now[lit] = true
+						}
+					}
+					if lit, ok := n.(*ast.FuncLit); ok && !now[lit] {
+						return false // called later, if ever
+					}
+					if call, ok := n.(*ast.CallExpr); ok {
+						if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+							if x, ok := sel.X.(*ast.Ident); ok && x.Name == "fmt" {
+								t.Errorf("%s: fmt.%s runs before main", path, sel.Sel.Name)
+							}
+						}
+					}
+					return true
+				})
+			}
+		}
+	}
+	if checked < 7 {
+		t.Fatalf("checked %d files of the client's own packages: go list gave %q", checked, out)
 	}
 }
