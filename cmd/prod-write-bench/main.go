@@ -366,19 +366,18 @@ func runOverhead(dir string, service bool) result {
 		defer stop()
 		name, what = "run-service", "prod-write run as a client"
 	}
-	// own adds up each client's CPU alone, exactly (its rusage); the
+	// own adds up a client's CPU alone, exactly (its rusage); the
 	// service's is read in ticks of 10 ms, which a comparison of two
 	// clients cannot split between them run by run.
-	own := map[string]*time.Duration{}
-	client := func(bin string) timed {
-		own[bin] = new(time.Duration)
+	client := func(bin string, own *time.Duration) timed {
 		return func() (time.Duration, time.Duration) {
 			svc := processCPU(servicePID)
 			d, c := timeCmdCPU(dir, env, bin, "run", fp)
-			*own[bin] += c
+			*own += c
 			return d, c + processCPU(servicePID) - svc
 		}
 	}
+	var thisCPU, otherCPU time.Duration
 	floor, thisBin, otherBin := *floorBin, *bin, ""
 	if service && *baseline != "" {
 		// The floor and both clients are timed as fresh copies, each
@@ -391,9 +390,9 @@ func runOverhead(dir string, service bool) result {
 	}
 	var other timed
 	if otherBin != "" {
-		other = client(otherBin)
+		other = client(otherBin, &otherCPU)
 	}
-	m := againstFloor(dir, floor, client(thisBin), other)
+	m := againstFloor(dir, floor, client(thisBin, &thisCPU), other)
 	fl, rl, sl, floorCPU, runCPU, sudo := m.floor, m.run, m.sudo, m.floorCPU, m.runCPU, m.sudoFound
 	fm, rm := median(fl), median(rl)
 	goal := 1.2
@@ -425,7 +424,7 @@ func runOverhead(dir string, service bool) result {
 		if other != nil {
 			mid, lo, hi := pairedDifference(m.run, m.other)
 			r.extra = append(r.extra, fmt.Sprintf("baseline client %s (the same service) %v: this build − baseline, median of the rounds' differences %+v (95%% interval %+v to %+v); the client's own CPU per run %+v",
-				*baseline, median(m.other).Round(time.Microsecond), mid.Round(time.Microsecond), lo.Round(time.Microsecond), hi.Round(time.Microsecond), ((*own[thisBin]-*own[otherBin])/time.Duration(*runs+5)).Round(10*time.Microsecond)))
+				*baseline, median(m.other).Round(time.Microsecond), mid.Round(time.Microsecond), lo.Round(time.Microsecond), hi.Round(time.Microsecond), ((thisCPU-otherCPU)/time.Duration(*runs+5)).Round(10*time.Microsecond)))
 		}
 	}
 	for _, x := range r.extra {
@@ -435,12 +434,12 @@ func runOverhead(dir string, service bool) result {
 }
 
 // interleaved is what againstFloor measured: each side's wall times, and
-// the CPU of all the floor's runs and of all of run's; other's, when there
-// was one, in the same rounds.
+// the CPU of all the floor's runs and of all of run's; other's wall times,
+// when there was one, in the same rounds.
 type interleaved struct {
-	floor, run, sudo, other    []time.Duration
-	floorCPU, runCPU, otherCPU time.Duration
-	sudoFound                  bool
+	floor, run, sudo, other []time.Duration
+	floorCPU, runCPU        time.Duration
+	sudoFound               bool
 }
 
 // timed is one side of a round: its wall time and its CPU.
@@ -495,7 +494,7 @@ func againstFloor(dir, floor string, run, other timed) interleaved {
 			next++
 		}
 		if other != nil {
-			m.other, m.otherCPU = append(m.other, sides[next].wall), m.otherCPU+sides[next].cpu
+			m.other = append(m.other, sides[next].wall)
 		}
 	}
 	return m
