@@ -32,7 +32,8 @@ import (
 var (
 	bin            = flag.String("bin", "bin/prod-write", "the prod-write binary")
 	floorBin       = flag.String("floor", "bin/floor", "the floor program for run")
-	only           = flag.String("only", "", "run only this benchmark: plan, run, run-service, run-mcp, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey, replay-state")
+	partsDir       = flag.String("parts", "bin/parts", "the programs of the run-parts row (testdata/bench/parts, built by scripts/bench.sh)")
+	only           = flag.String("only", "", "run only this benchmark: plan, run, run-service, run-mcp, run-parts, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey, replay-state")
 	fileSize       = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
 	runs           = flag.Int("runs", 200, "sequential runs timed for the run overhead")
 	nReceipts      = flag.Int("receipts", 1_000_000, "receipts replayed")
@@ -61,6 +62,9 @@ func main() {
 	if *floorBin, err = filepath.Abs(*floorBin); err != nil {
 		fail(err)
 	}
+	if *partsDir, err = filepath.Abs(*partsDir); err != nil {
+		fail(err)
+	}
 	if *setupOnly != "" {
 		setupService(*setupOnly)
 		return
@@ -77,7 +81,7 @@ func main() {
 		fn   func(dir string) result
 	}
 	var results []result
-	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"run-mcp", benchRunMCP}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}, {"replay-passkey", benchReplayPasskey}, {"replay-state", benchReplayState}} {
+	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"run-mcp", benchRunMCP}, {"run-parts", benchRunParts}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}, {"replay-passkey", benchReplayPasskey}, {"replay-state", benchReplayState}} {
 		if *only != "" && *only != b.name {
 			continue
 		}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// benchRunParts explains run-service's CPU goal (≤ 1.3× the floor's CPU)
+// by measuring what a run client must spend before it sends anything. In
+// the same shuffled rounds it times the floor, a run through the service,
+// and programs that are the client's start in parts (testdata/bench/parts):
+// an empty Go program; the client's packages linked and initialised; and
+// those packages plus each of the two things the client does before it
+// sends a run, the relay of ^C and kill (signal.Notify) and reading its
+// configuration. It then prints the CPU the goal leaves a client (1.3× the
+// floor's, less the service's share of a run) beside those parts. Its
+// ratio is the parts' CPU over that budget: above 1, no client that starts
+// as a Go process and does both can meet the goal here, however little
+// else it does. A last program does the least any Go client could: read
+// the socket's path with BurntSushi/toml, install the relay and encode a
+// request, linking nothing of prod-write's. The row has no goal of its
+// own.
+func benchRunParts(dir string) result {
+	fp := approvedTrue(dir, 1, *runs+10)[0]
+	env, stop := startService(dir)
+	defer stop()
+	client := filepath.Join(dir, "client.toml")
+	floorDir := filepath.Join(dir, "floor")
+	os.MkdirAll(floorDir, 0o700)
+	probe := filepath.Join(*partsDir, "client")
+	type side struct {
+		what      string
+		name      string
+		args      []string
+		wall      []time.Duration
+		cpu, svc  time.Duration // all rounds': the process's own, the service's
+		isService bool
+	}
+	sides := []*side{
+		{what: "the floor", name: *floorBin, args: []string{floorDir, "/bin/true"}},
+		{what: "prod-write run through the service", name: *bin, args: []string{"run", fp}, isService: true},
+		{what: "an empty Go program", name: filepath.Join(*partsDir, "empty")},
+		{what: "the client's packages, initialised", name: probe, args: []string{"none"}},
+		{what: "  and signal.Notify(SIGINT, SIGTERM)", name: probe, args: []string{"signals"}},
+		{what: "  and config.Load of the client's file", name: probe, args: []string{"config", client}},
+		{what: "  and both", name: probe, args: []string{"both", client}},
+		{what: "the least a Go client could do (no package of ours)", name: filepath.Join(*partsDir, "minimal"), args: []string{client}},
+	}
+	order := make([]int, len(sides))
+	for i := range order {
+		order[i] = i
+	}
+	for i := 0; i < 5+*runs; i++ {
+		mrand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, k := range order {
+			s := sides[k]
+			svc := processCPU(servicePID)
+			d, c := timeCmdCPU(dir, env, s.name, s.args...)
+			if i < 5 { // warming up
+				continue
+			}
+			s.wall = append(s.wall, d)
+			s.cpu += c
+			if s.isService {
+				s.svc += processCPU(servicePID) - svc
+			}
+		}
+	}
+	per := func(d time.Duration) time.Duration { return (d / time.Duration(*runs)).Round(10 * time.Microsecond) }
+	r := result{name: "run-parts: a client's required start / its CPU budget", goal: "—", met: true}
+	for _, s := range sides {
+		line := fmt.Sprintf("%-42s wall %8v  CPU %8v", s.what, median(s.wall).Round(time.Microsecond), per(s.cpu))
+		if s.isService {
+			line += fmt.Sprintf(" (the client's own), the service's %v", per(s.svc))
+		}
+		r.extra = append(r.extra, line)
+	}
+	floorCPU, service, empty, both, least := sides[0].cpu, sides[1].svc, sides[2].cpu, sides[6].cpu, sides[7].cpu
+	budget := time.Duration(1.3*float64(floorCPU)) - service
+	r.ratio = both.Seconds() / budget.Seconds()
+	r.extra = append(r.extra,
+		fmt.Sprintf("CPU ≤ 1.3× the floor's leaves a client %v a run beside the service's %v; an empty Go program costs %v, and one that only initialises the client's packages, installs the signal relay and reads the configuration %v: %.2f× the budget",
+			per(budget), per(service), per(empty), per(both), r.ratio))
+	// The service's share could shrink at most to the floor's own work
+	// (the floor less a Go process's start): the budget then.
+	work := floorCPU - empty
+	r.extra = append(r.extra,
+		fmt.Sprintf("with the service's share cut to the floor's own work (the floor less an empty Go program: %v), the budget would be %v: %.2f×",
+			per(work), per(time.Duration(1.3*float64(floorCPU))-work), both.Seconds()/(time.Duration(1.3*float64(floorCPU))-work).Seconds()),
+		fmt.Sprintf("the least a Go client could do, reading TOML, relaying signals and encoding JSON with no package of ours: %v, %.2f× the budget",
+			per(least), least.Seconds()/budget.Seconds()))
+	for _, x := range r.extra {
+		fmt.Printf("run-parts: %s\n", x)
+	}
+	return r
+}
