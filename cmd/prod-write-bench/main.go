@@ -478,18 +478,7 @@ func againstFloor(dir, floor string, run, other timed) interleaved {
 	if other != nil {
 		sides = append(sides, &side{time: other})
 	}
-	order := make([]int, len(sides))
-	for i := range order {
-		order[i] = i
-	}
-	for i := 0; i < 5+*runs; i++ {
-		mrand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
-		for _, k := range order {
-			sides[k].wall, sides[k].cpu = sides[k].time()
-		}
-		if i < 5 { // warming up
-			continue
-		}
+	shuffledRounds(len(sides), func(k int) { sides[k].wall, sides[k].cpu = sides[k].time() }, func() {
 		m.floor, m.floorCPU = append(m.floor, sides[0].wall), m.floorCPU+sides[0].cpu
 		m.run, m.runCPU = append(m.run, sides[1].wall), m.runCPU+sides[1].cpu
 		next := 2
@@ -500,8 +489,28 @@ func againstFloor(dir, floor string, run, other timed) interleaved {
 		if other != nil {
 			m.other = append(m.other, sides[next].wall)
 		}
-	}
+	})
 	return m
+}
+
+// shuffledRounds makes five rounds of warming up and then -runs rounds,
+// each calling run for every one of n sides in an order shuffled afresh,
+// so that neither drift nor what ran just before favours one side; after
+// each counted round it calls counted.
+func shuffledRounds(n int, run func(side int), counted func()) {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	for i := 0; i < 5+*runs; i++ {
+		mrand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, k := range order {
+			run(k)
+		}
+		if i >= 5 {
+			counted()
+		}
+	}
 }
 
 // freshCopy copies the binary at path into a new directory name under dir,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,6 +37,8 @@ func benchRunParts(dir string) result {
 		wall      []time.Duration
 		cpu, svc  time.Duration // all rounds': the process's own, the service's
 		isService bool
+		// The round's, counted once it is not a warm-up.
+		last, lastCPU, lastSvc time.Duration
 	}
 	sides := []*side{
 		{what: "the floor", name: *floorBin, args: []string{floorDir, "/bin/true"}},
@@ -47,28 +48,22 @@ func benchRunParts(dir string) result {
 		{what: "  and signal.Notify(SIGINT, SIGTERM)", name: probe, args: []string{"signals"}},
 		{what: "  and config.Load of the client's file", name: probe, args: []string{"config", client}},
 		{what: "  and both", name: probe, args: []string{"both", client}},
-		{what: "the least a Go client could do (no package of ours)", name: filepath.Join(*partsDir, "minimal"), args: []string{client}},
+		{what: "the least Go client (no package of ours)", name: filepath.Join(*partsDir, "minimal"), args: []string{client}},
 	}
-	order := make([]int, len(sides))
-	for i := range order {
-		order[i] = i
-	}
-	for i := 0; i < 5+*runs; i++ {
-		mrand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
-		for _, k := range order {
-			s := sides[k]
-			svc := processCPU(servicePID)
-			d, c := timeCmdCPU(dir, env, s.name, s.args...)
-			if i < 5 { // warming up
-				continue
-			}
-			s.wall = append(s.wall, d)
-			s.cpu += c
+	shuffledRounds(len(sides), func(k int) {
+		s := sides[k]
+		svc := processCPU(servicePID)
+		s.last, s.lastCPU = timeCmdCPU(dir, env, s.name, s.args...)
+		s.lastSvc = processCPU(servicePID) - svc
+	}, func() {
+		for _, s := range sides {
+			s.wall = append(s.wall, s.last)
+			s.cpu += s.lastCPU
 			if s.isService {
-				s.svc += processCPU(servicePID) - svc
+				s.svc += s.lastSvc
 			}
 		}
-	}
+	})
 	per := func(d time.Duration) time.Duration { return (d / time.Duration(*runs)).Round(10 * time.Microsecond) }
 	r := result{name: "run-parts: a client's required start / its CPU budget", goal: "—", met: true}
 	for _, s := range sides {
