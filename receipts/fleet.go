@@ -40,7 +40,9 @@ func (r Reuse) Detail() string {
 // Fleet counts the uses of every approval record across the journals of
 // several hosts (docs/DISTRIBUTED.md, "Replaying the fleet"). Each host's
 // own replay counts the uses within its journal; Fleet sees the ones no
-// single journal holds. Its memory is one entry per record relied on.
+// single journal holds. Its memory is one entry per record relied on, and
+// in it one Spend per run that relied on the record: it grows with the
+// fleet's runs, unlike one journal's replay (ADR 0053).
 type Fleet struct {
 	mu   sync.Mutex
 	uses map[string]*Reuse
