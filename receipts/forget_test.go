@@ -275,6 +275,34 @@ func TestForgettingBoundsState(t *testing.T) {
 	}
 }
 
+// A record is remembered MaxClockSkew past its expiry, not only until it:
+// an intent dated up to MaxClockSkew before the latest time still passes,
+// and one dated before the record's expiry may rely on it. Here a go that
+// lives ten minutes is spent, a run twelve minutes on moves the latest
+// time past the go's expiry, and then an intent dated four minutes back
+// (within the skew, two minutes before the expiry) spends the go again:
+// that is evidence_reused, never a fresh use of a forgotten record.
+func TestForgettingKeepsARecordTheSkewPastItsExpiry(t *testing.T) {
+	s := newSynth(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s.run(t, t0, 10*time.Minute, 1, receipts.NewRunID(t0), false)
+	later := t0.Add(12 * time.Minute)
+	s.run(t, later, time.Hour, 1, receipts.NewRunID(later), false)
+	back := later.Add(-4 * time.Minute)
+	s.again(t, 0, back, receipts.NewRunID(back))
+	codes := map[int][]string{}
+	if _, err := (&receipts.Replayer{Policy: s.policy}).Replay(bytes.NewReader(s.journal()), func(r receipts.Result) {
+		for _, p := range r.Problems {
+			codes[r.Line] = append(codes[r.Line], p.Code)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int][]string{5: {receipts.EvidenceReused}}; fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Fatalf("problems by line %v, want %v", codes, want)
+	}
+}
+
 // An intent's run id is dated within its intent's time: replay refuses
 // one made more than RunIDMaxAge before it or after it, and the journal
 // never writes such an intent.
