@@ -139,6 +139,21 @@ func verdicts(t tb, rp *receipts.Replayer, journal []byte) (out []string, failed
 	return out, sum.Failed
 }
 
+// problemCodes replays journal and returns the codes of the problems it
+// found, by line.
+func problemCodes(t tb, rp *receipts.Replayer, journal []byte) map[int][]string {
+	t.Helper()
+	codes := map[int][]string{}
+	if _, err := rp.Replay(bytes.NewReader(journal), func(r receipts.Result) {
+		for _, p := range r.Problems {
+			codes[r.Line] = append(codes[r.Line], p.Code)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return codes
+}
+
 // Forgetting changes no verdict: over random journals of runs spread
 // over days (records expiring in minutes or days, run ids dated or not,
 // dated before or after their intents, clocks stepped back), with
@@ -249,14 +264,7 @@ func TestForgettingBoundsState(t *testing.T) {
 	s.run(t, at, time.Hour, 1, s.runs[5].intent.RunID, false)          // one of two days ago
 	s.again(t, 100, at, receipts.NewRunID(at))                         // a go expired two days ago
 	s.again(t, 10, at, receipts.NewRunID(at))                          // a go of two days ago still alive
-	codes := map[int][]string{}
-	if _, err := rp.Replay(bytes.NewReader(s.journal()), func(r receipts.Result) {
-		for _, p := range r.Problems {
-			codes[r.Line] = append(codes[r.Line], p.Code)
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	codes := problemCodes(t, rp, s.journal())
 	first := 2*runs + 1
 	want := map[int][]string{
 		first:     {receipts.EvidenceReused},
@@ -290,14 +298,7 @@ func TestForgettingKeepsARecordTheSkewPastItsExpiry(t *testing.T) {
 	s.run(t, later, time.Hour, 1, receipts.NewRunID(later), false)
 	back := later.Add(-4 * time.Minute)
 	s.again(t, 0, back, receipts.NewRunID(back))
-	codes := map[int][]string{}
-	if _, err := (&receipts.Replayer{Policy: s.policy}).Replay(bytes.NewReader(s.journal()), func(r receipts.Result) {
-		for _, p := range r.Problems {
-			codes[r.Line] = append(codes[r.Line], p.Code)
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
+	codes := problemCodes(t, &receipts.Replayer{Policy: s.policy}, s.journal())
 	if want := map[int][]string{5: {receipts.EvidenceReused}}; fmt.Sprint(codes) != fmt.Sprint(want) {
 		t.Fatalf("problems by line %v, want %v", codes, want)
 	}
