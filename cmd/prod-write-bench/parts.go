@@ -34,34 +34,39 @@ func benchRunParts(dir string) result {
 		what      string
 		name      string
 		args      []string
+		isService bool
 		wall      []time.Duration
 		cpu, svc  time.Duration // all rounds': the process's own, the service's
-		isService bool
 		// The round's, counted once it is not a warm-up.
 		last, lastCPU, lastSvc time.Duration
 	}
+	floor := &side{what: "the floor", name: *floorBin, args: []string{floorDir, "/bin/true"}}
+	run := &side{what: "prod-write run through the service", name: *bin, args: []string{"run", fp}, isService: true}
+	empty := &side{what: "an empty Go program", name: filepath.Join(*partsDir, "empty")}
+	both := &side{what: "  and both", name: probe, args: []string{"both", client}}
+	least := &side{what: "the least Go client (no package of ours)", name: filepath.Join(*partsDir, "minimal"), args: []string{client}}
 	sides := []*side{
-		{what: "the floor", name: *floorBin, args: []string{floorDir, "/bin/true"}},
-		{what: "prod-write run through the service", name: *bin, args: []string{"run", fp}, isService: true},
-		{what: "an empty Go program", name: filepath.Join(*partsDir, "empty")},
+		floor, run, empty,
 		{what: "the client's packages, initialised", name: probe, args: []string{"none"}},
 		{what: "  and signal.Notify(SIGINT, SIGTERM)", name: probe, args: []string{"signals"}},
 		{what: "  and config.Load of the client's file", name: probe, args: []string{"config", client}},
-		{what: "  and both", name: probe, args: []string{"both", client}},
-		{what: "the least Go client (no package of ours)", name: filepath.Join(*partsDir, "minimal"), args: []string{client}},
+		both, least,
 	}
 	shuffledRounds(len(sides), func(k int) {
 		s := sides[k]
-		svc := processCPU(servicePID)
+		var svc time.Duration
+		if s.isService {
+			svc = processCPU(servicePID)
+		}
 		s.last, s.lastCPU = timeCmdCPU(dir, env, s.name, s.args...)
-		s.lastSvc = processCPU(servicePID) - svc
+		if s.isService {
+			s.lastSvc = processCPU(servicePID) - svc
+		}
 	}, func() {
 		for _, s := range sides {
 			s.wall = append(s.wall, s.last)
 			s.cpu += s.lastCPU
-			if s.isService {
-				s.svc += s.lastSvc
-			}
+			s.svc += s.lastSvc
 		}
 	})
 	per := func(d time.Duration) time.Duration { return (d / time.Duration(*runs)).Round(10 * time.Microsecond) }
@@ -73,20 +78,20 @@ func benchRunParts(dir string) result {
 		}
 		r.extra = append(r.extra, line)
 	}
-	floorCPU, service, empty, both, least := sides[0].cpu, sides[1].svc, sides[2].cpu, sides[6].cpu, sides[7].cpu
-	budget := time.Duration(1.3*float64(floorCPU)) - service
-	r.ratio = both.Seconds() / budget.Seconds()
+	allowed := time.Duration(1.3 * float64(floor.cpu)) // client and service together
+	budget := allowed - run.svc
+	r.ratio = both.cpu.Seconds() / budget.Seconds()
 	r.extra = append(r.extra,
 		fmt.Sprintf("CPU ≤ 1.3× the floor's leaves a client %v a run beside the service's %v; an empty Go program costs %v, and one that only initialises the client's packages, installs the signal relay and reads the configuration %v: %.2f× the budget",
-			per(budget), per(service), per(empty), per(both), r.ratio))
+			per(budget), per(run.svc), per(empty.cpu), per(both.cpu), r.ratio))
 	// The service's share could shrink at most to the floor's own work
 	// (the floor less a Go process's start): the budget then.
-	work := floorCPU - empty
+	work := floor.cpu - empty.cpu
 	r.extra = append(r.extra,
 		fmt.Sprintf("with the service's share cut to the floor's own work (the floor less an empty Go program: %v), the budget would be %v: %.2f×",
-			per(work), per(time.Duration(1.3*float64(floorCPU))-work), both.Seconds()/(time.Duration(1.3*float64(floorCPU))-work).Seconds()),
+			per(work), per(allowed-work), both.cpu.Seconds()/(allowed-work).Seconds()),
 		fmt.Sprintf("the least a Go client could do, reading TOML, relaying signals and encoding JSON with no package of ours: %v, %.2f× the budget",
-			per(least), least.Seconds()/budget.Seconds()))
+			per(least.cpu), least.cpu.Seconds()/budget.Seconds()))
 	for _, x := range r.extra {
 		fmt.Printf("run-parts: %s\n", x)
 	}
