@@ -35,8 +35,23 @@ type History struct {
 	// versions.toml.
 	PolicyTimes     map[string][]Version
 	DefinitionTimes map[string][]Version
+	// Where names the history in messages: a history directory, or a
+	// branch's first-parent history.
+	Where string
 
-	fromFiles map[string]bool // definitions read from history/operations
+	fromFiles map[string]bool   // definitions read from history/operations
+	skipped   map[string]string // digest → why a branch's version is none
+}
+
+// unknown says why digest is no version of the history.
+func (h *History) unknown(digest string) string {
+	if why := h.skipped[digest]; why != "" {
+		return fmt.Sprintf("; its version on the branch does not load: %s", why)
+	}
+	if h.Where != "" && strings.HasPrefix(h.Where, "the first-parent") {
+		return " (a version never merged there, or one a rewrite of the branch removed)"
+	}
+	return ""
 }
 
 // SigningPolicies are the policy versions whose runner keys count for a
@@ -65,7 +80,7 @@ func (h *History) SigningPolicies(t time.Time) []*approval.Policy {
 // hash to its name is an error, so the history holds by mechanism what
 // the protected branch reviewed, whatever else is copied in.
 func LoadHistory(dir string, current *approval.Policy, defs []*operations.Operation) (*History, error) {
-	h := &History{Policies: map[string]*approval.Policy{current.Digest: current}, Definitions: map[string]bool{}, fromFiles: map[string]bool{}}
+	h := &History{Policies: map[string]*approval.Policy{current.Digest: current}, Definitions: map[string]bool{}, fromFiles: map[string]bool{}, Where: "the history in " + dir}
 	for _, op := range defs {
 		h.Definitions[op.Digest] = true
 	}

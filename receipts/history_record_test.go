@@ -141,9 +141,26 @@ func TestHistoryRecordSupersedes(t *testing.T) {
 		}
 	})
 
-	t.Run("policy recorded after the runs", func(t *testing.T) {
+	t.Run("first recorded after the runs", func(t *testing.T) {
+		// The first record's versions were in force before the history
+		// began: the runs made under them before it verify.
 		p := w.protectedCopy(t)
 		p.record(t, last.Add(time.Hour), "1h")
+		if v := p.replay(w.journal); v.code != 0 {
+			t.Fatalf("exit %d, problems %v; want ok", v.code, v.codes)
+		}
+	})
+
+	t.Run("policy new after a record that followed the runs", func(t *testing.T) {
+		// Another policy was in force when the history was last
+		// recorded, after the runs: the runs' policy can have been
+		// deployed only after that record.
+		p := w.protectedCopy(t)
+		ran := string(must(os.ReadFile(p.trust)))
+		appendTo(t, p.trust, "\n# another policy\n")
+		p.record(t, last.Add(time.Hour), "1h")
+		os.WriteFile(p.trust, []byte(ran), 0o644)
+		p.record(t, last.Add(2*time.Hour), "1h")
 		v := p.replay(w.journal)
 		if v.code != 1 || !contains(v.codes[1], receipts.NotYetInForce) {
 			t.Fatalf("exit %d, problems %v; want not_yet_in_force on line 1", v.code, v.codes)
@@ -244,4 +261,11 @@ func TestHistoryRunnerKeyRotated(t *testing.T) {
 			t.Fatalf("exit %d, problems %v; want revoked on every receipt", v.code, v.codes)
 		}
 	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

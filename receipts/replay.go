@@ -649,6 +649,9 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 	// decoding set its digest from its content (Intent.UnmarshalJSON), and
 	// the gate checks that the plan binds exactly this one.
 	digest := in.Operation.Digest
+	// Named on every row, a failed one too: what the receipt says it ran
+	// (the gate's plan replaces it when the gate passes).
+	res.Operation = in.Operation.Name
 	policy := rp.Policy
 	if h := rp.History; h != nil {
 		// Judged by the protected history, never by what the receipt
@@ -656,16 +659,16 @@ func (rp *Replayer) verifyIntent(e *entry, in *Intent) {
 		// held, and its policy a version of the protected one.
 		at := e.receipt.Time
 		if !h.Definitions[digest] {
-			res.add(UnknownDefinition, "the operation definition it carries (%.19s…) is not one the protected registry holds or held", digest)
+			res.add(UnknownDefinition, "the operation definition it carries (%.19s…) is not one the protected registry holds or held in %s%s", digest, h.Where, h.unknown(digest))
 		} else if code := inForce(h.DefinitionTimes[digest], at); code != "" {
-			res.add(code, "the operation definition it carries (%.19s…) was not in force at %s (history/versions.toml)", digest, at.UTC().Format(time.RFC3339))
+			res.add(code, "the operation definition it carries (%.19s…) was not in force at %s (%s)", digest, at.UTC().Format(time.RFC3339), h.Where)
 		}
 		if policy = h.Policies[in.PolicyDigest]; policy == nil {
-			res.add(UnknownPolicy, "policy_digest %q is no version of the protected trust policy in the history", in.PolicyDigest)
+			res.add(UnknownPolicy, "policy_digest %q is no version of the protected trust policy in %s%s", in.PolicyDigest, h.Where, h.unknown(in.PolicyDigest))
 			return
 		}
 		if code := inForce(h.PolicyTimes[in.PolicyDigest], at); code != "" {
-			res.add(code, "policy_digest %.19s… names a trust policy not in force at %s (history/versions.toml)", in.PolicyDigest, at.UTC().Format(time.RFC3339))
+			res.add(code, "policy_digest %.19s… names a trust policy not in force at %s (%s)", in.PolicyDigest, at.UTC().Format(time.RFC3339), h.Where)
 		}
 	}
 	// Signatures, roles and the gate, as they stood at the receipt's time.

@@ -29,6 +29,10 @@ const VersionsFile = "versions.toml"
 // receipt naming a version outside every interval in which it was in
 // force (superseded, not_yet_in_force).
 type Versions struct {
+	// Recorded is when `history record` last changed the file: a version
+	// it finds new was deployed no earlier than that, so that is when its
+	// interval starts (zero: the history began with it).
+	Recorded  time.Time `toml:"recorded"`
 	Trust     []Version `toml:"trust"`
 	Operation []Version `toml:"operation"`
 }
@@ -93,6 +97,9 @@ func (v *Versions) Format() []byte {
 	var b bytes.Buffer
 	b.WriteString("# When each version of the protected trust policy and registry was in force.\n")
 	b.WriteString("# Written by `prod-write history record`; reviewed like trust.toml (docs/REPLAY.md).\n")
+	if !v.Recorded.IsZero() {
+		fmt.Fprintf(&b, "\nrecorded = %s\n", v.Recorded.UTC().Format(time.RFC3339Nano))
+	}
 	write := func(table string, e Version) {
 		fmt.Fprintf(&b, "\n[[%s]]\n", table)
 		if e.Name != "" {
@@ -150,19 +157,25 @@ func inForce(ivs []Version, t time.Time) string {
 type Change struct {
 	// Kind is "trust" or "operation"; What is "recorded" (a version came
 	// into force) or "superseded" (an interval was closed).
-	Kind   string    `json:"kind"`
-	What   string    `json:"what"`
-	Name   string    `json:"name,omitempty"`
-	Digest string    `json:"digest"`
-	At     time.Time `json:"at"`
+	Kind   string `json:"kind"`
+	What   string `json:"what"`
+	Name   string `json:"name,omitempty"`
+	Digest string `json:"digest"`
+	// At is when the interval starts (recorded; zero: before anything the
+	// history knows) or ends (superseded).
+	At time.Time `json:"at,omitzero"`
 }
 
 // RecordHistory records the current trust policy (its file's bytes) and
 // registry definitions in the history directory dir: each version's
 // content by digest (created exclusively; an existing file must hold the
-// same bytes), and in versions.toml an interval from now for each version
-// newly in force, closing at now+rollout the interval of each version
-// they replace (an operation gone from the registry is closed too).
+// same bytes), and in versions.toml an interval for each version newly in
+// force, closing at now+rollout the interval of each version they replace
+// (an operation gone from the registry is closed too). A new version's
+// interval starts at the record before this one that changed the history
+// (versions.toml's recorded): it can have been deployed at any time since,
+// and runs made under it before this record are its runs. The first
+// record's versions have been in force since before the history began.
 // Running it again with nothing changed writes nothing. It is meant to be
 // run by CI on the protected branch once the change is deployed
 // (docs/adr/0023-history-record.md): whoever can write dir decides what
@@ -191,6 +204,9 @@ func RecordHistory(dir string, trust []byte, defs []*operations.Operation, now t
 	}
 	path := filepath.Join(dir, VersionsFile)
 	v := &Versions{}
+	// since is when what is new here can first have been deployed: the
+	// last record that changed the history (zero for the first record).
+	var since time.Time
 	old, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -214,6 +230,7 @@ func RecordHistory(dir string, trust []byte, defs []*operations.Operation, now t
 		if v, err = ParseVersions(path, old); err != nil {
 			return nil, err
 		}
+		since = v.lastRecord()
 	}
 	// The trust policy: one version in force at a time.
 	open := false
@@ -230,8 +247,8 @@ func RecordHistory(dir string, trust []byte, defs []*operations.Operation, now t
 		changes = append(changes, Change{Kind: "trust", What: "superseded", Digest: e.Digest, At: until})
 	}
 	if !open {
-		v.Trust = append(v.Trust, Version{Digest: trustDigest, Since: now})
-		changes = append(changes, Change{Kind: "trust", What: "recorded", Digest: trustDigest, At: now})
+		v.Trust = append(v.Trust, Version{Digest: trustDigest, Since: since})
+		changes = append(changes, Change{Kind: "trust", What: "recorded", Digest: trustDigest, At: since})
 	}
 	// Operations: one definition in force per name.
 	openOp := map[string]bool{}
@@ -254,9 +271,12 @@ func RecordHistory(dir string, trust []byte, defs []*operations.Operation, now t
 	sort.Strings(names)
 	for _, n := range names {
 		if !openOp[n] {
-			v.Operation = append(v.Operation, Version{Name: n, Digest: current[n], Since: now})
-			changes = append(changes, Change{Kind: "operation", What: "recorded", Name: n, Digest: current[n], At: now})
+			v.Operation = append(v.Operation, Version{Name: n, Digest: current[n], Since: since})
+			changes = append(changes, Change{Kind: "operation", What: "recorded", Name: n, Digest: current[n], At: since})
 		}
+	}
+	if len(changes) > 0 || len(old) == 0 {
+		v.Recorded = now
 	}
 	out := v.Format()
 	if bytes.Equal(out, old) {
@@ -269,6 +289,22 @@ func RecordHistory(dir string, trust []byte, defs []*operations.Operation, now t
 		return nil, err
 	}
 	return changes, nil
+}
+
+// lastRecord is when the last record that changed v was made: recorded,
+// or for a file written before it was kept, the latest start of an
+// interval.
+func (v *Versions) lastRecord() time.Time {
+	if !v.Recorded.IsZero() {
+		return v.Recorded
+	}
+	var last time.Time
+	for _, e := range slices.Concat(v.Trust, v.Operation) {
+		if e.Since.After(last) {
+			last = e.Since
+		}
+	}
+	return last
 }
 
 func mapValues(m map[string]string) []string {

@@ -114,3 +114,15 @@ if ! command -v chromium >/dev/null 2>&1; then
 		echo "test-deps: chromium is missing; install Debian's chromium as root (apt-get install chromium) for the browser test" >&2
 	fi
 fi
+
+# git, whose repositories replay reads as the protected branch's history
+# (receipts' TestReplayJudgesByTheBranch builds them with the real git).
+if ! command -v git >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test-deps: installing git (apt)" >&2
+		apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git >&2
+	else
+		echo "test-deps: git is missing; install Debian's git as root (apt-get install git) for the branch history tests" >&2
+	fi
+fi

@@ -22,6 +22,10 @@ type ReplayRequest struct {
 	Trust    string `json:"trust,omitempty"`
 	Registry string `json:"registry,omitempty"`
 	History  string `json:"history,omitempty"`
+	// Rollout is how long a replaced version of the policy or an
+	// operation still counts after the commit that replaced it, when the
+	// history is the trust policy's git branch (0: receipts.DefaultRollout).
+	Rollout time.Duration `json:"rollout,omitempty"`
 	// Host is the host whose journal Path is: every receipt and the
 	// checkpoint must name it.
 	Host string `json:"host,omitempty"`
@@ -65,7 +69,7 @@ type ReplayRequest struct {
 // HasOptions reports whether r names anything to read or write: then it is
 // replayed in the caller's process, never by the service.
 func (r ReplayRequest) HasOptions() bool {
-	return r.Path != "" || r.Trust != "" || r.Registry != "" || r.History != "" || r.Host != "" ||
+	return r.Path != "" || r.Trust != "" || r.Registry != "" || r.History != "" || r.Rollout != 0 || r.Host != "" ||
 		r.Checkpoint != "" || r.Witnesses != 0 || r.WitnessMaxAge != 0 || len(r.HostCheckpoints) > 0 ||
 		r.StrictRevocation || r.FailUnreviewedBreakGlass || r.Policy != "" || r.PolicyRegistry != "" ||
 		r.State != "" || r.StateKey != "" || r.VSA != "" || r.VSAKey != ""

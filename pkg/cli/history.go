@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/admin"
+	"github.com/prod-write/prod-write/receipts"
 )
 
 // HistoryOptions are `history record`'s inputs.
@@ -32,16 +33,20 @@ func NewCmdHistory(f *Factory, runF func(*HistoryOptions) error) *cobra.Command 
 		Long: `record keeps the current trust policy and every operation definition in the
 history directory by digest (history/trust/sha256-HEX.toml,
 history/operations/sha256-HEX.json; never overwritten), and in
-history/versions.toml when each came into force: a version new since the
-last record is in force from now, and the one it replaces until now plus
---rollout. Replay then fails a receipt naming a version outside its
-interval (superseded, not_yet_in_force). Running it again with nothing
-changed writes nothing.
+history/versions.toml when each was in force: a version new since the last
+record is in force from that record on (it can have been deployed at any
+time since), and the one it replaces until now plus --rollout. The first
+record's versions are in force from before the history began. Replay then
+fails a receipt naming a version outside its interval (superseded,
+not_yet_in_force). Running it again with nothing changed writes nothing.
 
-Run it in CI on the protected default branch once a change to trust.toml
-or the registry is deployed, and commit the result there: whoever can write
-the history decides what replay accepts, so it must be as protected as
-trust.toml itself (docs/REPLAY.md, "History").`,
+Where trust.toml and the registry live in a git repository, replay reads
+when each version was in force from the protected branch's own history and
+no record is needed (docs/REPLAY.md, "History"). Elsewhere, run it after
+each change to trust.toml or the registry, before or after the reload, and
+keep history/ as protected as trust.toml itself: whoever can write the
+history decides what replay accepts. The runner service refuses to load a
+version that history/versions.toml lacks (docs/DEPLOYMENT.md).`,
 		Example: `  prod-write history record
   prod-write history record --trust trust.toml --registry operations --history history --rollout 30m`,
 		Args: cobra.NoArgs,
@@ -55,7 +60,7 @@ trust.toml itself (docs/REPLAY.md, "History").`,
 	rec.Flags().StringVar(&opts.Trust, "trust", "", "the trust policy (default: the configured one)")
 	rec.Flags().StringVar(&opts.Registry, "registry", "", "the registry directory (default: the configured one)")
 	rec.Flags().StringVar(&opts.History, "history", "", "the history directory (default: history/ beside the trust policy)")
-	rec.Flags().DurationVar(&opts.Rollout, "rollout", time.Hour, "how long a replaced version still counts after this record: the time hosts take to load the new one")
+	rec.Flags().DurationVar(&opts.Rollout, "rollout", receipts.DefaultRollout, "how long a replaced version still counts after this record: the time hosts take to load the new one")
 	cmd.AddCommand(rec)
 	return cmd
 }
@@ -79,7 +84,14 @@ func historyRecord(o *HistoryOptions) error {
 		if c.Name != "" {
 			name = " " + c.Name
 		}
-		fmt.Fprintf(f.IO.Out, "%s %s%s %s at %s\n", c.What, c.Kind, name, c.Digest, c.At.Format(time.RFC3339))
+		switch {
+		case c.What == "superseded":
+			fmt.Fprintf(f.IO.Out, "%s %s%s %s, in force until %s\n", c.What, c.Kind, name, c.Digest, c.At.Format(time.RFC3339))
+		case c.At.IsZero():
+			fmt.Fprintf(f.IO.Out, "%s %s%s %s, in force from before the history began\n", c.What, c.Kind, name, c.Digest)
+		default:
+			fmt.Fprintf(f.IO.Out, "%s %s%s %s, in force from %s\n", c.What, c.Kind, name, c.Digest, c.At.Format(time.RFC3339))
+		}
 	}
 	return nil
 }

@@ -192,6 +192,9 @@ type ReplayOptions struct {
 	Host            string
 	Registry        string
 	History         string
+	// Rollout is how long a replaced version still counts after the
+	// commit that replaced it, when the history is a git branch.
+	Rollout time.Duration
 	// StrictRevocation fails runs that relied on a principal revoked
 	// since, instead of reporting them.
 	StrictRevocation bool
@@ -226,6 +229,15 @@ gate as it stood at the receipt's time, that no approval was spent twice, the
 hash chain, and intents left without an outcome. In CI, pass --trust with the
 policy of the protected default branch, never the one in the change.
 
+Each receipt is judged by the version of the trust policy and operation
+definition it names, which must have been in force at its time. When the
+trust policy is tracked in a git work tree (a full-depth checkout of the
+protected branch), that branch's first-parent history says when: each
+version from the first commit that holds it until the commit that replaced
+it plus --rollout. Elsewhere, history/ beside the trust policy (kept by
+` + "`prod-write history record`" + `) says it (docs/REPLAY.md, "History"). The registry
+is the one beside --trust when only --trust is named.
+
 PATH may be s3://BUCKET/PREFIX: the S3 receipt archive, read in key order
 (journal order) one object at a time; the only network replay uses. A
 prefix holding several hosts' prefixes (s3://BUCKET/receipts, or the
@@ -248,6 +260,9 @@ no receipts.`,
 			if len(args) == 1 {
 				opts.Path = args[0]
 			}
+			if opts.Rollout <= 0 {
+				return &localapi.UsageError{Msg: "--rollout must be positive"}
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -259,8 +274,9 @@ no receipts.`,
 	cmd.Flags().IntVar(&opts.Witnesses, "witnesses", 0, "trust the --checkpoint note only when `K` distinct witnesses of the trust policy ([[witness]]) cosign it, besides the runner")
 	cmd.Flags().StringArrayVar(&opts.HostCheckpoints, "host-checkpoint", nil, "with an S3 archive of several hosts: a checkpoint note (`FILE`) of one host, whose chain must reach it; repeat for each host (a note of a host the archive holds no chain of fails)")
 	cmd.Flags().DurationVar(&opts.WitnessMaxAge, "witness-max-age", 0, "count only the cosignatures a witness made within `D` of now (their signed timestamps): an old quorum is no quorum")
-	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one)")
-	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy)")
+	cmd.Flags().StringVar(&opts.Registry, "registry", "", "the protected registry directory to judge definitions by (default: the configured one; with --trust, the one beside it)")
+	cmd.Flags().StringVar(&opts.History, "history", "", "the history of past trust policies and definitions, by digest (default: history/ beside the trust policy when it has a versions.toml, else the git branch the trust policy is tracked on)")
+	cmd.Flags().DurationVar(&opts.Rollout, "rollout", receipts.DefaultRollout, "with a git branch as the history: how long a replaced version still counts after the commit that replaced it (the time hosts take to load a change)")
 	cmd.Flags().StringVar(&opts.Policy, "policy", "", "audit only: a proposed trust policy; report the runs it would have refused, without failing")
 	cmd.Flags().StringVar(&opts.PolicyRegistry, "policy-registry", "", "audit only: a proposed registry directory; report the runs it would have refused, without failing")
 	cmd.Flags().BoolVar(&opts.FailUnreviewedBreakGlass, "fail-unreviewed-break-glass", false, "fail break-glass runs that no approver other than the breaker has reviewed, instead of reporting them")
@@ -274,10 +290,20 @@ no receipts.`,
 	return cmd
 }
 
+// rolloutSet is the --rollout to send: none when it is the default, so
+// that a replay of the configured journal with no option is still the
+// service's own.
+func (o *ReplayOptions) rolloutSet() time.Duration {
+	if o.Rollout == receipts.DefaultRollout {
+		return 0
+	}
+	return o.Rollout
+}
+
 // request is o as the API's request.
 func (o *ReplayOptions) request() api.ReplayRequest {
 	return api.ReplayRequest{Path: o.Path, Trust: o.Trust, Registry: o.Registry, History: o.History, Host: o.Host,
-		Checkpoint: o.Checkpoint, Witnesses: o.Witnesses, WitnessMaxAge: o.WitnessMaxAge, HostCheckpoints: o.HostCheckpoints,
+		Rollout: o.rolloutSet(), Checkpoint: o.Checkpoint, Witnesses: o.Witnesses, WitnessMaxAge: o.WitnessMaxAge, HostCheckpoints: o.HostCheckpoints,
 		StrictRevocation: o.StrictRevocation, FailUnreviewedBreakGlass: o.FailUnreviewedBreakGlass,
 		Policy: o.Policy, PolicyRegistry: o.PolicyRegistry, State: o.State, StateKey: o.StateKey, VSA: o.VSA, VSAKey: o.VSAKey}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
@@ -163,6 +164,8 @@ func (a API) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointR
 type ReplaySource struct {
 	Path, Trust, Host, Registry, History       string
 	StrictRevocation, FailUnreviewedBreakGlass bool
+	// Rollout is the branch history's allowance (0: the default).
+	Rollout time.Duration
 }
 
 // ReplayJudge is what replay judges a journal by: the options, and the
@@ -178,6 +181,11 @@ type ReplayJudge struct {
 // `prod-write replay` of the configured journal says.
 func NewReplayJudge(f *Env, o ReplaySource) (*ReplayJudge, error) {
 	trust, path, host, registry := o.Trust, o.Path, o.Host, o.Registry
+	if o.Trust != "" && registry == "" {
+		// The registry beside the trust policy named: a checkout of the
+		// protected branch needs no configuration of its own.
+		registry = RegistryBeside(trust)
+	}
 	if trust == "" || path == "" || registry == "" {
 		c, err := f.Config()
 		if err != nil {
@@ -204,11 +212,7 @@ func NewReplayJudge(f *Env, o ReplaySource) (*ReplayJudge, error) {
 	if err != nil {
 		return nil, err
 	}
-	histDir := o.History
-	if histDir == "" {
-		histDir = filepath.Join(filepath.Dir(trust), "history")
-	}
-	hist, err := receipts.LoadHistory(histDir, policy, defs)
+	hist, err := LoadReplayHistory(trust, registry, o.History, o.Rollout, policy, defs)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func (a API) Replay(_ context.Context, req api.ReplayRequest) (*api.ReplayResult
 	if each == nil {
 		each = func(api.ReplayVerdict) {}
 	}
-	j, err := NewReplayJudge(f, ReplaySource{Path: req.Path, Trust: req.Trust, Host: req.Host, Registry: req.Registry, History: req.History,
+	j, err := NewReplayJudge(f, ReplaySource{Path: req.Path, Trust: req.Trust, Host: req.Host, Registry: req.Registry, History: req.History, Rollout: req.Rollout,
 		StrictRevocation: req.StrictRevocation, FailUnreviewedBreakGlass: req.FailUnreviewedBreakGlass})
 	if err != nil {
 		return nil, err
