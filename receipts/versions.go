@@ -379,3 +379,55 @@ func historyDigests(dir string) ([]historyDigest, error) {
 	}
 	return out, nil
 }
+
+// ErrNoHistory is a history directory without a versions.toml: nothing
+// says when any version was in force.
+var ErrNoHistory = errors.New("no " + VersionsFile)
+
+// NotInForceError names what a history does not have in force at a time:
+// a version a host loaded that replay will later fail (unknown_policy,
+// unknown_definition, superseded, not_yet_in_force).
+type NotInForceError struct {
+	Path    string
+	At      time.Time
+	Missing []string // "the trust policy sha256:…", "operation NAME sha256:…"
+}
+
+func (e *NotInForceError) Error() string {
+	return fmt.Sprintf("%s does not have in force at %s %s: replay would fail every run under it; record it with `prod-write history record` (docs/DEPLOYMENT.md, \"Changing the policy\")",
+		e.Path, e.At.UTC().Format(time.RFC3339), strings.Join(e.Missing, ", "))
+}
+
+// CheckInForce checks that the history in dir has in force at t the trust
+// policy whose digest is policy and every operation of defs: what a
+// runner service loads must be what replay will judge its runs by. It
+// returns ErrNoHistory when dir has no versions.toml, and a
+// [*NotInForceError] naming each version it lacks.
+func CheckInForce(dir, policy string, defs []*operations.Operation, t time.Time) error {
+	path := filepath.Join(dir, VersionsFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return ErrNoHistory
+	}
+	if err != nil {
+		return fmt.Errorf("reading history: %w", err)
+	}
+	v, err := ParseVersions(path, data)
+	if err != nil {
+		return err
+	}
+	e := &NotInForceError{Path: path, At: t}
+	if inForce(timesOf(v.Trust)[policy], t) != "" || len(timesOf(v.Trust)[policy]) == 0 {
+		e.Missing = append(e.Missing, "the trust policy "+policy)
+	}
+	ops := timesOf(v.Operation)
+	for _, op := range defs {
+		if ivs := ops[op.Digest]; len(ivs) == 0 || inForce(ivs, t) != "" {
+			e.Missing = append(e.Missing, fmt.Sprintf("operation %s %s", op.Name, op.Digest))
+		}
+	}
+	if len(e.Missing) > 0 {
+		return e
+	}
+	return nil
+}

@@ -52,6 +52,9 @@ func Doctor(ctx context.Context, env *localapi.Env, as string) (*DoctorResult, e
 			reg = nil
 		}
 		findings = append(findings, doctor.Service(c, digests, err, reg)...)
+		if err == nil && served.PolicyDigest != "" {
+			findings = append(findings, doctor.History(c, served.PolicyDigest, served.Operations, "the runner service", env.Now())...)
+		}
 	}
 	r := &DoctorResult{Account: who.Name, Findings: localapi.NonNil(findings), FormatVersion: localapi.FormatVersion}
 	for _, fd := range findings {

@@ -137,6 +137,10 @@ type API interface {
 // OpsResult is the registry.
 type OpsResult struct {
 	Operations []*operations.Operation `json:"operations"`
+	// PolicyDigest is the digest of the trust policy the runner service
+	// judges by (its receipts' policy_digest); empty in local mode.
+	// doctor checks it against the history.
+	PolicyDigest string `json:"policy_digest,omitempty"`
 }
 
 // OpsShowRequest names an operation of the registry.

@@ -464,5 +464,10 @@ func (c *Config) Abs(p string) string {
 // StoreDir is the embedded store's root.
 func (c *Config) StoreDir() string { return filepath.Join(c.State, "store") }
 
+// HistoryDir is the history beside the trust policy: where `prod-write
+// history record` keeps it, the runner service checks what it loads
+// against it, and replay looks for it (docs/REPLAY.md, "History").
+func (c *Config) HistoryDir() string { return filepath.Join(filepath.Dir(c.Trust), "history") }
+
 // JournalPath is the receipt journal.
 func (c *Config) JournalPath() string { return filepath.Join(c.State, "journal", "receipts.jsonl") }

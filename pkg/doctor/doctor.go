@@ -384,6 +384,7 @@ func examine(c *config.Config, a Account, named bool) []Finding {
 	}
 	d.out = append(d.out, trustFindings(c)...)
 	d.out = append(d.out, witnessFindings(c, d.policy)...)
+	d.history()
 	if (c.Pin.Trust == "" || c.Pin.Registry == "") && d.policy != nil && d.reg != nil {
 		d.add(Info, "pins", c.Path, fmt.Sprintf("the policy is not pinned; to pin what is there now, add [pin] trust = %q and registry = %q", d.policy.Digest, d.reg.Digest), "")
 	}

@@ -32,7 +32,11 @@ func (a API) Ops(context.Context) (*api.OpsResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api.OpsResult{Operations: NonNil(reg.All())}, nil
+	r := &api.OpsResult{Operations: NonNil(reg.All())}
+	if a.Env.Call != nil {
+		r.PolicyDigest = a.Env.Call.State.Current().Policy.Digest
+	}
+	return r, nil
 }
 
 func (a API) OpsShow(_ context.Context, req api.OpsShowRequest) (*api.OpsShowResult, error) {
@@ -519,7 +523,7 @@ func (a Client) Ops(ctx context.Context) (*api.OpsResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &api.OpsResult{Operations: NonNil(reg.All())}, nil
+	return &api.OpsResult{Operations: NonNil(reg.All()), PolicyDigest: r.PolicyDigest}, nil
 }
 
 // RegistryOf is the registry of definitions the service sent, each checked

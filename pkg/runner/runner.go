@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -260,6 +261,25 @@ func CheckPins(c *config.Config, p *approval.Policy, reg *operations.Registry) e
 		return refusal.New(refusal.PolicyPinMismatch, "the registry %s has digest %s, but prod-write.toml pins %s", c.Registry, reg.Digest, c.Pin.Registry).Needs("the pinned registry")
 	}
 	return nil
+}
+
+// CheckHistory refuses a trust policy or registry that the history beside
+// the trust policy does not have in force now (docs/DEPLOYMENT.md,
+// "Changing the policy"): a runner service that loaded it would make runs
+// that replay later fails. Without a history (no history/versions.toml)
+// it refuses nothing and says why in warning: then replay has nothing but
+// the current versions to judge by, unless CI replays against the git
+// branch the policy is deployed from (docs/CI.md).
+func CheckHistory(c *config.Config, p *approval.Policy, reg *operations.Registry, now time.Time) (warning string, err error) {
+	dir := c.HistoryDir()
+	err = receipts.CheckInForce(dir, p.Digest, reg.All(), now)
+	if errors.Is(err, receipts.ErrNoHistory) {
+		return fmt.Sprintf("no %s: after a change to the trust policy or the registry, replay of this host's journal will fail every earlier run, unless CI replays it against the git branch they are deployed from; start one with `prod-write history record` (docs/DEPLOYMENT.md)", filepath.Join(dir, receipts.VersionsFile)), nil
+	}
+	if err != nil {
+		return "", &config.Error{Path: c.Trust, Msg: "not loaded", Err: err}
+	}
+	return "", nil
 }
 
 // Refuse is a refusal about pc's plan.

@@ -95,9 +95,17 @@ func (s *State) Load() error {
 	if err := runner.CheckPins(s.Cfg, policy, reg); err != nil {
 		return err
 	}
+	// What it loads must be what replay will judge its runs by.
+	warning, err := runner.CheckHistory(s.Cfg, policy, reg, time.Now())
+	if err != nil {
+		return err
+	}
 	policy.CacheVerifications()
 	for _, w := range reg.Warnings {
 		s.Log.Printf("warning: %s", w)
+	}
+	if warning != "" {
+		s.Log.Printf("warning: %s", warning)
 	}
 	lp := &Loaded{Registry: reg, Policy: policy, Replaced: make(chan struct{})}
 	lp.RunnerKey, lp.Runner, lp.RunnerErr = runner.LoadIdentity(s.Cfg, policy)
