@@ -285,6 +285,7 @@ func setupResult(req SetupServiceRequest, l provision.Layout, runner, bridge *ke
 		"each human (and the agent) makes a key as itself: prod-write keygen --out ~/.config/prod-write/NAME.key",
 		fmt.Sprintf("put each printed public key in %s, in the commented [[principal]] places", filepath.Join(req.Etc, "trust.toml")),
 		fmt.Sprintf("add operations to %s (docs/CONFIG.md), each env.secret variable a file in %s (%s 0600)", filepath.Join(req.Etc, "operations"), filepath.Join(req.Etc, "credentials"), req.User),
+		fmt.Sprintf("start the history replay judges runs by, and record it again after every later change to the trust policy or the registry, before the reload (docs/DEPLOYMENT.md, \"Changing the policy\"): prod-write history record --config %s", filepath.Join(req.Etc, config.FileName)),
 		"start the service: the systemd units, or a run script (docs/DEPLOYMENT.md)",
 		fmt.Sprintf("check it: prod-write doctor --config %s --as %s", filepath.Join(req.Etc, config.FileName), agent),
 	}

@@ -137,9 +137,10 @@ type API interface {
 // OpsResult is the registry.
 type OpsResult struct {
 	Operations []*operations.Operation `json:"operations"`
-	// PolicyDigest is the digest of the trust policy the runner service
-	// judges by (its receipts' policy_digest); empty in local mode.
-	// doctor checks it against the history.
+	// PolicyDigest is the digest of the trust policy runs are judged by
+	// (their receipts' policy_digest): the runner service's loaded one, or
+	// in local mode the one on disk; empty when it does not load. doctor
+	// checks the service's against the history.
 	PolicyDigest string `json:"policy_digest,omitempty"`
 }
 

@@ -502,7 +502,14 @@ func (d *doctor) reach() {
 	for _, f := range files {
 		writable("registry-writable", f, "operation file", rootOwned(f))
 	}
-	writable("mcp-tokens-writable", c.Service.MCPTokens, "MCP bearer token file", rootOwned(c.Service.MCPTokens))
+	// The history decides what replay accepts and what the service
+	// loads (docs/adr/0059-the-protected-branch-is-the-history.md).
+	for _, p := range []string{c.HistoryDir(), filepath.Join(c.HistoryDir(), "versions.toml"), filepath.Join(c.HistoryDir(), "trust"), filepath.Join(c.HistoryDir(), "operations")} {
+		if _, err := os.Lstat(p); err == nil {
+			writable("history-writable", p, "history replay judges runs by", rootOwned(p))
+		}
+	}
+		writable("mcp-tokens-writable", c.Service.MCPTokens, "MCP bearer token file", rootOwned(c.Service.MCPTokens))
 	for _, p := range binaries() {
 		if _, err := os.Stat(p); err == nil {
 			writable("binary-writable", p, "prod-write binary", rootOwned(p))

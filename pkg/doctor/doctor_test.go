@@ -8,9 +8,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/keys"
+	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/receipts"
 )
 
 // The accounts of a service deployment (docs/DEPLOYMENT.md). agent is an
@@ -155,7 +158,26 @@ func (d *dep) check(t *testing.T, a Account) []Finding {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.recordHistory(t, c)
 	return CheckAs(c, a)
+}
+
+// recordHistory keeps the history a correct deployment has
+// (docs/DEPLOYMENT.md): what is on disk, recorded. The history's own
+// findings have their tests (history_test.go), which build it themselves.
+func (d *dep) recordHistory(t *testing.T, c *config.Config) {
+	t.Helper()
+	trust, err := os.ReadFile(c.Trust)
+	if err != nil {
+		return // a test of a missing policy
+	}
+	reg, err := runner.LoadRegistry(c)
+	if err != nil {
+		return // a test of a broken registry
+	}
+	if _, err := receipts.RecordHistory(c.HistoryDir(), trust, reg.All(), time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func weaknesses(fs []Finding) []string {
@@ -216,6 +238,18 @@ func TestEachWeaknessIsFound(t *testing.T) {
 		{"registry file writable", func(t *testing.T, d *dep) { chmod(t, filepath.Join(d.dir, "operations", "ops.toml"), 0o666) }, "registry-writable", Critical, "operation file"},
 		{"registry directory writable", func(t *testing.T, d *dep) { chmod(t, filepath.Join(d.dir, "operations"), 0o777) }, "registry-writable", Critical, "registry directory"},
 		{"config writable", func(t *testing.T, d *dep) { chmod(t, d.cfg, 0o666) }, "config-writable", Critical, ""},
+		{"history writable", func(t *testing.T, d *dep) {
+			c, err := config.Load(d.cfg)
+			must(t, err)
+			d.recordHistory(t, c)
+			chmod(t, filepath.Join(d.dir, "history", "versions.toml"), 0o666)
+		}, "history-writable", Critical, "history replay judges runs by"},
+		{"history directory owned by the agent", func(t *testing.T, d *dep) {
+			c, err := config.Load(d.cfg)
+			must(t, err)
+			d.recordHistory(t, c)
+			chown(t, filepath.Join(d.dir, "history"), agent.UID)
+		}, "history-writable", Critical, ""},
 		{"MCP token file writable", func(t *testing.T, d *dep) {
 			p := filepath.Join(d.dir, "mcp-tokens.toml")
 			write(t, p, "")
@@ -512,6 +546,7 @@ func TestRoot(t *testing.T) {
 	c, err := config.Load(d.cfg)
 	must(t, err)
 	root := Account{Name: "root", UID: 0, GIDs: []int{0}}
+	d.recordHistory(t, c)
 
 	fs := Check(c, root)
 	if _, ok := find(fs, "checked-as-root"); !ok {

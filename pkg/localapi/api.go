@@ -33,8 +33,13 @@ func (a API) Ops(context.Context) (*api.OpsResult, error) {
 		return nil, err
 	}
 	r := &api.OpsResult{Operations: NonNil(reg.All())}
-	if a.Env.Call != nil {
-		r.PolicyDigest = a.Env.Call.State.Current().Policy.Digest
+	// The policy it judges by, when it loads (a registry is listed
+	// whatever the policy's state; doctor and replay say what is wrong
+	// with it).
+	if c, err := a.Env.Config(); err == nil {
+		if p, err := a.Env.Policy(c); err == nil {
+			r.PolicyDigest = p.Digest
+		}
 	}
 	return r, nil
 }

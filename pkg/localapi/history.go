@@ -16,14 +16,18 @@ import (
 
 // RegistryBeside is the registry that goes with the trust policy at trust
 // when no registry is named: the one a prod-write.toml beside it names,
-// else operations/ beside it. So `replay --trust trusted/trust.toml` of a
-// checkout of the protected branch needs nothing else.
+// else operations/ beside it, else "" (the configured one). So `replay
+// --trust trusted/trust.toml` of a checkout of the protected branch needs
+// nothing else.
 func RegistryBeside(trust string) string {
 	dir := filepath.Dir(trust)
 	if c, err := config.Load(filepath.Join(dir, config.FileName)); err == nil && c.Registry != "" {
 		return c.Registry
 	}
-	return filepath.Join(dir, "operations")
+	if fi, err := os.Stat(filepath.Join(dir, "operations")); err == nil && fi.IsDir() {
+		return filepath.Join(dir, "operations")
+	}
+	return ""
 }
 
 // LoadReplayHistory is what replay judges the trust policy at trust and

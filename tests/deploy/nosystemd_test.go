@@ -79,10 +79,18 @@ func TestWithoutSystemdAsDocumented(t *testing.T) {
 		}
 	}
 	blocks := deploymentBlocks(t)
-	if len(blocks) != 4 {
-		t.Fatalf("docs/DEPLOYMENT.md has %d tested blocks, want 4 (setup, configuration, run script, first run)", len(blocks))
+	if len(blocks) != 5 {
+		t.Fatalf("docs/DEPLOYMENT.md has %d tested blocks, want 5 (setup, configuration, run script, first run, changing the policy)", len(blocks))
 	}
-	setup, configuration, runScript, firstRun := blocks[0], blocks[1], blocks[2], blocks[3]
+	setup, configuration, runScript, firstRun, changes := blocks[0], blocks[1], blocks[2], blocks[3], blocks[4]
+	// The supervisor's part is the test's: the documentation's reload is
+	// systemd's; here it is SIGHUP to the run script's process, and the
+	// test waits for the service to say it reloaded (or that it refused).
+	const docReload = "reload() { systemctl reload prod-write; }"
+	if !strings.Contains(changes, docReload) {
+		t.Fatalf("the changes block does not define %q", docReload)
+	}
+	changes = strings.Replace(changes, docReload, testReload, 1)
 	for _, want := range []string{"setpriv", "+setuid,+setgid,+kill", "--no-new-privs", "install -d -o prod-write -g prod-write -m 0755 /run/prod-write"} {
 		if !strings.Contains(runScript, want) {
 			t.Errorf("the run script lacks %q", want)
@@ -135,6 +143,16 @@ grep -E '^(Uid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/$SER
 stat -c 'home config: %U %a' /home/agent/.config
 ` + firstRun + `
 stat -c 'installed: %U %a' /srv/app/api.toml
+` + changes + `
+# Not the documentation's: an edit reloaded without a record is refused,
+# the service keeps the policy it had, and doctor names what the history
+# lacks; recorded, the same reload is taken.
+printf '\n# an edit nobody recorded\n' >> /etc/prod-write/trust.toml
+if reload; then echo "an unrecorded reload was taken" >&2; exit 97; fi
+grep -c 'reload failed, still judging by the policy loaded before: .*does not have in force.*prod-write history record' "$ROOT/serve.log" | sed 's/^/refused reloads: /'
+prod-write doctor --config /etc/prod-write/prod-write.toml || true
+record && reload && echo "recorded, then reloaded"
+prod-write --config /etc/prod-write/prod-write.toml replay
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -166,10 +184,20 @@ stat -c 'installed: %U %a' /srv/app/api.toml
 		"[server]\nport = 8080\n",
 		"installed: deployer 644",
 		"0 failed, 0 incomplete",
+		// Changing the policy: four runs, across an approver added,
+		// the runner key rotated and approvers raised to 2, all green;
+		// doctor clean after the operation's removal.
+		"4 runs: 0 failed, 0 incomplete",
+		"refused reloads: 1",
+		"history-lacks-version",
+		"recorded, then reloaded",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the output lacks %q", want)
 		}
+	}
+	if n := strings.Count(got, "ok: no weakness found (checked as agent)"); n != 2 {
+		t.Errorf("doctor as the agent found no weakness %d times, want 2 (after the first run and after the changes)", n)
 	}
 	if strings.Contains(got, token) || strings.Contains(string(serveLog), token) {
 		t.Error("the secret was printed")
@@ -183,6 +211,22 @@ stat -c 'installed: %U %a' /srv/app/api.toml
 		}
 	}
 }
+
+// testReload plays the supervisor's reload for the changes block: SIGHUP
+// to the service, then the service's word that it reloaded (success) or
+// refused (failure), awaited in its log with a bound.
+const testReload = `reload() {
+  n=$(grep -c 'reloaded the trust policy and registry' "$ROOT/serve.log" || true)
+  f=$(grep -c 'reload failed' "$ROOT/serve.log" || true)
+  kill -HUP $SERVE
+  for i in $(seq 600); do
+    [ "$(grep -c 'reloaded the trust policy and registry' "$ROOT/serve.log" || true)" -gt "$n" ] && return 0
+    [ "$(grep -c 'reload failed' "$ROOT/serve.log" || true)" -gt "$f" ] && return 1
+    sleep 0.05
+  done
+  echo "the service said nothing of the reload" >&2
+  return 1
+}`
 
 // The unit's bounding and ambient sets, the run script's without systemd,
 // and what the documentation says the service holds are the same three
@@ -234,7 +278,8 @@ const oneCommandMarker = "<!-- tested: tests/deploy runs this one command -->"
 
 // "In one command" of docs/DEPLOYMENT.md, run as it stands (issue 29): the
 // setup block's steps 1 and 2 (the accounts and the binaries), then the
-// one command, then doctor as the agent (the line the command prints),
+// one command, then the history record and doctor as the agent (the lines
+// the command prints),
 // which finds no weakness in what it wrote; and the same command again,
 // which refuses, writing nothing.
 func TestSetupServiceInOneCommand(t *testing.T) {
@@ -279,6 +324,7 @@ func TestSetupServiceInOneCommand(t *testing.T) {
 	must(t, err)
 	script := nsPrelude + steps + "\n" + one + `
 echo "setup: exit $?"
+prod-write history record --config /etc/prod-write/prod-write.toml
 prod-write doctor --config /etc/prod-write/prod-write.toml --as agent
 echo "doctor: exit $?"
 set +e
@@ -304,7 +350,7 @@ cmp /etc/prod-write/trust.toml "$ROOT/trust.before" && echo "trust.toml unchange
 		t.Fatalf("the documented steps failed: %v", err)
 	}
 	got := out.String()
-	for _, want := range []string{"setup: exit 0", "ok: no weakness found (checked as agent)", "doctor: exit 0", "again: exit 65", "trust.toml unchanged"} {
+	for _, want := range []string{"setup: exit 0", "prod-write history record --config /etc/prod-write/prod-write.toml\n", "ok: no weakness found (checked as agent)", "doctor: exit 0", "again: exit 65", "trust.toml unchanged"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the output lacks %q", want)
 		}
