@@ -371,6 +371,25 @@ func TestReplayBranchRefuses(t *testing.T) {
 		}
 	})
 
+	t.Run("a commit dated before its parent counts from its parent's time", func(t *testing.T) {
+		s := newBranchSite(t)
+		s.write(filepath.Join(s.repo, "README"), "the policy\n")
+		s.commit("a readme")
+		landed := s.now
+		// Committed with a date two hours back (a clock behind, or a
+		// date set by hand): it cannot have landed before its parent.
+		s.advance(-2 * time.Hour)
+		s.addApprover(filepath.Join(s.repo, "trust.toml"), "carol")
+		s.commit("add carol, dated back")
+		s.deploy()
+		s.now = landed.Add(-30 * time.Minute)
+		s.approvedRun(1, "carol")
+		v, why := s.replayAgainst(s.repo)
+		if v.code != 1 || !contains(v.codes[1], receipts.NotYetInForce) {
+			t.Fatalf("exit %d %v, want not_yet_in_force: the commit landed no earlier than its parent\n%s", v.code, v.codes, why)
+		}
+	})
+
 	t.Run("a version a force-push removed", func(t *testing.T) {
 		s := newBranchSite(t)
 		base := s.git("rev-parse", "HEAD")

@@ -55,6 +55,7 @@ func FuzzParseVersions(f *testing.F) {
 	f.Add([]byte("[[operation]]\ndigest = \"sha256:" + strings.Repeat("0", 64) + "\"\n"))
 	f.Add([]byte("[[trust]]\ndigest = \"sha256:" + strings.Repeat("a", 64) + "\"\nsince = 2025-03-01T00:00:00Z\nuntil = 2025-02-01T00:00:00Z\n"))
 	f.Add([]byte("x = 1\n"))
+	f.Add([]byte("recorded = 2025-02-01T00:00:00Z\n\n[[trust]]\ndigest = \"sha256:" + strings.Repeat("b", 64) + "\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := receipts.ParseVersions("versions.toml", data)
 		if err != nil {

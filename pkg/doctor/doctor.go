@@ -509,7 +509,7 @@ func (d *doctor) reach() {
 			writable("history-writable", p, "history replay judges runs by", rootOwned(p))
 		}
 	}
-		writable("mcp-tokens-writable", c.Service.MCPTokens, "MCP bearer token file", rootOwned(c.Service.MCPTokens))
+	writable("mcp-tokens-writable", c.Service.MCPTokens, "MCP bearer token file", rootOwned(c.Service.MCPTokens))
 	for _, p := range binaries() {
 		if _, err := os.Stat(p); err == nil {
 			writable("binary-writable", p, "prod-write binary", rootOwned(p))

@@ -42,9 +42,9 @@ func TestHistoryFindings(t *testing.T) {
 		{name: "recorded, then superseded past its rollout", setup: func(t *testing.T, c *config.Config) {
 			before, err := os.ReadFile(c.Trust)
 			must(t, err)
-			record(now.Add(-3 * time.Hour))(t, c)
+			record(now.Add(-3*time.Hour))(t, c)
 			appendFile(t, c.Trust, "\n# edited\n")
-			record(now.Add(-2 * time.Hour))(t, c)
+			record(now.Add(-2*time.Hour))(t, c)
 			must(t, os.WriteFile(c.Trust, before, 0o644)) // the old one back on disk
 		}, sev: Warning, chk: "history-lacks-version"},
 		{name: "a broken history", setup: func(t *testing.T, c *config.Config) {
