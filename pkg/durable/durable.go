@@ -27,6 +27,22 @@ var Sync = (*os.File).Sync
 // content or the new one, never a mix, and after WriteFile returns the new
 // content survives a crash.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return replace(path, data, perm, nil)
+}
+
+// Owner is a file's owner and group, by number.
+type Owner struct{ UID, GID int }
+
+// WriteFileOwned is [WriteFile] for a file that must keep its owner and
+// group: the new file is given owner before it replaces path, so that no
+// reader ever sees path owned by the writer instead (a file root writes
+// and the service's group reads). Changing the owner needs the privilege
+// chown(2) asks for; without it nothing is replaced.
+func WriteFileOwned(path string, data []byte, perm os.FileMode, owner Owner) error {
+	return replace(path, data, perm, &owner)
+}
+
+func replace(path string, data []byte, perm os.FileMode, owner *Owner) error {
 	dir := filepath.Dir(path)
 	f, err := CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -42,6 +58,12 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	}()
 	if err := writeAll(f, data); err != nil {
 		return fmt.Errorf("writing %s: %w", tmp, err)
+	}
+	if owner != nil {
+		// Before the mode: chown(2) may clear the set-id bits.
+		if err := f.Chown(owner.UID, owner.GID); err != nil {
+			return fmt.Errorf("setting owner of %s: %w", tmp, err)
+		}
 	}
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("setting mode of %s: %w", tmp, err)

@@ -66,6 +66,47 @@ func TestWriteFileReplaces(t *testing.T) {
 	}
 }
 
+// WriteFileOwned gives the new file the owner and group asked for, and
+// the mode, before it takes path's place: a reader never sees it owned by
+// the writer. Without the privilege to chown, path is left as it was.
+func TestWriteFileOwned(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokens.toml")
+	if err := os.WriteFile(path, []byte("old"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	err := durable.WriteFileOwned(path, []byte("new"), 0o640, durable.Owner{UID: 65534, GID: 65534})
+	if os.Geteuid() != 0 {
+		if err == nil {
+			t.Fatal("a chown to another account succeeded without root")
+		}
+		if got, _ := os.ReadFile(path); string(got) != "old" {
+			t.Errorf("content %q after a failed write, want the old", got)
+		}
+		if extra := leftovers(t, dir, "tokens.toml"); len(extra) > 0 {
+			t.Errorf("temporary files left behind: %v", extra)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if st.Uid != 65534 || st.Gid != 65534 || fi.Mode().Perm() != 0o640 {
+		t.Errorf("owner %d:%d mode %04o, want 65534:65534 0640", st.Uid, st.Gid, fi.Mode().Perm())
+	}
+	if got, _ := os.ReadFile(path); string(got) != "new" {
+		t.Errorf("content %q, want the new", got)
+	}
+	if extra := leftovers(t, dir, "tokens.toml"); len(extra) > 0 {
+		t.Errorf("temporary files left behind: %v", extra)
+	}
+}
+
 // TestWriteFileFailures makes the temporary file fail in the ways a full
 // or failing disk does, and checks the old content survives and no
 // temporary file is left behind.
