@@ -12,9 +12,15 @@ BIN         := bin/prod-write
 
 PREFIX      ?= /usr/local
 DESTDIR     ?=
-# Where the service's unit files go: systemd's directory for units an
-# administrator installs (not under PREFIX, where systemd does not look).
-UNITDIR     ?= /etc/systemd/system
+# Where the service's unit files go: under PREFIX, like everything else, so
+# that an install under a PREFIX or DESTDIR writes nothing outside it. systemd
+# looks there for the two usual prefixes: its system unit search path
+# (systemd.unit(5), "System Unit Search Path"; `systemd-analyze unit-paths`)
+# holds /usr/local/lib/systemd/system, "system units installed by the
+# administrator", and /usr/lib/systemd/system, the distribution's. Under any
+# other PREFIX (/opt/prod-write) systemd does not look: `systemctl link` the
+# two files, or give UNITDIR=/etc/systemd/system (docs/DEPLOYMENT.md).
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
 
 .PHONY: build test test-stress demo bench fuzz lint man clean mutants install screenshots
 
@@ -43,9 +49,9 @@ test: lint
 test-stress:
 	./scripts/test-stress.sh
 
-## install: the two binaries, their man pages, shell completions and the
-## service's unit files, under DESTDIR/PREFIX (root-owned, never setuid;
-## docs/DEPLOYMENT.md).
+## install: the three binaries, their man pages, shell completions and the
+## service's unit files (in UNITDIR), under DESTDIR/PREFIX and nowhere else
+## (root-owned, never setuid; docs/DEPLOYMENT.md).
 install: build man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5 \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
