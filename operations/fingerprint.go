@@ -73,6 +73,13 @@ func Fingerprint(p *Bound) string {
 		e.str(pc.CheckFingerprint)
 		e.str(pc.OutputSHA256)
 	}
+	// Likewise only for a script: every other program's fingerprint is
+	// what it was (docs/FORMAT.md, field 12).
+	if ip := p.Interpreter; ip != nil {
+		e.str("interpreter")
+		e.str(ip.Path)
+		e.str(ip.SHA256)
+	}
 	return "sha256:" + hex.EncodeToString(e.h.Sum(nil))
 }
 

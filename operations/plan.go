@@ -38,6 +38,74 @@ type Bound struct {
 	// (issue 22). Absent for an operation without one, and then the
 	// fingerprint is what it always was.
 	Precondition *PreconditionBound `json:"precondition,omitempty"`
+	// Interpreter is the "#!" interpreter of a program that is a script:
+	// part of what runs, so bound by path and hash (docs/FORMAT.md, field
+	// 12). Absent for any other program, whose fingerprint is unchanged.
+	Interpreter *InterpreterBound `json:"interpreter,omitempty"`
+}
+
+// InterpreterBound is a script's interpreter as planned: the path its
+// "#!" line names, which the kernel opens, and the sha256 of its bytes.
+type InterpreterBound struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// maxShebang is how much of a script's first line the kernel reads for
+// its "#!" (BINPRM_BUF_SIZE).
+const maxShebang = 256
+
+// InterpreterReader is a [Digester] that says which "#!" interpreter the
+// program it just hashed names ("" for none), from the bytes it hashed
+// where it can. Resolve binds that interpreter.
+type InterpreterReader interface {
+	Interpreter(programPath string) (string, error)
+}
+
+// Interpreter implements [InterpreterReader].
+func (h HashDigester) Interpreter(programPath string) (string, error) {
+	return ReadInterpreter(programPath)
+}
+
+// ReadInterpreter returns the interpreter a "#!" line at the start of the
+// file at path names, or "" when the file does not start with "#!". The
+// kernel opens that path (with at most one argument after it) to run the
+// script. A relative one would be resolved against the working directory
+// of whoever runs it, so it is an error.
+func ReadInterpreter(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	buf := make([]byte, maxShebang)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return "", err
+	}
+	return ParseShebang(buf[:n])
+}
+
+// ParseShebang is ReadInterpreter of a file's first bytes.
+func ParseShebang(head []byte) (string, error) {
+	line, ok := strings.CutPrefix(string(head), "#!")
+	if !ok {
+		return "", nil
+	}
+	if i := strings.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	line = strings.TrimLeft(line, " \t")
+	if i := strings.IndexAny(line, " \t"); i >= 0 {
+		line = line[:i]
+	}
+	if line == "" {
+		return "", errors.New("its \"#!\" line names no interpreter")
+	}
+	if !filepath.IsAbs(line) {
+		return "", fmt.Errorf("its \"#!\" interpreter %q is not an absolute path", line)
+	}
+	return line, nil
 }
 
 // PreconditionBound is what a plan binds of its precondition: the check
@@ -271,6 +339,19 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 		return nil, fmt.Errorf("hashing program %s: %w", op.ProgramPath, err)
 	}
 	b.ProgramSHA256 = sum
+	var interp string
+	if ir, ok := d.(InterpreterReader); ok {
+		if interp, err = ir.Interpreter(op.ProgramPath); err != nil {
+			return nil, fmt.Errorf("reading program %s: %w", op.ProgramPath, err)
+		}
+	}
+	if interp != "" {
+		_, isum, err := d.Digest("interpreter", op.Name, interp, -1)
+		if err != nil {
+			return nil, fmt.Errorf("hashing the interpreter %s of program %s: %w", interp, op.ProgramPath, err)
+		}
+		b.Interpreter = &InterpreterBound{Path: interp, SHA256: isum}
+	}
 
 	for _, name := range slices.Sorted(maps.Keys(op.Files)) {
 		path := req.Files[name]

@@ -167,6 +167,10 @@ func referenceEncoding(t *testing.T, bound json.RawMessage) []byte {
 			CheckFingerprint string `json:"check_fingerprint"`
 			OutputSHA256     string `json:"output_sha256"`
 		} `json:"precondition"`
+		Interpreter *struct {
+			Path   string `json:"path"`
+			SHA256 string `json:"sha256"`
+		} `json:"interpreter"`
 	}
 	if err := json.Unmarshal(bound, &in); err != nil {
 		t.Fatal(err)
@@ -232,6 +236,12 @@ func referenceEncoding(t *testing.T, bound json.RawMessage) []byte {
 		str(pc.Check)
 		str(pc.CheckFingerprint)
 		str(pc.OutputSHA256)
+	}
+	// Field 12, only for a script.
+	if ip := in.Interpreter; ip != nil {
+		str("interpreter")
+		str(ip.Path)
+		str(ip.SHA256)
 	}
 	return out
 }

@@ -89,6 +89,7 @@ func TestScript(t *testing.T) {
 			"waitlines":       cmdWaitLines,
 			"waitglob":        cmdWaitGlob,
 			"reachabledir":    cmdReachableDir,
+			"rootonlydir":     cmdRootOnlyDir,
 			"spawn":           cmdSpawn,
 			"reap":            cmdReap,
 			"awaitline":       cmdAwaitLine,

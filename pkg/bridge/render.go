@@ -76,6 +76,9 @@ func PlanLines(p *operations.Plan) []string {
 		"Cwd:         " + quoteWord(p.Cwd),
 		"Program:     " + p.ProgramSHA256,
 	}
+	if ip := p.Interpreter; ip != nil {
+		lines = append(lines, fmt.Sprintf("Interpreter: %s (%s)", quoteWord(ip.Path), ip.SHA256))
+	}
 	for _, f := range p.Files {
 		lines = append(lines, fmt.Sprintf("File:        %s = %s (%d bytes, %s)", Clean(f.Name), quoteWord(f.Path), f.Size, f.SHA256))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
@@ -96,6 +97,7 @@ func opsShow(f *Factory, op *operations.Operation) error {
 		fmt.Fprintf(w, "program:     %s (unavailable: %s)\n", op.Program, op.Unavailable)
 	} else {
 		fmt.Fprintf(w, "program:     %s\n", op.ProgramPath)
+		fmt.Fprintf(w, "runs:        %s\n", runsBy(op.ProgramPath))
 	}
 	fmt.Fprintf(w, "args:        %s\n", strings.Join(op.Args, " "))
 	fmt.Fprintf(w, "targets:     %s\n", strings.Join(op.Targets, ", "))
@@ -131,4 +133,15 @@ func opsShow(f *Factory, op *operations.Operation) error {
 	fmt.Fprintf(w, "digest:      %s\n", op.Digest)
 	fmt.Fprintf(w, "source:      %s\n", op.Source)
 	return nil
+}
+
+// runsBy says how a program will be executed on this host
+// (docs/adr/0060-programs-run-by-their-path.md): by its path when only
+// root can change it, else from a sealed snapshot, and why.
+func runsBy(path string) string {
+	mode, why := execute.Mode(path)
+	if mode == "path" {
+		return "by its path (" + why + ")"
+	}
+	return "from a sealed snapshot, as /proc/self/fd/3 (" + why + ")"
 }

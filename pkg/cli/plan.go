@@ -138,6 +138,12 @@ func printPlan(w io.Writer, p *operations.Plan) {
 	fmt.Fprintf(w, "operation:   %s (%s)\n", p.Operation, mut)
 	fmt.Fprintf(w, "target:      %s\n", p.Target)
 	fmt.Fprintf(w, "argv:        %s\n", quoteArgv(p.Argv))
+	if ip := p.Interpreter; ip != nil {
+		fmt.Fprintf(w, "interpreter: %s (%s)\n", ip.Path, ip.SHA256)
+	}
+	if len(p.Argv) > 0 {
+		fmt.Fprintf(w, "runs:        %s\n", runsBy(p.Argv[0]))
+	}
 	fmt.Fprintf(w, "cwd:         %s\n", p.Cwd)
 	for _, fl := range p.Files {
 		if _, inline := operations.InlineName(fl.Path); inline {

@@ -41,6 +41,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/runner"
 	"github.com/prod-write/prod-write/pkg/store"
@@ -349,6 +350,9 @@ func examine(c *config.Config, a Account, named bool) []Finding {
 			if op.Unavailable != "" {
 				d.add(Info, "operation-unavailable", op.Source, op.Unavailable,
 					"install "+op.Program+" in a directory of secure_path if this host should run it; otherwise nothing to do (docs/DISTRIBUTED.md)")
+			} else if mode, why := execute.Mode(op.ProgramPath); mode != "path" {
+				d.add(Info, "program-from-snapshot", op.Source, fmt.Sprintf("operation %s runs %s from a sealed snapshot, as /proc/self/fd/3 (%s): a program that finds itself through $0 or its own path (a wrapper such as Debian's psql) does not work so", op.Name, op.ProgramPath, why),
+					"install the program where only root can change it or any directory above it: it then runs by its path (docs/adr/0060-programs-run-by-their-path.md)")
 			}
 		}
 	}

@@ -8,10 +8,16 @@
 // syntax, and the environment is the plan's and nothing else, so nothing like
 // LD_PRELOAD or BASH_ENV leaks in from whoever runs prod-write.
 //
-// Limits worth knowing: a "#!" interpreter, the dynamic loader and shared
-// libraries are opened by path when the program starts; they are not part of
-// the snapshot. The program sees /proc/self/exe as a memfd, and a script sees
-// $0 as /proc/self/fd/3.
+// A program only root can change (RootOnly) is executed by its path instead,
+// once its identity is checked against the snapshot (Spec.Path), so that a
+// wrapper that finds itself through $0 runs as its author expects
+// (docs/adr/0060-programs-run-by-their-path.md).
+//
+// Limits worth knowing: a "#!" interpreter (whose hash the plan binds), the
+// dynamic loader and shared libraries are opened by path when the program
+// starts; they are not part of the snapshot. A program run from its
+// snapshot sees /proc/self/exe as a memfd, and a script sees $0 as
+// /proc/self/fd/3.
 package execute
 
 import (
@@ -50,11 +56,16 @@ const drainGrace = time.Second
 
 // Spec is one execution, fully resolved.
 type Spec struct {
-	Program *Snapshot   // the executable's snapshot; it is executed, not the path
-	Argv    []string    // argv as the program sees it; Argv[0] is the resolved absolute path, for display
-	Env     []string    // the whole environment, "NAME=value"; nothing is inherited
-	Dir     string      // working directory
-	Files   []*Snapshot // file parameters; Files[i] is visible to the child at FilePath(i)
+	Program *Snapshot // the executable's snapshot; it is executed, not the path, unless Path is set
+	// Path, when set, is executed instead of the snapshot: a program only
+	// root can change (RootOnly), which Program.IsAt says is still the
+	// file that was hashed (docs/adr/0060-programs-run-by-their-path.md).
+	// It runs as its author expects: $0 and /proc/self/exe are its path.
+	Path  string
+	Argv  []string    // argv as the program sees it; Argv[0] is the resolved absolute path, for display
+	Env   []string    // the whole environment, "NAME=value"; nothing is inherited
+	Dir   string      // working directory
+	Files []*Snapshot // file parameters; Files[i] is visible to the child at FilePath(i)
 
 	// Timeout of 0 means none. On expiry the whole process group gets
 	// SIGKILL, so helpers the program started die with it.
@@ -166,8 +177,12 @@ func Run(spec Spec) (*Result, error) {
 	if env == nil {
 		env = []string{} // exec.Cmd inherits our environment when Env is nil
 	}
+	path := programPath
+	if spec.Path != "" {
+		path = spec.Path
+	}
 	cmd := &exec.Cmd{
-		Path:        programPath,
+		Path:        path,
 		Args:        spec.Argv,
 		Env:         env,
 		Dir:         spec.Dir,

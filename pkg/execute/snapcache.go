@@ -176,5 +176,5 @@ func (s *Snapshot) reopen() (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{File: os.NewFile(uintptr(fd), s.File.Name()), Size: s.Size, SHA256: s.SHA256}, nil
+	return &Snapshot{File: os.NewFile(uintptr(fd), s.File.Name()), Size: s.Size, SHA256: s.SHA256, source: s.source}, nil
 }

@@ -25,6 +25,10 @@ type Snapshot struct {
 	File   *os.File // read-only descriptor of the sealed memfd
 	Size   int64
 	SHA256 string // "sha256:" + 64 lowercase hex digits
+
+	// source is the file it was copied from, unchanged during the copy
+	// (zero when unknown, or when it changed meanwhile): see IsAt.
+	source Identity
 }
 
 // TooLargeError reports a file that held more than the allowed bytes.
@@ -100,6 +104,8 @@ func SnapshotFile(src *os.File, path string, max int64, exec bool, progress func
 
 	// From byte 0 whatever the descriptor's offset: one handed over by a
 	// runner service's client shares its offset with the caller.
+	var before, after unix.Stat_t
+	known := unix.Fstat(int(src.Fd()), &before) == nil
 	size, sum, err := copyHashed(mem, io.NewSectionReader(src, 0, math.MaxInt64), max, fi.Size(), progress)
 	if err == errTooLarge {
 		return nil, &TooLargeError{Path: path, Max: max}
@@ -107,7 +113,16 @@ func SnapshotFile(src *os.File, path string, max int64, exec bool, progress func
 	if err != nil {
 		return nil, fmt.Errorf("snapshot of %s: %w", path, err)
 	}
-	return seal(mem, path, size, sum)
+	snap, err := seal(mem, path, size, sum)
+	if err != nil {
+		return nil, err
+	}
+	// The source's identity, only when nothing changed it while it was
+	// copied: then its bytes are the snapshot's.
+	if known && unix.Fstat(int(src.Fd()), &after) == nil && identityOf(&before) == identityOf(&after) && after.Size == size {
+		snap.source = identityOf(&after)
+	}
+	return snap, nil
 }
 
 // seal seals mem, written, and returns its read-only snapshot.

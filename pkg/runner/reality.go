@@ -54,6 +54,9 @@ func differences(was, now *operations.Plan) []string {
 	if was.ProgramSHA256 != now.ProgramSHA256 {
 		out = append(out, "the program's bytes changed")
 	}
+	if (was.Interpreter == nil) != (now.Interpreter == nil) || (was.Interpreter != nil && *was.Interpreter != *now.Interpreter) {
+		out = append(out, "the program's \"#!\" interpreter changed")
+	}
 	if was.Cwd != now.Cwd {
 		out = append(out, "the working directory resolves elsewhere")
 	}

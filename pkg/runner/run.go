@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -47,6 +48,11 @@ func (s *snapshotDigester) Digest(kind, name, path string, max int64) (int64, st
 	if s.progress != nil && kind == "file" {
 		progress = func(done, total int64) { s.progress(name, done, total) }
 	}
+	if kind == "interpreter" {
+		// Opened by path by the kernel, never snapshotted: hashed where
+		// it is, so that the plan's hash of it is checked again.
+		return operations.HashDigester{}.Digest(kind, name, path, max)
+	}
 	var snap *execute.Snapshot
 	var err error
 	if kind == "program" && s.cache != nil {
@@ -67,6 +73,20 @@ func (s *snapshotDigester) Digest(kind, name, path string, max int64) (int64, st
 		s.files[name] = snap
 	}
 	return snap.Size, snap.SHA256, nil
+}
+
+// Interpreter reads the "#!" line of the program's snapshot: of the very
+// bytes that were hashed and will run.
+func (s *snapshotDigester) Interpreter(programPath string) (string, error) {
+	if s.program == nil {
+		return operations.ReadInterpreter(programPath)
+	}
+	head := make([]byte, 256)
+	n, err := s.program.File.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return operations.ParseShebang(head[:n])
 }
 
 // DigestFile snapshots a file already open (one the caller handed over).
@@ -264,6 +284,10 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 		Started:    func(int) { failpoint.Hit("after-start") },
 		Credential: cred,
 	}
+	// A program only root can change runs by its path, as its author
+	// expects, when it is still the very file that was hashed; any other
+	// runs from its snapshot (docs/adr/0060-programs-run-by-their-path.md).
+	spec.Path = execute.ByPath(snaps.program, spec.Argv[0])
 	if r.Prepare != nil {
 		r.Prepare(&spec, pc)
 	}

@@ -350,6 +350,14 @@ func (c CallerFiles) Digest(kind, name, path string, max int64) (size int64, sum
 	return c.Digester.(fileDigester).DigestFile(kind, name, fl, path, max)
 }
 
+// Interpreter is the wrapped digester's, when it has one.
+func (c CallerFiles) Interpreter(programPath string) (string, error) {
+	if ir, ok := c.Digester.(operations.InterpreterReader); ok {
+		return ir.Interpreter(programPath)
+	}
+	return "", nil
+}
+
 // CallerFiles wraps d to read file parameters as r's caller has them.
 func (r *Runner) CallerFiles(d operations.Digester) CallerFiles {
 	return CallerFiles{Digester: d, Open: r.OpenFile}
