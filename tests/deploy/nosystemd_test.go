@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,31 +67,41 @@ cd "$CLONE"
 // The section "Without systemd" of docs/DEPLOYMENT.md, run as it stands
 // (issue 29): the setup blocks, the configuration, the run script a
 // supervisor starts (setpriv, the three capabilities, the socket's
-// directory made by it), and the first approved run, which ends with
-// replay exiting 0. The test plays the supervisor: it starts the run
-// script as runsv would, waits for the socket, and stops it with SIGTERM.
+// directory made by it), started, reloaded and stopped as on a host with
+// no supervisor at all (its pid in root's file), and the first approved
+// run, which ends with replay exiting 0. The documented stop comes last,
+// while a run is in progress: it returns once the service has exited, that
+// run's outcome written.
 func TestWithoutSystemdAsDocumented(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: the documented deployment runs only as root (CI runs as root): it creates accounts and mounts")
 	}
-	for _, tool := range []string{"unshare", "setpriv", "runuser", "useradd", "go"} {
+	for _, tool := range []string{"unshare", "setpriv", "setsid", "runuser", "useradd", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("the documented deployment needs %s", tool)
 		}
 	}
 	blocks := deploymentBlocks(t)
-	if len(blocks) != 5 {
-		t.Fatalf("docs/DEPLOYMENT.md has %d tested blocks, want 5 (setup, configuration, run script, first run, changing the policy)", len(blocks))
+	if len(blocks) != 6 {
+		t.Fatalf("docs/DEPLOYMENT.md has %d tested blocks, want 6 (setup, configuration, run script, no supervisor, first run, changing the policy)", len(blocks))
 	}
-	setup, configuration, runScript, firstRun, changes := blocks[0], blocks[1], blocks[2], blocks[3], blocks[4]
-	// The supervisor's part is the test's: the documentation's reload is
-	// systemd's; here it is SIGHUP to the run script's process, and the
-	// test waits for the service to say it reloaded (or that it refused).
+	setup, configuration, runScript, noSupervisor, firstRun, changes := blocks[0], blocks[1], blocks[2], blocks[3], blocks[4], blocks[5]
+	// With no supervisor: its start (and the pid function), its reload and
+	// its stop, each from its comment on.
+	start, rest, ok1 := strings.Cut(noSupervisor, "\n# Reload")
+	docHUP, stop, ok2 := strings.Cut(rest, "\n# Stop")
+	if !ok1 || !ok2 || !strings.Contains(start, "setsid") || !strings.Contains(start, "/run/prod-write.pid") ||
+		!strings.Contains(docHUP, "kill -HUP") || !strings.Contains(stop, "kill -TERM") {
+		t.Fatalf("the block for a host with no supervisor is not a start, a \"# Reload\" by SIGHUP and a \"# Stop\" by SIGTERM:\n%s", noSupervisor)
+	}
+	// The documentation's reload in the changes block is systemd's; here it
+	// is the reload of a host with no supervisor, and the test waits for
+	// the service to say it reloaded (or that it refused).
 	const docReload = "reload() { systemctl reload prod-write; }"
 	if !strings.Contains(changes, docReload) {
 		t.Fatalf("the changes block does not define %q", docReload)
 	}
-	changes = strings.Replace(changes, docReload, testReload, 1)
+	changes = strings.Replace(changes, docReload, strings.Replace(testReload, "DOC_RELOAD", "# Reload"+strings.TrimRight(docHUP, "\n"), 1), 1)
 	for _, want := range []string{"setpriv", "+setuid,+setgid,+kill", "--no-new-privs", "install -d -o prod-write -g prod-write -m 0755 /run/prod-write"} {
 		if !strings.Contains(runScript, want) {
 			t.Errorf("the run script lacks %q", want)
@@ -124,19 +135,22 @@ func TestWithoutSystemdAsDocumented(t *testing.T) {
 	token := "pwsecret-" + hex.EncodeToString(rnd[:])
 
 	// One shell, in a mount namespace of its own, runs the blocks in the
-	// order the documentation gives them. The supervisor's part is the
-	// test's: the run script in the background, the socket awaited (polled,
-	// with a bound), SIGTERM at the end.
-	script := nsPrelude + setup + configuration + runScript + `
-/etc/sv/prod-write/run > "$ROOT/serve.log" 2>&1 &
-SERVE=$!
-trap 'kill -TERM $SERVE 2>/dev/null || true; wait $SERVE || true' EXIT
+	// order the documentation gives them, the service started, reloaded
+	// and stopped as on a host with no supervisor. The test awaits the
+	// socket (polled, with a bound) and, to stop, a run in progress.
+	script := nsPrelude + setup + configuration + runScript + start + `
+LOG=/var/log/prod-write.log
+trap 'p=$(pwpid 2>/dev/null) && kill -TERM "$p"; true' EXIT
 for i in $(seq 600); do
   [ -S /run/prod-write/prod-write.sock ] && break
-  kill -0 $SERVE 2>/dev/null || { echo "the service exited" >&2; exit 98; }
+  if [ -s /run/prod-write.pid ] && ! kill -0 "$(cat /run/prod-write.pid)" 2>/dev/null; then echo "the service exited" >&2; exit 98; fi
   sleep 0.05
 done
 [ -S /run/prod-write/prod-write.sock ]
+SERVE=$(cat /run/prod-write.pid)
+[ "$(pwpid)" = "$SERVE" ] && echo "pid file: the service's"
+stat -c 'pid file: %U:%G %a' /run/prod-write.pid
+stat -c 'log: %U:%G %a' "$LOG"
 stat -c 'socket dir: %U:%G %a' /run/prod-write
 stat -c 'socket: %U:%G %a' /run/prod-write/prod-write.sock
 grep -E '^(Uid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/$SERVE/status
@@ -149,10 +163,39 @@ stat -c 'installed: %U %a' /srv/app/api.toml
 # lacks; recorded, the same reload is taken.
 printf '\n# an edit nobody recorded\n' >> /etc/prod-write/trust.toml
 if reload; then echo "an unrecorded reload was taken" >&2; exit 97; fi
-grep -c 'reload failed, still judging by the policy loaded before: .*does not have in force.*prod-write history record' "$ROOT/serve.log" | sed 's/^/refused reloads: /'
+grep -c 'reload failed, still judging by the policy loaded before: .*does not have in force.*prod-write history record' "$LOG" | sed 's/^/refused reloads: /'
 prod-write doctor --config /etc/prod-write/prod-write.toml || true
 record && reload && echo "recorded, then reloaded"
 prod-write --config /etc/prod-write/prod-write.toml replay
+
+# Not the documentation's: an operation that runs for 2 s, approved and
+# started; once its intent is in the journal, the documented stop.
+cat > /etc/prod-write/operations/slow.toml <<'EOF'
+[[operation]]
+name = "slow"
+program = "sleep"
+args = ["2"]
+targets = ["production"]
+run_as = "deployer"
+EOF
+chmod 0644 /etc/prod-write/operations/slow.toml
+record && reload
+FP=$(act agent plan slow --target production | awk '/^fingerprint:/ {print $2}')
+filed "$FP" slow && act alice decide "$FP" approve
+receipts() { wc -l < /var/lib/prod-write/journal/receipts.jsonl; }
+n=$(receipts)
+(act agent run "$FP"; echo "slow run: exit $?") > "$ROOT/slow.out" 2>&1 &
+RUN=$!
+for i in $(seq 600); do [ "$(receipts)" -gt "$n" ] && break; sleep 0.05; done
+[ "$(receipts)" -gt "$n" ] && echo "slow run: started"
+` + stop + `
+[ -e /run/prod-write.pid ] || echo "stopped: pid file removed"
+readlink /proc/$SERVE/exe > /dev/null 2>&1 || echo "stopped: the service exited"
+grep -c 'prod-write serve: stopped$' "$LOG" | sed 's/^/stopped: logged /'
+# With the service gone, replay reads the journal itself (a PATH: local).
+prod-write --config /etc/prod-write/prod-write.toml replay /var/lib/prod-write/journal/receipts.jsonl
+wait $RUN
+cat "$ROOT/slow.out"
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -166,13 +209,24 @@ prod-write --config /etc/prod-write/prod-write.toml replay
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
-	serveLog, _ := os.ReadFile(filepath.Join(root, "serve.log"))
+	// The service left the script's process group (setsid): if the
+	// documented stop did not end it, the test does.
+	if b, rerr := os.ReadFile(filepath.Join(root, "run/prod-write.pid")); rerr == nil {
+		t.Error("the pid file is still there: the documented stop did not run or did not remove it")
+		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil && pid > 1 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	serveLog, _ := os.ReadFile(filepath.Join(root, "var/log/prod-write.log"))
 	t.Logf("the documented steps:\n%s\nthe service's log:\n%s", out.String(), serveLog)
 	if err != nil {
 		t.Fatalf("the documented steps failed: %v", err)
 	}
 	got := out.String()
 	for _, want := range []string{
+		"pid file: the service's",
+		"pid file: root:root 600",
+		"log: root:root 600",
 		"socket dir: prod-write:prod-write 755",
 		"socket: prod-write:prod-write-callers 660",
 		// setuid, setgid and kill (bits 7, 6 and 5), and nothing else
@@ -191,6 +245,15 @@ prod-write --config /etc/prod-write/prod-write.toml replay
 		"refused reloads: 1",
 		"history-lacks-version",
 		"recorded, then reloaded",
+		// The documented stop, with a run in progress: it returned once
+		// the service had exited, the run's outcome written, and the run
+		// succeeded.
+		"slow run: started",
+		"stopped: pid file removed",
+		"stopped: the service exited",
+		"stopped: logged 1",
+		"5 runs: 0 failed, 0 incomplete",
+		"slow run: exit 0",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the output lacks %q", want)
@@ -212,16 +275,18 @@ prod-write --config /etc/prod-write/prod-write.toml replay
 	}
 }
 
-// testReload plays the supervisor's reload for the changes block: SIGHUP
-// to the service, then the service's word that it reloaded (success) or
+// testReload is the reload of the changes block: the documented one
+// (DOC_RELOAD), then the service's word that it reloaded (success) or
 // refused (failure), awaited in its log with a bound.
 const testReload = `reload() {
-  n=$(grep -c 'reloaded the trust policy and registry' "$ROOT/serve.log" || true)
-  f=$(grep -c 'reload failed' "$ROOT/serve.log" || true)
-  kill -HUP $SERVE
+  n=$(grep -c 'reloaded the trust policy and registry' "$LOG" || true)
+  f=$(grep -c 'reload failed' "$LOG" || true)
+  {
+DOC_RELOAD
+  } || return 1
   for i in $(seq 600); do
-    [ "$(grep -c 'reloaded the trust policy and registry' "$ROOT/serve.log" || true)" -gt "$n" ] && return 0
-    [ "$(grep -c 'reload failed' "$ROOT/serve.log" || true)" -gt "$f" ] && return 1
+    [ "$(grep -c 'reloaded the trust policy and registry' "$LOG" || true)" -gt "$n" ] && return 0
+    [ "$(grep -c 'reload failed' "$LOG" || true)" -gt "$f" ] && return 1
     sleep 0.05
   done
   echo "the service said nothing of the reload" >&2
