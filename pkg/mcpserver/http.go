@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -74,13 +76,27 @@ func NewHTTPHandler(tokens *Tokens, backendFor func(Token) (Backend, error), o O
 	return h
 }
 
+// NewFileHTTPHandler is [NewHTTPHandler] for the tokens of a file as it
+// changes ([TokensFile]): each request is judged by the file as it is
+// then. A token whose entry is gone, or now says another principal or
+// scope, is no longer served, and its sessions end: a new entry's server
+// is built afresh, by the code path every token's is.
+func NewFileHTTPHandler(f *TokensFile, backendFor func(Token) (Backend, error), o Options) *HTTPHandler {
+	h := NewHTTPHandler(f.Tokens(), backendFor, o)
+	h.file = f
+	return h
+}
+
 // MaxRequestBody bounds an HTTP request's body: the files one call may
 // supply inline, base64-encoded, and room for the rest of it.
 const MaxRequestBody = mcpapi.MaxInlineTotal/3*4 + 1<<20
 
 // HTTPHandler serves MCP over Streamable HTTP (see [NewHTTPHandler]).
 type HTTPHandler struct {
+	// tokens are the ones served; with file, the file's as it was at
+	// the last request, and guarded by mu.
 	tokens     *Tokens
+	file       *TokensFile
 	backendFor func(Token) (Backend, error)
 	o          Options
 	log        *slog.Logger
@@ -90,7 +106,7 @@ type HTTPHandler struct {
 	verifier *verifier
 
 	mu      sync.Mutex
-	servers map[[32]byte]*tokenServer // by the token's hash
+	servers map[[32]byte]*tokenServer // by serverKey
 	// requests counts the requests in progress but standalone streams;
 	// idle, when set, is closed once there is none (Drain waits on it).
 	requests int
@@ -146,14 +162,61 @@ func transportError(w http.ResponseWriter, status int, msg string) {
 // tokenServer is one token's server and its Streamable HTTP handler, built
 // on first use.
 type tokenServer struct {
+	// tok is the token it serves, as resolved when it was made; source
+	// is where its entry is now, for the log (a token file read again
+	// may have moved it).
+	tok    Token
+	source atomic.Pointer[string]
+
 	mu  sync.Mutex
 	srv *mcp.Server
 	sc  *scope
 	h   http.Handler
 }
 
+// current returns the tokens to judge a request by: the file's as it is
+// now, when the handler follows one. When they changed, the servers of
+// the static tokens the file no longer holds as they were are dropped and
+// their sessions ended, before any request is judged by the new tokens.
+func (h *HTTPHandler) current() *Tokens {
+	if h.file == nil {
+		return h.tokens
+	}
+	t := h.file.Tokens()
+	h.mu.Lock()
+	if t == h.tokens {
+		h.mu.Unlock()
+		return t
+	}
+	h.tokens = t
+	now := make(map[[32]byte]Token, len(t.list))
+	for _, tok := range t.list {
+		now[tok.sum] = tok
+	}
+	var gone []*tokenServer
+	for key, ts := range h.servers {
+		if ts.tok.oauth {
+			continue // the [oauth] table is read at start only
+		}
+		tok, ok := now[ts.tok.sum]
+		if !ok || serverKey(tok) != key {
+			delete(h.servers, key)
+			gone = append(gone, ts)
+			continue
+		}
+		ts.source.Store(&tok.Source)
+	}
+	h.mu.Unlock()
+	for _, ts := range gone {
+		h.log.Info("mcp over http: a token's entry left the tokens file or changed: its sessions end", "principal", ts.tok.Principal, "token", *ts.source.Load())
+		ts.close()
+	}
+	return t
+}
+
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.tokens.OriginAllowed(r.Header.Values("Origin")) {
+	tokens := h.current()
+	if !tokens.OriginAllowed(r.Header.Values("Origin")) {
 		// The Streamable HTTP transport's DNS-rebinding defence: a page
 		// from another origin, in a browser that reaches this address,
 		// is answered 403 before its token is read
@@ -171,7 +234,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a token in the query string is refused: send it in the Authorization header", http.StatusBadRequest)
 		return
 	}
-	tok, ok := h.tokens.Resolve(bearer(r.Header))
+	tok, ok := tokens.Resolve(bearer(r.Header))
 	if !ok && h.verifier != nil {
 		if raw := bearer(r.Header); raw != "" {
 			var err error
@@ -392,15 +455,28 @@ func bearer(hd http.Header) string {
 	return strings.TrimLeft(tok, " ")
 }
 
+// serverKey is what a token's server is kept by: a static token's hash
+// with its principal and scope, so that an entry whose principal or scope
+// changed in a file read again never reaches the server built for it
+// before; an access token's sum, which already holds them.
+func serverKey(tok Token) [32]byte {
+	if tok.oauth {
+		return tok.sum
+	}
+	return sha256.Sum256(fmt.Appendf(nil, "token\x00%x\x00%s\x00%t\x00%t", tok.sum, tok.Principal, tok.Scope.ReadOnly, tok.Scope.AllowRun))
+}
+
 // serverFor returns tok's handler, building it on first use. A build that
 // fails is not kept: the next request tries again, so a trust policy or
 // registry fixed while the service runs takes effect without a restart.
 func (h *HTTPHandler) serverFor(tok Token) (*tokenServer, error) {
 	h.mu.Lock()
-	ts, ok := h.servers[tok.sum]
+	key := serverKey(tok)
+	ts, ok := h.servers[key]
 	if !ok {
-		ts = &tokenServer{}
-		h.servers[tok.sum] = ts
+		ts = &tokenServer{tok: tok}
+		ts.source.Store(&tok.Source)
+		h.servers[key] = ts
 	}
 	h.mu.Unlock()
 
@@ -423,7 +499,7 @@ func (h *HTTPHandler) serverFor(tok Token) (*tokenServer, error) {
 		return nil, fmt.Errorf("the backend acts for %s, not for the token's principal %q", describe(pr), tok.Principal)
 	}
 	// Outermost, so that it sees the scope check's refusals too.
-	srv.AddReceivingMiddleware(h.callLog(tok))
+	srv.AddReceivingMiddleware(h.callLog(ts))
 	ts.srv, ts.sc = srv, sc
 	ts.h = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Logger:         h.log,
@@ -440,7 +516,8 @@ func (h *HTTPHandler) serverFor(tok Token) (*tokenServer, error) {
 // socket logs one per call: the principal, the token's entry, the method
 // and tool, the outcome and how long it took. Never an argument, a result
 // or the bearer.
-func (h *HTTPHandler) callLog(tok Token) mcp.Middleware {
+func (h *HTTPHandler) callLog(ts *tokenServer) mcp.Middleware {
+	tok := ts.tok
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			start := time.Now()
@@ -461,7 +538,7 @@ func (h *HTTPHandler) callLog(tok Token) mcp.Middleware {
 					outcome = "tool error"
 				}
 			}
-			h.log.Info(fmt.Sprintf("mcp over http: principal %s (%s): %s: %s (%s)", tok.Principal, tok.Source, op, outcome, time.Since(start).Round(time.Microsecond)))
+			h.log.Info(fmt.Sprintf("mcp over http: principal %s (%s): %s: %s (%s)", tok.Principal, *ts.source.Load(), op, outcome, time.Since(start).Round(time.Microsecond)))
 			return res, err
 		}
 	}
@@ -518,15 +595,20 @@ func (h *HTTPHandler) Close() {
 	}
 	h.mu.Unlock()
 	for _, ts := range servers {
-		ts.mu.Lock()
-		srv := ts.srv
-		ts.mu.Unlock()
-		if srv == nil {
-			continue
-		}
-		for ss := range srv.Sessions() {
-			ss.Close()
-		}
+		ts.close()
+	}
+}
+
+// close ends ts's sessions.
+func (ts *tokenServer) close() {
+	ts.mu.Lock()
+	srv := ts.srv
+	ts.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	for ss := range srv.Sessions() {
+		ss.Close()
 	}
 }
 

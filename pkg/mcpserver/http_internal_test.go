@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -71,8 +70,9 @@ scope = "read-only"
 	}
 	defer cs.Close()
 
+	tok, _ := tokens.Resolve(bearer)
 	h.mu.Lock()
-	ts := h.servers[sha256.Sum256([]byte(bearer))]
+	ts := h.servers[serverKey(tok)]
 	h.mu.Unlock()
 	if ts == nil || ts.srv == nil {
 		t.Fatal("the token's server was not built")

@@ -44,11 +44,36 @@ type Token struct {
 	oauth bool
 }
 
+// IDLen is the length of a token's [Token.ID].
+const IDLen = 12
+
+// ID names a static token's entry without its hash: the first [IDLen] hex
+// digits of the sha256 the file holds. `prod-write mcp token list` shows
+// it and `revoke` takes it; it is no secret, and says nothing of the
+// token itself.
+func (t Token) ID() string {
+	if t.oauth {
+		return ""
+	}
+	return hex.EncodeToString(t.sum[:])[:IDLen]
+}
+
+// ScopeName is the scope key's value of t's entry: read-only or agent.
+func (t Token) ScopeName() string {
+	if t.Scope.ReadOnly {
+		return ScopeReadOnly
+	}
+	return ScopeAgent
+}
+
 // Tokens are the bearer tokens of MCP over HTTP, stored hashed.
 type Tokens struct {
 	list    []Token
 	oauth   *OAuth
 	origins map[string]bool // serialized origins, "https://host[:port]"
+	// oauthTable is the [oauth] table as the file declares it, so that a
+	// file read again can tell whether it changed (TokensFile).
+	oauthTable *oauthTable
 }
 
 // OriginAllowed reports whether a request's Origin header may reach MCP
@@ -123,33 +148,26 @@ func (t *Tokens) Resolve(bearer string) (Token, bool) {
 // LoadTokens reads a tokens file, refusing one that group or others can
 // write: whoever can add a line to it can give themselves a principal.
 func LoadTokens(path string) (*Tokens, error) {
-	f, err := os.Open(path)
+	data, _, err := readTokensFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading tokens: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading tokens: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &approval.ConfigError{File: path, Msg: "not a regular file"}
-	}
-	if fi.Mode().Perm()&0o022 != 0 {
-		return nil, &keys.InsecureError{Path: path, Mode: fi.Mode(), What: "write"}
-	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(f); err != nil {
-		return nil, fmt.Errorf("reading tokens: %w", err)
-	}
-	t, err := ParseTokens(path, buf.Bytes())
+	return parseTokensFile(path, data, true)
+}
+
+// parseTokensFile parses the tokens file read from path. At the
+// service's start (start), a file without a token is refused and the
+// introspection clients' secrets are read; when the file is read again,
+// neither.
+func parseTokensFile(path string, data []byte, start bool) (*Tokens, error) {
+	t, err := parseTokens(path, data, !start)
 	if err != nil {
 		return nil, err
 	}
 	// The introspection clients' secrets are read at load, so that one
 	// the service cannot use, or that another account may read, stops
 	// the service before it serves.
-	if t.oauth != nil {
+	if t.oauth != nil && start {
 		for _, in := range t.oauth.Introspection {
 			if err := in.loadSecret(); err != nil {
 				return nil, err
@@ -157,6 +175,32 @@ func LoadTokens(path string) (*Tokens, error) {
 		}
 	}
 	return t, nil
+}
+
+// readTokensFile returns the bytes of the tokens file at path and what
+// fstat says of the file they were read from, refusing anything but a
+// regular file that neither group nor others can write.
+func readTokensFile(path string) ([]byte, os.FileInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fi, &approval.ConfigError{File: path, Msg: "not a regular file"}
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return nil, fi, &keys.InsecureError{Path: path, Mode: fi.Mode(), What: "write"}
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(f); err != nil {
+		return nil, nil, fmt.Errorf("reading tokens: %w", err)
+	}
+	return buf.Bytes(), fi, nil
 }
 
 type tokensFile struct {
@@ -177,6 +221,13 @@ type tokenEntry struct {
 // neither read-only nor agent, or allow_run on a read-only token is an
 // error naming the file and, where it can, the line.
 func ParseTokens(name string, data []byte) (*Tokens, error) {
+	return parseTokens(name, data, false)
+}
+
+// parseTokens is ParseTokens; with none, a file that declares no token
+// at all is no error: all its tokens were revoked, and every request is
+// refused (TokensFile, RevokeToken). Only the service's start refuses it.
+func parseTokens(name string, data []byte, none bool) (*Tokens, error) {
 	var f tokensFile
 	if err := tomlpos.Decode(data, &f); err != nil {
 		var te *tomlpos.Error
@@ -198,9 +249,9 @@ func ParseTokens(name string, data []byte) (*Tokens, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.oauth = o
+		t.oauth, t.oauthTable = o, f.OAuth
 	}
-	if len(f.Token) == 0 && t.oauth == nil {
+	if len(f.Token) == 0 && t.oauth == nil && !none {
 		return nil, &approval.ConfigError{File: name, Msg: "declares no [[token]] and no [oauth]: MCP over HTTP would refuse every request"}
 	}
 	starts := tokenLines(data)

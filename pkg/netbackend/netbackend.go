@@ -259,10 +259,14 @@ func addrOf(ln net.Listener) string {
 
 // ServeMCPHTTP implements [cli.Net].
 func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger, ready func()) error {
-	tokens, err := mcpserver.LoadTokens(s.MCPTokens)
+	// The file is read again at the first request after it changes:
+	// `prod-write mcp token add` and `revoke` take effect without a
+	// restart (docs/adr/0060-mcp-tokens-on-the-cli.md).
+	file, err := mcpserver.OpenTokensFile(s.MCPTokens, log)
 	if err != nil {
 		return err
 	}
+	tokens := file.Tokens()
 	// Every token must name a principal the service can act for, before
 	// anything is served.
 	for _, t := range tokens.All() {
@@ -277,7 +281,7 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 			}
 		}
 	}
-	h := mcpserver.NewHTTPHandler(tokens, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
+	h := mcpserver.NewFileHTTPHandler(file, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
 		mcpserver.Options{AllowRun: s.MCPAllowRun, Version: cli.Version, Logger: log, Calls: calls,
 			Rate: rate.Limit(s.MCPRate), Burst: s.MCPBurst})
 	// The key file is checked before anything listens: a key others can
