@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -346,7 +347,9 @@ const oneCommandMarker = "<!-- tested: tests/deploy runs this one command -->"
 // one command, then the history record and doctor as the agent (the lines
 // the command prints),
 // which finds no weakness in what it wrote; and the same command again,
-// which refuses, writing nothing.
+// which refuses, writing nothing. The section's table of what the command
+// did of each step and what is left is checked against what it wrote,
+// and "Step by step" says at each step what the command did of it.
 func TestSetupServiceInOneCommand(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: the documented deployment runs only as root (CI runs as root): it creates accounts and mounts")
@@ -366,9 +369,26 @@ func TestSetupServiceInOneCommand(t *testing.T) {
 	if !ok || strings.Count(strings.TrimSpace(one), "\n") != 0 || !strings.HasPrefix(one, "prod-write setup service") {
 		t.Fatalf("the one command is not one setup service line: %q", one)
 	}
-	steps, _, ok := strings.Cut(deploymentBlocks(t)[0], "\n# 3.")
+	setupBlock := deploymentBlocks(t)[0]
+	steps, _, ok := strings.Cut(setupBlock, "\n# 3.")
 	if !ok || !strings.Contains(steps, "# 1.") || !strings.Contains(steps, "# 2.") {
 		t.Fatalf("the setup block has no steps 1 and 2 before a step 3:\n%s", steps)
+	}
+	done, left := oneCommandTable(t, after)
+	for n := 3; n <= 8; n++ {
+		if c := stepComment(setupBlock, n); !strings.Contains(c, "(setup service:") {
+			t.Errorf("step %d of the setup block does not say what setup service did of it:\n%s", n, c)
+		}
+	}
+	_, byHand, _ := strings.Cut(string(b), "\n### Step by step\n")
+	byHand, _, _ = strings.Cut(byHand, testedMarker)
+	if !strings.Contains(byHand, "one command") {
+		t.Errorf("\"Step by step\" does not say what is left after the one command:\n%s", byHand)
+	}
+	// What the table says the command wrote, and what it says is left.
+	var exists strings.Builder
+	for _, p := range append(append([]string(nil), done...), left...) {
+		fmt.Fprintf(&exists, "[ -e '%s' ] && echo 'exists: %s' || echo 'absent: %s'\n", p, p, p)
 	}
 
 	root, err := os.MkdirTemp("/tmp", "prod-write-setup-")
@@ -389,6 +409,7 @@ func TestSetupServiceInOneCommand(t *testing.T) {
 	must(t, err)
 	script := nsPrelude + steps + "\n" + one + `
 echo "setup: exit $?"
+` + exists.String() + `grep -c '^id = ' /etc/prod-write/trust.toml | sed 's/^/principals: /'
 prod-write history record --config /etc/prod-write/prod-write.toml
 prod-write doctor --config /etc/prod-write/prod-write.toml --as agent
 echo "doctor: exit $?"
@@ -415,9 +436,21 @@ cmp /etc/prod-write/trust.toml "$ROOT/trust.before" && echo "trust.toml unchange
 		t.Fatalf("the documented steps failed: %v", err)
 	}
 	got := out.String()
-	for _, want := range []string{"setup: exit 0", "prod-write history record --config /etc/prod-write/prod-write.toml\n", "ok: no weakness found (checked as agent)", "doctor: exit 0", "again: exit 65", "trust.toml unchanged"} {
+	for _, want := range []string{"setup: exit 0", "prod-write history record --config /etc/prod-write/prod-write.toml\n", "ok: no weakness found (checked as agent)", "doctor: exit 0", "again: exit 65", "trust.toml unchanged",
+		// The runner's alone: the others' are left to add.
+		"principals: 1"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the output lacks %q", want)
+		}
+	}
+	for _, p := range done {
+		if !strings.Contains(got, "exists: "+p+"\n") {
+			t.Errorf("\"In one command\" says setup service wrote %s; it did not", p)
+		}
+	}
+	for _, p := range left {
+		if !strings.Contains(got, "absent: "+p+"\n") {
+			t.Errorf("\"In one command\" leaves %s to do; setup service wrote it", p)
 		}
 	}
 	passwd, err := os.ReadFile("/etc/passwd")
@@ -425,4 +458,73 @@ cmp /etc/prod-write/trust.toml "$ROOT/trust.before" && echo "trust.toml unchange
 	if bytes.Contains(passwd, []byte("\nprod-write:")) {
 		t.Error("the host's /etc/passwd gained prod-write")
 	}
+}
+
+// oneCommandTable reads the table of "In one command" (text is the
+// document from the one command on): a row for each step of the setup
+// block and for what follows it, each with what setup service did and
+// what is left. It returns the absolute paths each column names in
+// backquotes.
+func oneCommandTable(t *testing.T, text string) (done, left []string) {
+	t.Helper()
+	section, _, _ := strings.Cut(text, "\n### ")
+	var rows []string
+	for _, l := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| ---") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(l, "| "), " | ")
+		if len(cells) != 3 {
+			t.Fatalf("a row of the table is not step | done | left: %q", l)
+		}
+		rows = append(rows, cells[0])
+		done = append(done, backquotedPaths(cells[1])...)
+		left = append(left, backquotedPaths(cells[2])...)
+		if strings.Contains(cells[0], "check") && !strings.Contains(cells[2], "prod-write doctor") ||
+			strings.Contains(cells[0], "configuration") && !strings.Contains(cells[2], "prod-write history record") {
+			t.Errorf("the table's row %q does not name what is left: %q", cells[0], cells[2])
+		}
+	}
+	for _, want := range []string{"1.", "2.", "3.", "4.", "5.", "6.", "7.", "8.", "the configuration", "starting the service", "the check"} {
+		found := false
+		for _, r := range rows {
+			found = found || strings.HasPrefix(r, want)
+		}
+		if !found {
+			t.Errorf("\"In one command\" has no table row for %q (rows: %q)", want, rows)
+		}
+	}
+	if len(done) == 0 || len(left) == 0 {
+		t.Fatalf("the table names no path done (%q) or left (%q)", done, left)
+	}
+	return done, left
+}
+
+// backquotedPaths returns the absolute paths a table cell names, each
+// alone in backquotes.
+func backquotedPaths(cell string) []string {
+	var out []string
+	parts := strings.Split(cell, "`")
+	for i := 1; i < len(parts); i += 2 {
+		if p := parts[i]; strings.HasPrefix(p, "/") && !strings.ContainsAny(p, " '*") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// stepComment returns the comment that opens step n of the setup block.
+func stepComment(block string, n int) string {
+	_, rest, ok := strings.Cut(block, fmt.Sprintf("\n# %d.", n))
+	if !ok {
+		return ""
+	}
+	var c []string
+	for i, l := range strings.Split(rest, "\n") {
+		if i > 0 && !strings.HasPrefix(l, "#") {
+			break
+		}
+		c = append(c, l)
+	}
+	return strings.Join(c, "\n")
 }
