@@ -37,6 +37,8 @@ func TestHandOffToNetBinary(t *testing.T) {
 		{"no loop", dynamo, []string{"receipts", "list"}, "prod-write-net", true, false, "has no network backends"},
 		{"mcp", "", []string{"mcp", "--allow-run"}, "prod-write", true, false, "exec"},
 		{"mcp, not installed", "", []string{"mcp"}, "prod-write", false, false, "needs prod-write-net (it serves MCP)"},
+		{"mcp token add", "", []string{"mcp", "token", "add", "agent", "--scope", "agent"}, "prod-write", true, false, "exec"},
+		{"mcp token list, not installed", "", []string{"mcp", "token", "list"}, "prod-write", false, false, "needs prod-write-net (it edits the MCP tokens file"},
 		{"bridge serve", slack, []string{"bridge", "serve"}, "prod-write", true, false, "exec"},
 		{"file posting to Slack", slack, []string{"file", fp, "--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high"}, "prod-write", true, false, "exec"},
 		{"withdraw posting to GitHub", github, []string{"withdraw", fp}, "prod-write", true, false, "exec"},

@@ -20,6 +20,8 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/localapi"
+	"github.com/prod-write/prod-write/pkg/mcpapi"
+	"github.com/prod-write/prod-write/pkg/mcpserver"
 	"github.com/prod-write/prod-write/pkg/passkeytest"
 )
 
@@ -124,6 +126,9 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	env := map[string]string{"DEPLOY_TOKEN": "s3cret"}
 	got := map[string][]map[string]any{}
 	key := func(who string) string { return filepath.Join(dir, "keys", who+".key") }
+	// The network backends of the commands that run in prod-write-net
+	// (mcp token), when set.
+	var netBackends localapi.Net
 	// run runs args with --json, records the documents under doc (stdout:
 	// every JSON value; stderr: the last line) and returns the exit code.
 	run := func(doc, stream string, args ...string) (int, []map[string]any) {
@@ -134,6 +139,7 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 			Now:       time.Now,
 			LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 			Getwd:     func() (string, error) { return dir, nil },
+			Net:       netBackends,
 		}}
 		code := Run(append(args, "--json"), f)
 		src := out.Bytes()
@@ -377,6 +383,16 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 	mustExit(0, code, "receipts verify-export")
 	code, _ = run("history record", "stdout", "history", "record")
 	mustExit(0, code, "history record")
+	// The MCP tokens file, edited by the MCP server's parser.
+	netBackends = tokensNet{}
+	tokensFile := filepath.Join(dir, "mcp-tokens.toml")
+	code, docs = run("mcp token add", "stdout", "mcp", "token", "add", "agent", "--scope", "agent", "--allow-run", "--tokens", tokensFile)
+	mustExit(0, code, "mcp token add")
+	code, _ = run("mcp token list", "stdout", "mcp", "token", "list", "--tokens", tokensFile)
+	mustExit(0, code, "mcp token list")
+	code, _ = run("mcp token revoke", "stdout", "mcp", "token", "revoke", docs[0]["id"].(string), "--tokens", tokensFile)
+	mustExit(0, code, "mcp token revoke")
+	netBackends = nil
 	code, _ = run("store init", "stdout", "store", "init")
 	mustExit(0, code, "store init")
 	run("doctor", "stdout", "doctor") // exit 1 when it finds a weakness, which a demo has
@@ -461,3 +477,10 @@ func docKeys(m map[string]any) []string {
 	slices.Sort(out)
 	return out
 }
+
+// tokensNet is prod-write-net's backends as far as `mcp token` needs
+// them: the MCP server's tokens file editor (pkg/netbackend, which links
+// this package, cannot be imported here).
+type tokensNet struct{ localapi.Net }
+
+func (tokensNet) MCPTokens() mcpapi.TokensFile { return mcpserver.TokensEditor{} }

@@ -41,6 +41,7 @@ approves or records a decision is ever served. See docs/AGENTS.md.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.AllowRun, "allow-run", false, "also serve run (approved plans only: it passes the same gate)")
+	cmd.AddCommand(NewCmdMCPToken(f))
 	return cmd
 }
 

@@ -93,6 +93,9 @@ type Net interface {
 	// once everything is checked and it listens: an error before that is
 	// the configuration's.
 	ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(principal string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger, ready func()) error
+	// MCPTokens reads and edits MCP over HTTP's tokens file (`prod-write
+	// mcp token`), by the parser the service loads it with.
+	MCPTokens() mcpapi.TokensFile
 }
 
 // NetBinary is the name of the binary that links [AWS] and [Net].

@@ -257,6 +257,9 @@ func addrOf(ln net.Listener) string {
 	return ln.Addr().String()
 }
 
+// MCPTokens implements [cli.Net].
+func (Backend) MCPTokens() mcpapi.TokensFile { return mcpserver.TokensEditor{} }
+
 // ServeMCPHTTP implements [cli.Net].
 func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger, ready func()) error {
 	// The file is read again at the first request after it changes:
