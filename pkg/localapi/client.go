@@ -46,7 +46,7 @@ func (f *Env) CallService(ctx context.Context, c *config.Config, op string, args
 	var unanswered *service.UnansweredError
 	switch {
 	case errors.As(err, &unreachable):
-		return nil, refusal.New(ServiceUnavailable, "cannot reach the runner service at %s: %v", unreachable.Socket, unreachable.Err).Needs("a running prod-write serve (docs/DEPLOYMENT.md)")
+		return nil, unreachableRefusal(unreachable.Socket, unreachable.Err)
 	case errors.As(err, &open) && open.Name == "key":
 		return nil, &config.Error{Msg: "cannot open the key", Err: open.Err}
 	case errors.As(err, &open):
