@@ -54,7 +54,7 @@ type MCPTokenRevokeResult struct {
 }
 
 // MCPTokenAdd makes a bearer token for MCP over HTTP and appends the entry
-// of its hash to the tokens file (docs/adr/0060-mcp-tokens-on-the-cli.md).
+// of its hash to the tokens file (docs/adr/0061-mcp-tokens-on-the-cli.md).
 // The principal must be in the trust policy with the agent role: a token
 // is an agent's way in, whatever its scope. The running service serves
 // the token from its next request.

@@ -16,7 +16,7 @@ type TokenEntry struct {
 }
 
 // TokensFile reads and edits the MCP tokens file (`prod-write mcp token`,
-// docs/adr/0060-mcp-tokens-on-the-cli.md). Its one implementation is the
+// docs/adr/0061-mcp-tokens-on-the-cli.md). Its one implementation is the
 // format's owner, pkg/mcpserver, which only prod-write-net links: every
 // file it writes is one the runner service's own parser accepts.
 type TokensFile interface {

@@ -36,7 +36,7 @@ const TokenPrefix = "pwmcp_"
 const NewFileMode = 0o644
 
 // TokensEditor reads and edits tokens files for `prod-write mcp token`
-// (docs/adr/0060-mcp-tokens-on-the-cli.md). Every file it writes is one
+// (docs/adr/0061-mcp-tokens-on-the-cli.md). Every file it writes is one
 // [ParseTokens] accepts, written durably (pkg/durable) with the mode, owner
 // and group it had, while it holds an exclusive lock on the file's
 // directory, so that two edits at once do not lose one. It edits the text,

@@ -15,7 +15,7 @@ import (
 // first request after it changed, so that a token `prod-write mcp token
 // add` appends is served, and one `prod-write mcp token revoke` removes is
 // refused, from the next request on, with no restart and no reload
-// (docs/adr/0060-mcp-tokens-on-the-cli.md).
+// (docs/adr/0061-mcp-tokens-on-the-cli.md).
 //
 // A changed file that cannot be loaded (malformed, no longer a regular
 // file, writable by group or others, gone) is logged once, and the tokens

@@ -264,7 +264,7 @@ func (Backend) MCPTokens() mcpapi.TokensFile { return mcpserver.TokensEditor{} }
 func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger, ready func()) error {
 	// The file is read again at the first request after it changes:
 	// `prod-write mcp token add` and `revoke` take effect without a
-	// restart (docs/adr/0060-mcp-tokens-on-the-cli.md).
+	// restart (docs/adr/0061-mcp-tokens-on-the-cli.md).
 	file, err := mcpserver.OpenTokensFile(s.MCPTokens, log)
 	if err != nil {
 		return err
