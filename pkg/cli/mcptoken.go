@@ -86,6 +86,7 @@ running service serves the token from its next request.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Scope, "scope", "", "what the token reaches: read-only or agent (required)")
+	cmd.RegisterFlagCompletionFunc("scope", cobra.FixedCompletions([]string{admin.MCPScopeReadOnly, admin.MCPScopeAgent}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().BoolVar(&opts.AllowRun, "allow-run", false, "with --scope agent, the token may also call run")
 	cmd.Flags().StringVar(&opts.Tokens, "tokens", "", "the tokens `FILE` (default: [service] mcp_tokens)")
 	return cmd

@@ -141,3 +141,14 @@ func TestMCPTokenRun(t *testing.T) {
 		t.Errorf("list after revoke: exit %d: %q", code, out)
 	}
 }
+
+// --scope completes to the two scopes a token entry takes.
+func TestMCPTokenAddCompletesScope(t *testing.T) {
+	f, out, _ := testFactory(t, t.TempDir())
+	if code := Run([]string{"__complete", "mcp", "token", "add", "agent", "--scope", ""}, f); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if got := strings.Fields(out.String()); len(got) < 2 || got[0] != "read-only" || got[1] != "agent" {
+		t.Errorf("completions %q, want read-only and agent", out.String())
+	}
+}
