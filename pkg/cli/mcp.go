@@ -30,7 +30,10 @@ per operation (plan_NAME, whose input schema is the operation's targets,
 params and files), status, show_receipt and explain; with --allow-run, run, which
 still passes the gate. It acts for the principal of --key (or
 $PROD_WRITE_KEY): the plan tools need the agent role. Nothing that files,
-approves or records a decision is ever served. See docs/AGENTS.md.`,
+approves or records a decision is ever served. See docs/AGENTS.md.
+
+mcp token adds, lists and revokes the bearer tokens the runner service
+accepts on MCP over HTTP.`,
 		Example: `  PROD_WRITE_KEY=keys/agent.key prod-write mcp
   prod-write mcp --key keys/agent.key --config /etc/prod-write/prod-write.toml --allow-run`,
 		RunE: func(cmd *cobra.Command, args []string) error {
