@@ -279,7 +279,11 @@ func (op *Operation) Resolve(req Request, d Digester) (*Plan, error) {
 		if why == "" {
 			why = fmt.Sprintf("operation %s has no resolved program on this host", op.Name)
 		}
-		return nil, refuse(refusal.OperationUnavailable, "%s", why).Needs("program " + op.Program + " on this host's secure path")
+		needs := "program " + op.Program + " on this host's secure path"
+		if op.ProgramPath != "" {
+			needs = "a run_as account in the operation (docs/DEPLOYMENT.md)"
+		}
+		return nil, refuse(refusal.OperationUnavailable, "%s", why).Needs(needs)
 	}
 	if !slices.Contains(op.Targets, req.Target) {
 		return nil, refuse(refusal.TargetNotAllowed, "operation %s does not allow target %q (allowed: %v)", op.Name, req.Target, op.Targets).Needs("target")

@@ -69,15 +69,25 @@ func (w *apiWorld) as(principal string) (local, client *Factory) {
 
 func newAPIWorld(t *testing.T) *apiWorld {
 	h := newRunHarness(t)
-	op := "[[operation]]\nname = \"noop\"\ndescription = \"does nothing\"\nprogram = \"true\"\ntargets = [\"staging\"]\n[operation.params.name]\npattern = \"^[a-z]+$\"\n[operation.approval]\npaths = [\"record+approvals\", \"gera\", \"break-glass\"]\n" +
+	// Under the service a mutating operation needs a run_as account of
+	// its own (docs/DEPLOYMENT.md): each has one, which local mode ignores.
+	op := "[[operation]]\nname = \"noop\"\ndescription = \"does nothing\"\nprogram = \"true\"\ntargets = [\"staging\"]\nrun_as = \"nobody\"\n[operation.params.name]\npattern = \"^[a-z]+$\"\n[operation.approval]\npaths = [\"record+approvals\", \"gera\", \"break-glass\"]\n" +
 		// An operation with file parameters, the largest allowed more than
 		// MCP over HTTP's bound.
-		"[[operation]]\nname = \"push\"\ndescription = \"pushes files\"\nprogram = \"true\"\ntargets = [\"staging\"]\n" +
+		"[[operation]]\nname = \"push\"\ndescription = \"pushes files\"\nprogram = \"true\"\ntargets = [\"staging\"]\nrun_as = \"nobody\"\n" +
 		"[operation.files.config]\nmax_size = \"64KiB\"\n[operation.files.blob]\nmax_size = \"8MiB\"\n" +
 		// An operation that says something, run as nobody through the
 		// service (as root, here, in process).
 		"[[operation]]\nname = \"say\"\ndescription = \"says something\"\nprogram = \"echo\"\nargs = [\"said\"]\ntargets = [\"staging\"]\nrun_as = \"nobody\"\ncwd = \"/\"\n[operation.params.name]\npattern = \"^[a-z]+$\"\n[operation.approval]\npaths = [\"gera\"]\n"
 	if err := os.WriteFile(filepath.Join(h.dir, "operations", "noop.toml"), []byte(op), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	demo := filepath.Join(h.dir, "operations", "config.toml")
+	b, err := os.ReadFile(demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(demo, bytes.Replace(b, []byte("program = \"install\"\n"), []byte("program = \"install\"\nrun_as = \"nobody\"\n"), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// cab grants through freezes and breaks glass; past is a freeze.

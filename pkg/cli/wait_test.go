@@ -255,6 +255,8 @@ name = "noop"
 description = "does nothing"
 program = "true"
 targets = ["staging"]
+run_as = "nobody"
+cwd = "/"
 [operation.approval]
 paths = ["record+approvals"]
 `

@@ -371,6 +371,7 @@ func examine(c *config.Config, a Account, named bool) []Finding {
 	} else {
 		d.runAsPolicy()
 		d.credentialsNote()
+		d.secretsPresent()
 		switch {
 		case a.UID == 0 && named:
 			d.add(Critical, "run-as-reachable", "", fmt.Sprintf("%s is root: it can become every run_as account and the service account, and read every key and secret", a.Name),
@@ -600,6 +601,30 @@ func (d *doctor) credentialsNote() {
 	}
 	if slices.ContainsFunc(d.reg.All(), func(op *operations.Operation) bool { return len(op.Env.Secret) > 0 }) {
 		d.add(Info, "credentials", d.c.Path, "no credentials directory to check: the service reads $CREDENTIALS_DIRECTORY, filled by systemd from the unit's LoadCredential= sources, which doctor does not read", "keep those sources in a directory only root or prod-write can read, e.g. /etc/prod-write/credentials (0700)")
+	}
+}
+
+// secretsPresent checks that each env.secret of each operation has its
+// file in the credentials directory: run refuses a plan whose secret it
+// cannot read, and status says so (docs/DEPLOYMENT.md). A directory the
+// checking account cannot list says nothing.
+func (d *doctor) secretsPresent() {
+	dir := d.credentialsDir()
+	if dir == "" || d.reg == nil || d.c.Service.Secrets != "" {
+		return
+	}
+	if _, err := os.ReadDir(dir); err != nil {
+		return
+	}
+	for _, op := range d.reg.All() {
+		for _, name := range op.Env.Secret {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if err == nil && fi.Mode().IsRegular() {
+				continue
+			}
+			d.add(Warning, "secret-missing", filepath.Join(dir, name), fmt.Sprintf("operation %s needs the secret %s, which is not a file in %s: run refuses its plans, and status says so", op.Name, name, dir),
+				fmt.Sprintf("(umask 077 && printf '%%s' \"$VALUE\" > %s) && chown prod-write:prod-write %s", filepath.Join(dir, name), filepath.Join(dir, name)))
+		}
 	}
 }
 

@@ -238,6 +238,9 @@ func TestEachWeaknessIsFound(t *testing.T) {
 		{"registry file writable", func(t *testing.T, d *dep) { chmod(t, filepath.Join(d.dir, "operations", "ops.toml"), 0o666) }, "registry-writable", Critical, "operation file"},
 		{"registry directory writable", func(t *testing.T, d *dep) { chmod(t, filepath.Join(d.dir, "operations"), 0o777) }, "registry-writable", Critical, "registry directory"},
 		{"config writable", func(t *testing.T, d *dep) { chmod(t, d.cfg, 0o666) }, "config-writable", Critical, ""},
+		{"a secret an operation needs is not in the credentials", func(t *testing.T, d *dep) {
+			write(t, filepath.Join(d.dir, "operations", "ops.toml"), operation("/bin/true", "run_as = \"deployer\"\n[operation.env]\nsecret = [\"DB_PASSWORD\"]"))
+		}, "secret-missing", Warning, "needs the secret DB_PASSWORD"},
 		{"history writable", func(t *testing.T, d *dep) {
 			c, err := config.Load(d.cfg)
 			must(t, err)

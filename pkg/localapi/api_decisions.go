@@ -36,6 +36,11 @@ func (a API) File(_ context.Context, req api.FileRequest) (*api.FileResult, erro
 	if err != nil {
 		return nil, err
 	}
+	// No decision is posted for a plan that could never run: no one is
+	// asked to approve what run would refuse anyway.
+	if err := pc.Runnable(f.Runner()); err != nil {
+		return nil, err
+	}
 	now := f.Now().UTC()
 	id, rec, err := pc.File(k, pr, approval.CertaintyRecord{Summary: req.Summary, Effect: req.Effect, BlastRadius: req.BlastRadius, Rollback: req.Rollback, Certainty: req.Certainty}, now, req.TTL)
 	if err != nil {

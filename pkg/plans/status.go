@@ -93,6 +93,11 @@ func judge(rn *runner.Runner, pc *runner.PlanContext, dg operations.Digester, no
 	if err := pc.Reality(rn, dg); err != nil {
 		return dec, problems, err
 	}
+	// What run checks before it spends anything and that does not depend
+	// on the moment: status never says "would proceed" where run refuses.
+	if err := pc.Runnable(rn); err != nil {
+		return dec, problems, err
+	}
 	return dec, problems, gateErr
 }
 

@@ -356,6 +356,37 @@ func (r *Runner) notStarted(j *receipts.Journal, pc *PlanContext, in receipts.Ap
 	return fmt.Errorf("%w; the program was not started (receipts %d and %d say so; the approval's use is spent)", cause, in.Seq, done.Seq)
 }
 
+// Runnable makes the checks run makes before anything is spent that do
+// not depend on the moment: the account the program runs as (the
+// service's run_as rules) and each secret readable from the service's own
+// sources. status makes them, so that it never says a run would proceed
+// that run would refuse, and so does file, before a decision is posted.
+// In local mode secrets come from run's own environment, which is not
+// known before the run, so they are not checked here.
+func (pc *PlanContext) Runnable(r *Runner) error {
+	if r.Credential != nil {
+		if _, err := r.Credential(pc); err != nil {
+			return err
+		}
+	}
+	if r.Secret == nil {
+		return nil
+	}
+	for _, e := range pc.Plan.Env {
+		if e.Kind != operations.EnvSecret {
+			continue
+		}
+		if _, err := r.Secret(e.Name); err != nil {
+			return pc.secretUnreadable(e.Name, err)
+		}
+	}
+	return nil
+}
+
+func (pc *PlanContext) secretUnreadable(name string, err error) error {
+	return pc.Refuse(refusal.ParamInvalid, "secret %s cannot be read from the service's credentials: %v", name, err).Needs("credential " + name + " in the service's credentials directory")
+}
+
 // childEnv builds the program's whole environment from the plan: values as
 // bound, secrets read now by name. Nothing else is inherited.
 func (pc *PlanContext) childEnv(r *Runner) ([]string, error) {
@@ -368,7 +399,7 @@ func (pc *PlanContext) childEnv(r *Runner) ([]string, error) {
 			if r.Secret != nil {
 				v, err := r.Secret(e.Name)
 				if err != nil {
-					return nil, pc.Refuse(refusal.ParamInvalid, "secret %s cannot be read from the service's credentials: %v", e.Name, err).Needs("credential " + e.Name + " in the service's credentials directory")
+					return nil, pc.secretUnreadable(e.Name, err)
 				}
 				env = append(env, e.Name+"="+v)
 				continue

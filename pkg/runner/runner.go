@@ -263,6 +263,23 @@ func CheckPins(c *config.Config, p *approval.Policy, reg *operations.Registry) e
 	return nil
 }
 
+// NoRunAs makes each mutating operation of reg that names no run_as
+// unavailable, saying where it is declared: under the runner service it
+// has no account to run as, so it is refused when it is planned, before
+// anyone is asked to approve it, not when it is run (docs/DEPLOYMENT.md).
+// It returns what it made unavailable, for the service's log.
+func NoRunAs(reg *operations.Registry) []string {
+	var out []string
+	for _, op := range reg.All() {
+		if !op.IsMutating() || op.RunAs != "" || op.Unavailable != "" {
+			continue
+		}
+		op.Unavailable = fmt.Sprintf("%s: mutating operation %s declares no run_as: under the runner service it has no account of its own to run as, so it can never run; add run_as = \"ACCOUNT\" (docs/DEPLOYMENT.md)", op.Source, op.Name)
+		out = append(out, op.Unavailable)
+	}
+	return out
+}
+
 // CheckHistory refuses a trust policy or registry that the history beside
 // the trust policy does not have in force now (docs/DEPLOYMENT.md,
 // "Changing the policy"): a runner service that loaded it would make runs

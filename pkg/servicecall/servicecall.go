@@ -104,6 +104,9 @@ func (s *State) Load() error {
 	for _, w := range reg.Warnings {
 		s.Log.Printf("warning: %s", w)
 	}
+	for _, w := range runner.NoRunAs(reg) {
+		s.Log.Printf("warning: %s", w)
+	}
 	if warning != "" {
 		s.Log.Printf("warning: %s", warning)
 	}
