@@ -116,6 +116,8 @@ max_size = "1MiB"
 secret = ["DEPLOY_TOKEN"]
 EOF2
 printf '[service]\nsocket = "%s/pw.sock"\n' "$DIR" > client/prod-write.toml
+echo "\$ prod-write history record   (the history replay judges runs by: the service loads only what it holds)"
+"$BIN" history record
 echo "\$ prod-write serve &   (service log in serve.log)"
 "$BIN" serve > serve.log 2>&1 &
 SERVE=$!
