@@ -126,3 +126,19 @@ if ! command -v git >/dev/null 2>&1; then
 		echo "test-deps: git is missing; install Debian's git as root (apt-get install git) for the branch history tests" >&2
 	fi
 fi
+
+# Debian's PostgreSQL, for the real-tools deployment test (tests/deploy's
+# TestPsqlMigrationThroughTheService): a private cluster made with
+# /usr/lib/postgresql/N/bin/initdb and pg_ctl as the postgres account the
+# package creates, migrated through Debian's psql (pg_wrapper, run by its
+# path: docs/adr/0060-programs-run-by-their-path.md). From the
+# distribution, as root, when it is missing.
+if ! [ -x /usr/bin/psql ] || ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test-deps: installing postgresql and postgresql-client (apt)" >&2
+		apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql postgresql-client >&2
+	else
+		echo "test-deps: PostgreSQL is missing; install Debian's postgresql and postgresql-client as root (apt-get install postgresql postgresql-client) for the psql deployment test" >&2
+	fi
+fi
