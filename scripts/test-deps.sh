@@ -102,43 +102,35 @@ fi
 
 install_omniwitness
 
+# apt_install WHAT PACKAGE… installs Debian's packages as root when a test
+# needs them and they are missing, or says how to (every later test that
+# needs them then skips, or fails under PROD_WRITE_REQUIRE_SERVERS=1).
+apt_install() {
+	what=$1
+	shift
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "test-deps: installing $* (apt)" >&2
+		apt-get update -qq >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+	else
+		echo "test-deps: $* missing; install Debian's $* as root (apt-get install $*) for $what" >&2
+	fi
+}
+
 # Debian's chromium, for the approval page's browser test (pkg/cli's
 # TestApprovalPageInChromium, driven over the DevTools protocol by
-# chromedp): from the distribution, as root, when it is missing.
-if ! command -v chromium >/dev/null 2>&1; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		echo "test-deps: installing chromium (apt)" >&2
-		apt-get update -qq >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >&2
-	else
-		echo "test-deps: chromium is missing; install Debian's chromium as root (apt-get install chromium) for the browser test" >&2
-	fi
-fi
+# chromedp).
+command -v chromium >/dev/null 2>&1 || apt_install "the browser test" chromium
 
 # git, whose repositories replay reads as the protected branch's history
 # (receipts' TestReplayJudgesByTheBranch builds them with the real git).
-if ! command -v git >/dev/null 2>&1; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		echo "test-deps: installing git (apt)" >&2
-		apt-get update -qq >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git >&2
-	else
-		echo "test-deps: git is missing; install Debian's git as root (apt-get install git) for the branch history tests" >&2
-	fi
-fi
+command -v git >/dev/null 2>&1 || apt_install "the branch history tests" git
 
 # Debian's PostgreSQL, for the real-tools deployment test (tests/deploy's
 # TestPsqlMigrationThroughTheService): a private cluster made with
 # /usr/lib/postgresql/N/bin/initdb and pg_ctl as the postgres account the
 # package creates, migrated through Debian's psql (pg_wrapper, run by its
-# path: docs/adr/0060-programs-run-by-their-path.md). From the
-# distribution, as root, when it is missing.
+# path: docs/adr/0060-programs-run-by-their-path.md).
 if ! [ -x /usr/bin/psql ] || ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		echo "test-deps: installing postgresql and postgresql-client (apt)" >&2
-		apt-get update -qq >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql postgresql-client >&2
-	else
-		echo "test-deps: PostgreSQL is missing; install Debian's postgresql and postgresql-client as root (apt-get install postgresql postgresql-client) for the psql deployment test" >&2
-	fi
+	apt_install "the psql deployment test" postgresql postgresql-client
 fi
