@@ -61,6 +61,7 @@ func (f *Env) Runner() *runner.Runner {
 		r.OpenFile = sc.File
 		r.Secret = sc.State.Secret
 		r.Credential = sc.Credential
+		r.Account = sc.Account
 		r.Prepare = sc.Prepare
 		r.Snapshots = &sc.State.Snapshots
 		r.FinishOutput = sc.FinishOutput

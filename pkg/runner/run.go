@@ -357,15 +357,16 @@ func (r *Runner) notStarted(j *receipts.Journal, pc *PlanContext, in receipts.Ap
 }
 
 // Runnable makes the checks run makes before anything is spent that do
-// not depend on the moment: the account the program runs as (the
-// service's run_as rules) and each secret readable from the service's own
-// sources. status makes them, so that it never says a run would proceed
+// not depend on the moment or on the caller who runs: the account the
+// program runs as (the service's run_as rules; the working directory is
+// the running caller's, so not here) and each secret readable from the
+// service's own sources. status makes them, so that it never says a run would proceed
 // that run would refuse, and so does file, before a decision is posted.
 // In local mode secrets come from run's own environment, which is not
 // known before the run, so they are not checked here.
 func (pc *PlanContext) Runnable(r *Runner) error {
-	if r.Credential != nil {
-		if _, err := r.Credential(pc); err != nil {
+	if r.Account != nil {
+		if _, err := r.Account(pc); err != nil {
 			return err
 		}
 	}

@@ -84,6 +84,10 @@ type Runner struct {
 	// service: the operation's run_as), settled before anything is
 	// consumed.
 	Credential func(*PlanContext) (*syscall.Credential, error)
+	// Account, when set, is Credential without what depends on the caller
+	// who runs (the working directory it hands over): what status and
+	// file check before a run (PlanContext.Runnable).
+	Account func(*PlanContext) (*syscall.Credential, error)
 	// Prepare, when set, adjusts the execution the service decides (its
 	// fork, the directory entered through a descriptor).
 	Prepare func(*execute.Spec, *PlanContext)

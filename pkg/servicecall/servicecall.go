@@ -281,6 +281,20 @@ func (sc *Call) Close() {
 // never the caller's, never the service's own, never root unless the
 // configuration allows it (docs/adr/0011-runner-service.md).
 func (sc *Call) Credential(pc *runner.PlanContext) (*syscall.Credential, error) {
+	cred, err := sc.Account(pc)
+	if err != nil || cred == nil {
+		return cred, err
+	}
+	if err := sc.canEnter(pc, cred); err != nil {
+		return nil, pc.Refuse(refusal.RunAsRefused, "run_as account %q cannot enter the working directory: %v", pc.Op.RunAs, err).Needs("a run_as account in the operation (docs/DEPLOYMENT.md)")
+	}
+	return cred, nil
+}
+
+// Account is Credential without the working directory, which is the
+// running caller's: what status and file check of the account before a
+// run (runner.PlanContext.Runnable).
+func (sc *Call) Account(pc *runner.PlanContext) (*syscall.Credential, error) {
 	name := pc.Op.RunAs
 	refuse := func(format string, args ...any) error {
 		return pc.Refuse(refusal.RunAsRefused, format, args...).Needs("a run_as account in the operation (docs/DEPLOYMENT.md)")
@@ -324,9 +338,6 @@ func (sc *Call) Credential(pc *runner.PlanContext) (*syscall.Credential, error) 
 		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
 			cred.Groups = append(cred.Groups, uint32(n))
 		}
-	}
-	if err := sc.canEnter(pc, cred); err != nil {
-		return nil, refuse("run_as account %q cannot enter the working directory: %v", name, err)
 	}
 	return cred, nil
 }

@@ -926,19 +926,46 @@ func TestRunnerServiceBoundary(t *testing.T) {
 	t.Run("run_as_the_agent_or_the_service_account", func(t *testing.T) {
 		for _, op := range []string{"as-agent", "as-service", "as-root"} {
 			p := d.plan(t, d.agentWork, op)
-			d.approve(t, p.Fingerprint)
+			if op == "as-agent" {
+				// Filed by smith, whose account is not the run_as.
+				d.approve(t, p.Fingerprint)
+			} else {
+				// An account no caller may run as: file posts no
+				// decision for it (status predicts run); a gera go
+				// is given anyway, for run to refuse.
+				wantRefused(t, op+" filed", d.asRoot(t, "file", p.Fingerprint, "--key", d.smithKey,
+					"--summary", "s", "--effect", "e", "--blast-radius", "b", "--rollback", "r", "--certainty", "high", "--json"), "run_as_refused")
+				d.geraGo(t, p.Fingerprint, 1)
+			}
 			before := d.journalLines(t)
 			wantRefused(t, op+" run by the agent", d.asAgent(t, "run", p.Fingerprint, "--json"), "run_as_refused")
 			if after := d.journalLines(t); len(after) != len(before) {
 				t.Errorf("%s: a refused run wrote %d receipts", op, len(after)-len(before))
 			}
-			// Nothing consumed: the approval still counts.
+			// Nothing consumed: the approval still counts; and status
+			// says what run said (status predicts run), not "allowed".
 			r := d.asAgent(t, "status", p.Fingerprint, "--json")
 			var st struct {
 				Allowed bool `json:"allowed"`
+				Refusal *struct {
+					Code string `json:"code"`
+				} `json:"refusal"`
+				Evidence []struct {
+					Kind  string `json:"kind"`
+					Valid bool   `json:"valid"`
+					Used  int    `json:"used"`
+				} `json:"evidence"`
 			}
-			if r.code != 0 || json.Unmarshal([]byte(r.out), &st) != nil || !st.Allowed {
-				t.Errorf("%s: after the refused run, status says the approval no longer counts: %s", op, r)
+			if r.code != 77 || json.Unmarshal([]byte(r.out), &st) != nil || st.Allowed || st.Refusal == nil || st.Refusal.Code != "run_as_refused" {
+				t.Errorf("%s: status after the refused run: want exit 77, run_as_refused, as run: %s", op, r)
+			}
+			for _, e := range st.Evidence {
+				if !e.Valid || e.Used != 0 {
+					t.Errorf("%s: after the refused run, the %s no longer counts: %s", op, e.Kind, r)
+				}
+			}
+			if len(st.Evidence) == 0 {
+				t.Errorf("%s: status shows no evidence: %s", op, r)
 			}
 		}
 	})
