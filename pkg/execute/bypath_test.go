@@ -158,3 +158,23 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkByPath is what deciding to run by path adds to a run: the walk
+// of RootOnly and the stat of IsAt (a symbolic link on the way, as
+// Debian's /usr/bin/psql has).
+func BenchmarkByPath(b *testing.B) {
+	prog := "/usr/bin/psql"
+	if _, err := os.Stat(prog); err != nil {
+		prog = "/bin/sh"
+	}
+	snap, err := TakeSnapshot(prog, -1, true, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer snap.Close()
+	for b.Loop() {
+		if ByPath(snap, prog) == "" {
+			b.Fatal("not by path")
+		}
+	}
+}
