@@ -116,7 +116,8 @@ func (a *Attestor) Answer(req Request) (*Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now().UTC()
-	c, err := a.Source.check(req, now)
+	src := a.Source.Now()
+	c, err := src.check(req, now)
 	if err != nil {
 		return nil, err
 	}
@@ -128,14 +129,14 @@ func (a *Attestor) Answer(req Request) (*Result, error) {
 		return nil, fmt.Errorf("signing answer: %w", err)
 	}
 	if a.Admit == nil {
-		return a.Source.Admit(req, env, now)
+		return src.Admit(req, env, now)
 	}
 	r, err := a.Admit(req, env)
 	if err != nil {
 		return nil, err
 	}
 	// The service's view is the service's; the bridge shows its own.
-	if r.View, err = Describe(a.Source, req.Fingerprint, req.Record, now); err != nil {
+	if r.View, err = Describe(src, req.Fingerprint, req.Record, now); err != nil {
 		r.View = c.view
 	}
 	return r, nil

@@ -33,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/prod-write/prod-write/approval"
@@ -67,6 +68,46 @@ type Source struct {
 	// Page, when set, is the origin of the approval page the deployment
 	// serves: views link to it (docs/adr/0048-approval-page.md).
 	Page string
+	// Live, when set, holds the policy and registry the runner service
+	// loaded last: Now puts them in place of Policy and Registry, so that
+	// every bridge judges by what a reload (SIGHUP) loaded, at once
+	// (docs/DEPLOYMENT.md, "Reloading and stopping").
+	Live *Live
+}
+
+// Live is the policy and registry the runner service judges by now, for
+// bridges that run inside it.
+type Live struct {
+	v atomic.Pointer[loaded]
+}
+
+type loaded struct {
+	policy   *approval.Policy
+	registry *operations.Registry
+}
+
+// NewLive holds policy and registry.
+func NewLive(policy *approval.Policy, registry *operations.Registry) *Live {
+	l := &Live{}
+	l.Set(policy, registry)
+	return l
+}
+
+// Set replaces what l holds: the service's reload.
+func (l *Live) Set(policy *approval.Policy, registry *operations.Registry) {
+	l.v.Store(&loaded{policy: policy, registry: registry})
+}
+
+// Now is s with the policy and registry judged by now: those Live holds,
+// when it is set. Each bridge takes it once per request, so one request is
+// judged by one policy.
+func (s Source) Now() Source {
+	if s.Live != nil {
+		if l := s.Live.v.Load(); l != nil {
+			s.Policy, s.Registry = l.policy, l.registry
+		}
+	}
+	return s
 }
 
 // Input is what a judgement of one plan reads of the store: the plan,

@@ -184,7 +184,8 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 		return nil
 	}
 	now := f.Now().UTC()
-	j, err := Judge(f.Source, fp, now)
+	src := f.Source.Now()
+	j, err := Judge(src, fp, now)
 	if err != nil {
 		return err
 	}
@@ -192,7 +193,7 @@ func (f *FollowUps) checkPlan(ctx context.Context, fp string, posts []Post) erro
 	if err != nil {
 		return err
 	}
-	req := j.Request(f.Source.Policy, posts, events, f.Settings)
+	req := j.Request(src.Policy, posts, events, f.Settings)
 	settings := f.Settings.For(j.Op) // the operation's own rules win
 	if req == nil {
 		return nil
@@ -369,7 +370,7 @@ func (f *FollowUps) asked(req *DecisionRequest) []*approval.Principal {
 			continue
 		}
 		for _, id := range a.Who {
-			if pr, ok := f.Source.Policy.ByID(id); ok && !seen[id] {
+			if pr, ok := f.Source.Now().Policy.ByID(id); ok && !seen[id] {
 				seen[id] = true
 				out = append(out, pr)
 			}

@@ -128,4 +128,7 @@ type BridgeService struct {
 	Page *approvalpage.Server
 	// Now is the service's clock.
 	Now func() time.Time
+	// Live is the policy and registry the Slack and GitHub bridges judge
+	// by: the runner service's reload sets it.
+	Live *bridge.Live
 }

@@ -80,7 +80,8 @@ func NewBridgeService(f *Env, c *config.Config, reg *operations.Registry, policy
 	if b.Key == "" {
 		return nil, &config.Error{Path: c.Path, Msg: "[bridge] key is required: the bridge's own key, of a principal with role bridge"}
 	}
-	src := bridge.Source{Policy: policy, Registry: reg, Diffs: DiffRules(c), Page: PageOrigin(c, policy)}
+	// Live: the runner service's reload reaches every bridge at once.
+	src := bridge.Source{Policy: policy, Registry: reg, Diffs: DiffRules(c), Page: PageOrigin(c, policy), Live: bridge.NewLive(policy, reg)}
 	if through == nil {
 		st, err := f.Store(c)
 		if err != nil {
@@ -101,7 +102,7 @@ func NewBridgeService(f *Env, c *config.Config, reg *operations.Registry, policy
 	if through != nil {
 		att.Admit = admitThrough(through)
 	}
-	s := &BridgeService{Bridge: b, Attestor: att, Ledger: bridge.LedgerOf(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil)), Events: bridge.EventsOf(c), Now: f.Now}
+	s := &BridgeService{Bridge: b, Attestor: att, Ledger: bridge.LedgerOf(c), Log: slog.New(slog.NewTextHandler(f.IO.Err, nil)), Events: bridge.EventsOf(c), Now: f.Now, Live: src.Live}
 	if s.Requests, s.CheckEvery, err = bridge.RequestSettings(c); err != nil {
 		return nil, err
 	}

@@ -112,6 +112,14 @@ func Serve(f *Env, ready func()) error {
 				continue
 			}
 			st.Log.Printf("reloaded the trust policy and registry (%s)", st.Current().Registry.Digest)
+			if bridges != nil && bridges.Live != nil {
+				// The Slack and GitHub bridges judge every click and
+				// comment from now on by the new policy: an approver
+				// added counts, one removed is refused there, not
+				// shown as an approval the gate then refuses.
+				lp := st.Current()
+				bridges.Live.Set(lp.Policy, lp.Registry)
+			}
 			if bridges != nil && bridges.Page != nil {
 				// The approval page judges sign-ins and decisions by the
 				// new policy: a pasted passkey signs in, a removed one

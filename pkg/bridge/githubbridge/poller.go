@@ -212,7 +212,7 @@ func (p *Poller) decisions() (map[int][]bridge.Post, error) {
 // open reports whether any decision among posts can still take an answer.
 func (p *Poller) open(posts []bridge.Post) bool {
 	for _, post := range posts {
-		v, err := bridge.Describe(p.Attestor.Source, post.Fingerprint, post.Record, p.Attestor.Now())
+		v, err := bridge.Describe(p.Attestor.Source.Now(), post.Fingerprint, post.Record, p.Attestor.Now())
 		if err == nil && !v.Closed() {
 			return true
 		}
@@ -460,8 +460,9 @@ func (p *Poller) refusalReplyTo(body string) (itemKey, bool) {
 // replyRefused says on GitHub why a command was not recorded, when its
 // author is known to the trust policy by login or by id.
 func (p *Poller) replyRefused(ctx context.Context, it item, r *refusal.Error, replied bool) {
-	_, byLogin := p.Attestor.Policy.ByGitHub(it.login)
-	_, byID := p.Attestor.Policy.ByGitHubID(it.userID)
+	policy := p.Attestor.Source.Now().Policy
+	_, byLogin := policy.ByGitHub(it.login)
+	_, byID := policy.ByGitHubID(it.userID)
 	if replied || (!byLogin && !byID) {
 		return
 	}

@@ -371,7 +371,7 @@ func (u *Updater) send(ctx context.Context, d *delivery) error {
 	defer cancel()
 	switch d.Kind {
 	case kindUpdate:
-		v, err := bridge.Describe(u.src, d.Fingerprint, d.Record, u.now())
+		v, err := bridge.Describe(u.src.Now(), d.Fingerprint, d.Record, u.now())
 		if _, ok := refusal.As(err); ok {
 			return &permanentError{fmt.Errorf("describing the decision: %w", err)}
 		}
