@@ -309,7 +309,12 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 	// The MCP endpoint and, with an [oauth] table in the tokens file, its
 	// RFC 9728 metadata at the well-known URIs.
 	h.Mount(mux, "/mcp")
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, TLSConfig: tlsConf}
+	// Header, body and idle deadlines and a connection cap: no client,
+	// authenticated or not, holds the service's descriptors for long
+	// (mcpserver.Limits). No read or write timeout on the whole
+	// exchange: a wait for a decision, or a session's stream, may last.
+	srv := &http.Server{Handler: mux, TLSConfig: tlsConf}
+	ln = mcpserver.DefaultLimits.Bound(srv, ln)
 	var stopped atomic.Bool
 	calls.OnStop(func() {
 		// The service stops: no new connection, before any call learns

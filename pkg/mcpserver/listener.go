@@ -1,0 +1,84 @@
+package mcpserver
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/netutil"
+)
+
+// Limits bound what a client of MCP over HTTP can hold of the runner
+// service before and after it authenticates: each connection is one of
+// the service's descriptors (docs/adr/0047-mcp-http-limits-tls-origin-body.md).
+type Limits struct {
+	// Header is how long a request's headers may take to arrive.
+	Header time.Duration
+	// Body is how long a request's body may take to arrive, from its
+	// headers; a body not read to its end by then (a stalled upload, or
+	// the rest of a refused request's body) closes the connection. The
+	// answer's own time is not bounded here: a wait for a decision, or a
+	// session's stream, may last.
+	Body time.Duration
+	// Idle is how long a kept-alive connection may wait for its next
+	// request.
+	Idle time.Duration
+	// Conns caps the connections open at once; past it, new ones wait in
+	// the kernel's backlog until one closes.
+	Conns int
+}
+
+// DefaultLimits are the runner service's.
+var DefaultLimits = Limits{Header: 5 * time.Second, Body: 30 * time.Second, Idle: 60 * time.Second, Conns: 512}
+
+// Bound applies l to srv and ln: srv's header and idle timeouts and header
+// size, a body deadline around srv's handler, and ln capped at l.Conns.
+// It returns the listener to serve.
+func (l Limits) Bound(srv *http.Server, ln net.Listener) net.Listener {
+	srv.ReadHeaderTimeout = l.Header
+	srv.IdleTimeout = l.Idle
+	srv.MaxHeaderBytes = 64 << 10
+	srv.Handler = bodyWithin(srv.Handler, l.Body)
+	return netutil.LimitListener(ln, l.Conns)
+}
+
+// bodyWithin has each request's body arrive within d of its headers: the
+// connection's read deadline, lifted once the body has been read to its
+// end, so that the answer may take as long as it needs and the server can
+// tell when the client goes away. A request with no body is not bounded
+// further. The deadline stands while the server discards what a handler
+// left unread (a refused request's body), so that discard cannot stall.
+func bodyWithin(next http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || d <= 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Body = &liftOnEOF{ReadCloser: r.Body, rc: rc}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// liftOnEOF lifts the connection's read deadline once its body has been
+// read to the end.
+type liftOnEOF struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *liftOnEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.done {
+		b.done = true
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
