@@ -241,9 +241,25 @@ type verifier struct {
 	// to the introspection endpoint configured and nowhere else.
 	introspectClient *http.Client
 
-	mu        sync.Mutex
-	verifiers map[string]*oidc.IDTokenVerifier
+	mu      sync.Mutex
+	issuers map[string]*issuerState
 }
+
+// issuerState is one issuer's verifier, discovered on first use. Its own
+// lock is held while it is discovered, so that an issuer that does not
+// answer delays only the tokens that name it, never another issuer's; a
+// failed discovery is remembered for discoveryRetry, so that tokens
+// naming an issuer that is down are refused at once, without asking it
+// again each time (docs/adr/0042-oauth-resource-server.md).
+type issuerState struct {
+	mu     sync.Mutex
+	iv     *oidc.IDTokenVerifier
+	err    error
+	failed time.Time
+}
+
+// discoveryRetry is how long a failed discovery is remembered.
+var discoveryRetry = 30 * time.Second
 
 func newVerifier(o *OAuth, client *http.Client) *verifier {
 	if client == nil {
@@ -254,7 +270,7 @@ func newVerifier(o *OAuth, client *http.Client) *verifier {
 	}
 	ic := *client
 	ic.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &verifier{o: o, client: client, introspectClient: &ic, verifiers: map[string]*oidc.IDTokenVerifier{}}
+	return &verifier{o: o, client: client, introspectClient: &ic, issuers: map[string]*issuerState{}}
 }
 
 // claims are what is read of a verified token.
@@ -355,10 +371,32 @@ func (v *verifier) resolve(iss, sub string, groups, scopes []string) (Token, err
 // issuer returns iss's verifier, discovering it on first use.
 func (v *verifier) issuer(ctx context.Context, iss string) (*oidc.IDTokenVerifier, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if iv, ok := v.verifiers[iss]; ok {
-		return iv, nil
+	st := v.issuers[iss]
+	if st == nil {
+		st = &issuerState{}
+		v.issuers[iss] = st
 	}
+	v.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.iv != nil {
+		return st.iv, nil
+	}
+	if st.err != nil && time.Since(st.failed) < discoveryRetry {
+		return nil, fmt.Errorf("%w (failed %s ago; asked again after %s)", st.err, time.Since(st.failed).Round(time.Second), discoveryRetry)
+	}
+	iv, err := v.discover(ctx, iss)
+	if err != nil {
+		st.err, st.failed = err, time.Now()
+		return nil, err
+	}
+	st.iv, st.err = iv, nil
+	return iv, nil
+}
+
+// discover discovers iss: its OpenID configuration, or its RFC 8414
+// metadata, and a verifier of its keys.
+func (v *verifier) discover(ctx context.Context, iss string) (*oidc.IDTokenVerifier, error) {
 	// The keys are fetched later, with the context of the request that
 	// needs them; discovery is bounded by the client's timeout.
 	cctx := oidc.ClientContext(context.WithoutCancel(ctx), v.client)
@@ -381,7 +419,6 @@ func (v *verifier) issuer(ctx context.Context, iss string) (*oidc.IDTokenVerifie
 		// never: "none" is no signature
 		InsecureSkipSignatureCheck: false,
 	})
-	v.verifiers[iss] = iv
 	return iv, nil
 }
 
