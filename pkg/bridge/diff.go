@@ -3,8 +3,11 @@ package bridge
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // Limits of [UnifiedDiff]. A diff is shown to people in a Slack message or
@@ -38,7 +41,9 @@ type edit struct {
 // [DiffMaxBytes]. A side that is larger than [DiffMaxInput], is not UTF-8
 // text or holds a NUL byte, or a diff of more than diffMaxEdits changed
 // lines, is an error saying so: nothing partial is shown as whole.
-// Every rune that would not show as itself is escaped ([Clean]).
+// Every rune that would not show as itself is escaped (package visible),
+// and a line holding anything but ASCII is preceded by a line naming its
+// code points ([nonASCII]).
 func UnifiedDiff(old, new []byte) (hunks []string, cut bool, err error) {
 	for _, side := range []struct {
 		name string
@@ -250,7 +255,10 @@ func hunksOf(edits []edit) ([]string, bool) {
 			return out, true
 		}
 		for _, e := range edits[start:end] {
-			for k, l := range strings.Split(Clean(e.line), "\n") {
+			if mark := nonASCII(e.line); mark != "" && !add(mark) {
+				return out, true
+			}
+			for k, l := range strings.Split(visible.Text(e.line), "\n") {
 				prefix := string(e.op)
 				if k > 0 {
 					prefix = "" // the "\ No newline at end of file" marker
@@ -265,4 +273,37 @@ func hunksOf(edits []edit) ([]string, bool) {
 		i = end
 	}
 	return out, false
+}
+
+// nonASCII is the line shown before a diff line that holds bytes outside
+// ASCII, naming its code points, or "": a letter that looks like an ASCII
+// one (Cyrillic а for a) shows as itself, so the approver is told where
+// to look (docs/adr/0062-showing-agent-text.md). It starts with "!", which
+// no line of a unified diff does.
+func nonASCII(line string) string {
+	const most = 8
+	var seen []rune
+	more := false
+	for _, r := range line {
+		if r < utf8.RuneSelf || slices.Contains(seen, r) {
+			continue
+		}
+		if len(seen) == most {
+			more = true
+			break
+		}
+		seen = append(seen, r)
+	}
+	if len(seen) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("! non-ASCII on the next line:")
+	for _, r := range seen {
+		fmt.Fprintf(&b, " %U", r)
+	}
+	if more {
+		b.WriteString(" …")
+	}
+	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // Notice is what a bridge adds to a posted decision after posting it.
@@ -413,7 +414,7 @@ func decidedText(r *DecisionRequest) string {
 	}
 	s := fmt.Sprintf("Decided: denied (%s by %s, via %s). This plan can no longer run until the veto expires.", d.Verdict, d.By, d.Via)
 	if d.Reason != "" {
-		s += "\nReason: " + Clean(d.Reason)
+		s += "\nReason: " + visible.Text(d.Reason)
 	}
 	return s
 }

@@ -2,55 +2,21 @@ package bridge
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // The text a bridge shows comes partly from the agent (params, file paths,
 // pass variables) and the operator (the record's fields). It is rendered as
-// plain text only — Slack plain_text objects, GitHub code blocks — and every
-// rune that would not show as itself (control and format characters such as
-// bidirectional overrides) is escaped, so what the approver reads is what
-// runs.
-
-// Clean escapes runes that would not show as themselves, keeping newlines.
-func Clean(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n':
-			b.WriteRune(r)
-		case !unicode.IsPrint(r):
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// QuoteArgv shows argv unambiguously: an element with anything but safe
-// characters is quoted Go-style, so spaces and control bytes are visible.
-func QuoteArgv(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		out[i] = quoteWord(a)
-	}
-	return strings.Join(out, " ")
-}
-
-func quoteWord(a string) string {
-	if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@{}%") == "" {
-		return a
-	}
-	return strconv.Quote(a)
-}
+// plain text only — Slack plain_text objects, GitHub code blocks, the
+// page's textContent — through package visible, the one rule for every
+// surface (docs/adr/0062-showing-agent-text.md): every code point that
+// would not show as itself is escaped and every argv element is quoted on
+// its own, so what the approver reads is what runs.
 
 // VetoRule states the veto rule of SPEC §3 as every surface shows it (the
 // GitHub issue, Slack's confirm dialog, decide --help).
@@ -58,7 +24,7 @@ const VetoRule = "A deny is a veto: it wins over every approval, and approvals g
 
 // Title is a one-line name of the decision.
 func Title(v *View) string {
-	return fmt.Sprintf("prod-write decision: %s on %s", v.Plan.Operation, v.Plan.Target)
+	return fmt.Sprintf("prod-write decision: %s on %s", visible.Text(v.Plan.Operation), visible.Word(v.Plan.Target))
 }
 
 // PlanLines describes the plan: everything its fingerprint binds that a
@@ -71,16 +37,16 @@ func PlanLines(p *operations.Plan) []string {
 	lines := []string{
 		"Fingerprint: " + p.Fingerprint,
 		fmt.Sprintf("Operation:   %s (%s)", p.Operation, mut),
-		"Target:      " + Clean(p.Target),
-		"Argv:        " + QuoteArgv(p.Argv),
-		"Cwd:         " + quoteWord(p.Cwd),
+		"Target:      " + visible.Word(p.Target),
+		"Argv:        " + visible.Argv(p.Argv),
+		"Cwd:         " + visible.Word(p.Cwd),
 		"Program:     " + p.ProgramSHA256,
 	}
 	if ip := p.Interpreter; ip != nil {
-		lines = append(lines, fmt.Sprintf("Interpreter: %s (%s)", quoteWord(ip.Path), ip.SHA256))
+		lines = append(lines, fmt.Sprintf("Interpreter: %s (%s)", visible.Word(ip.Path), ip.SHA256))
 	}
 	for _, f := range p.Files {
-		lines = append(lines, fmt.Sprintf("File:        %s = %s (%d bytes, %s)", Clean(f.Name), quoteWord(f.Path), f.Size, f.SHA256))
+		lines = append(lines, fmt.Sprintf("File:        %s = %s (%d bytes, %s)", visible.Text(f.Name), visible.Word(f.Path), f.Size, f.SHA256))
 	}
 	for _, e := range p.Env {
 		switch e.Kind {
@@ -89,19 +55,19 @@ func PlanLines(p *operations.Plan) []string {
 		case operations.EnvUnset:
 			lines = append(lines, fmt.Sprintf("Env:         %s (unset)", e.Name))
 		default:
-			lines = append(lines, fmt.Sprintf("Env:         %s=%s", e.Name, quoteWord(e.Value)))
+			lines = append(lines, fmt.Sprintf("Env:         %s=%s", e.Name, visible.Word(e.Value)))
 		}
 	}
 	if pb := p.Precondition; pb != nil {
 		// What the approval is given for includes the state the check saw
 		// (issue 22): run checks it again and refuses if it changed.
-		lines = append(lines, fmt.Sprintf("Precondition: %s printed %s when planned; run checks it again before anything is spent", quoteWord(pb.Check), pb.OutputSHA256))
+		lines = append(lines, fmt.Sprintf("Precondition: %s printed %s when planned; run checks it again before anything is spent", visible.Word(pb.Check), pb.OutputSHA256))
 		if out := p.PreconditionOutput; out != nil {
 			shown := *out
 			if len(shown) > maxPreconditionShown {
 				shown = shown[:maxPreconditionShown] + "…"
 			}
-			lines = append(lines, "Check output: "+strconv.Quote(shown))
+			lines = append(lines, "Check output: "+visible.Quote(shown))
 		}
 	}
 	lines = append(lines, fmt.Sprintf("Planned by:  %s at %s", p.Planner, stamp(p.Created)))
@@ -125,11 +91,11 @@ func RecordLines(v *View) []string {
 		"Record:       " + v.RecordID,
 		fmt.Sprintf("Filed by:     %s at %s", r.Filer, stamp(r.Issued)),
 		"Expires:      " + stamp(r.Expires),
-		"Certainty:    " + Clean(r.Certainty),
-		"Summary:      " + Clean(r.Summary),
-		"Effect:       " + Clean(r.Effect),
-		"Blast radius: " + Clean(r.BlastRadius),
-		"Rollback:     " + Clean(r.Rollback),
+		"Certainty:    " + visible.Text(r.Certainty),
+		"Summary:      " + visible.Text(r.Summary),
+		"Effect:       " + visible.Text(r.Effect),
+		"Blast radius: " + visible.Text(r.BlastRadius),
+		"Rollback:     " + visible.Text(r.Rollback),
 	}
 	if v.RecordProblem != "" {
 		lines = append(lines, "Does not count: "+v.RecordProblem)
@@ -169,18 +135,18 @@ func PageLines(v *View) []string {
 // DiffLines show what a file parameter changes: a unified diff against
 // the file it replaces, or why none is shown (see [DiffRules]).
 func DiffLines(d FileDiff) []string {
-	cur := quoteWord(d.Against)
+	cur := visible.Word(d.Against)
 	if d.Created {
 		cur += " (does not exist yet)"
 	}
-	lines := []string{fmt.Sprintf("File %s replaces %s", Clean(d.File), cur)}
+	lines := []string{fmt.Sprintf("File %s replaces %s", visible.Text(d.File), cur)}
 	switch {
 	case d.NotShown != "":
-		return append(lines, "No diff shown: "+Clean(d.NotShown))
+		return append(lines, "No diff shown: "+visible.Text(d.NotShown))
 	case len(d.Hunks) == 0:
 		return append(lines, "No change: the new file is the same as the current one.")
 	}
-	lines = append(lines, "--- "+cur+" (current)", "+++ "+Clean(d.File)+" (planned, as the fingerprint binds it)")
+	lines = append(lines, "--- "+cur+" (current)", "+++ "+visible.Text(d.File)+" (planned, as the fingerprint binds it)")
 	lines = append(lines, d.Hunks...)
 	if d.Cut {
 		lines = append(lines, fmt.Sprintf("… (diff cut at %d lines or %d bytes: see the file itself)", DiffMaxLines, DiffMaxBytes))

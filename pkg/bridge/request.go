@@ -10,6 +10,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // Request states. A request is pending until the gate opens (approved), a
@@ -313,7 +314,7 @@ func (r *DecisionRequest) Sentence() string {
 		if d := r.Decision; d != nil {
 			s := fmt.Sprintf("denied: %s by %s (%s)", d.Verdict, d.By, d.Via)
 			if d.Reason != "" {
-				s += ", reason: " + Clean(d.Reason)
+				s += ", reason: " + visible.Text(d.Reason)
 			}
 			return s
 		}

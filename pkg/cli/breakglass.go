@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/localapi"
+	"github.com/prod-write/prod-write/pkg/visible"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -104,7 +104,7 @@ func breakGlassShow(o *BreakGlassOptions) error {
 	if o.F.JSON {
 		return printJSON(o.F.IO.Out, res.Written)
 	}
-	fmt.Fprintf(o.F.IO.Out, "break-glass by %s for %s, incident %s (%s; expires %s): run it now; the approvers it skips will be notified\n", res.Actor, res.Fingerprint, bridge.Clean(res.Incident), res.ID, res.Expires.Format(time.RFC3339))
+	fmt.Fprintf(o.F.IO.Out, "break-glass by %s for %s, incident %s (%s; expires %s): run it now; the approvers it skips will be notified\n", res.Actor, res.Fingerprint, visible.Text(res.Incident), res.ID, res.Expires.Format(time.RFC3339))
 	return nil
 }
 
@@ -167,7 +167,7 @@ func (l *breakGlassLister) print(w io.Writer) {
 		if r.Reviewed {
 			rev = "yes"
 		}
-		incident := bridge.Clean(r.Incident)
+		incident := visible.Text(r.Incident)
 		if l.redact {
 			incident = "(redacted)"
 		}

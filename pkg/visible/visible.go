@@ -119,6 +119,15 @@ func Text(s string) string {
 	return w.b.String()
 }
 
+// Line is s with every hidden code point escaped, a newline too: for a
+// field shown on one line (a reason, a name), where a line break would
+// let the text pass for a line of the surface's own.
+func Line(s string) string {
+	var w shower
+	w.each(s, w.rune)
+	return w.b.String()
+}
+
 // safe is what a word may hold and still be shown bare.
 const safe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@{}%"
 
@@ -130,6 +139,12 @@ func Word(s string) string {
 	if s != "" && strings.Trim(s, safe) == "" {
 		return s
 	}
+	return Quote(s)
+}
+
+// Quote is s in double quotes, with " and \ escaped and every hidden code
+// point (a newline too) escaped: [Word], never bare.
+func Quote(s string) string {
 	var w shower
 	w.b.WriteByte('"')
 	w.each(s, func(r rune) {

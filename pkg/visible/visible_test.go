@@ -47,6 +47,12 @@ func TestText(t *testing.T) {
 	}
 }
 
+func TestLine(t *testing.T) {
+	if got := visible.Line("no approval of /srv/app\ngate:        open\u3164"); got != `no approval of /srv/app\ngate:        open\u3164` {
+		t.Errorf("Line: %s", got)
+	}
+}
+
 func TestWordAndArgv(t *testing.T) {
 	if got := visible.Argv([]string{"/bin/echo", "a b", "x;rm -rf /", "plain-word", "", `q"\`}); got != `/bin/echo "a b" "x;rm -rf /" plain-word "" "q\"\\"` {
 		t.Errorf("Argv: %s", got)

@@ -48,6 +48,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 //go:embed assets
@@ -628,7 +629,8 @@ func (s *Server) decision(r *http.Request, _ []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return viewOf(j, v), nil
+	b, err := Shown(j, v)
+	return json.RawMessage(b), err
 }
 
 type challengeRequest struct {
@@ -720,7 +722,7 @@ func (s *Server) decide(r *http.Request, body []byte) (any, error) {
 	}
 	raw := par.Raw.AssertionResponse
 	d := approval.PasskeyDecision{Fingerprint: st.Fingerprint, Record: st.Record, Decision: st.Decision, Approver: se.principal,
-		Reason: bridge.Clean(req.Reason), Nonce: st.Nonce, Issued: st.Issued, Expires: st.Expires,
+		Reason: visible.Text(req.Reason), Nonce: st.Nonce, Issued: st.Issued, Expires: st.Expires,
 		Assertion: approval.PasskeyAssertion{CredentialID: par.RawID, AuthenticatorData: raw.AuthenticatorData, ClientDataJSON: raw.ClientDataJSON, Signature: raw.Signature}}
 	env, err := approval.Sign(s.c.Key, approval.TypePasskey, d)
 	if err != nil {

@@ -36,6 +36,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // NewClient returns a go-github client for the API at api ("" is
@@ -162,11 +163,11 @@ func fence(b *strings.Builder, lines []string) {
 // inline is a file parameter's name in a heading: names match
 // ^[A-Za-z_][A-Za-z0-9_]*$ (the registry checks), so only _ could be
 // Markdown; it is escaped anyway.
-func inline(name string) string { return strings.ReplaceAll(bridge.Clean(name), "_", `\_`) }
+func inline(name string) string { return strings.ReplaceAll(visible.Text(name), "_", `\_`) }
 
 // Title is the decision issue's title.
 func Title(v *bridge.View) string {
-	return fmt.Sprintf("prod-write: approve %s on %s? (%.19s…)", v.Plan.Operation, v.Plan.Target, v.Plan.Fingerprint)
+	return fmt.Sprintf("prod-write: approve %s on %s? (%.19s…)", visible.Text(v.Plan.Operation), visible.Word(v.Plan.Target), v.Plan.Fingerprint)
 }
 
 // Body is the decision, in Markdown.

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-github/v66/github"
 
 	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // pollReviews reads the reviews of decision pull request number and
@@ -189,7 +190,7 @@ func (p *Poller) reviewNodes(ctx context.Context, ids []string) ([]*reviewNode, 
 	}
 	for _, e := range out.Errors {
 		if e.Type != "NOT_FOUND" {
-			return nil, fmt.Errorf("asking GitHub's GraphQL API whether reviews were edited: %s (%s)", bridge.Clean(e.Message), bridge.Clean(e.Type))
+			return nil, fmt.Errorf("asking GitHub's GraphQL API whether reviews were edited: %s (%s)", visible.Text(e.Message), visible.Text(e.Type))
 		}
 	}
 	if out.Data == nil || len(out.Data.Nodes) != len(ids) {

@@ -19,6 +19,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/store"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // Action ids of the two buttons, and the prefix of the id of the block
@@ -126,7 +127,7 @@ func Blocks(v *bridge.View) []slack.Block {
 	value := ButtonValue(v.Plan.Fingerprint, v.RecordID)
 	approve := slack.NewButtonBlockElement(ActionApprove, value, plain("Approve")).WithStyle(slack.StylePrimary).
 		WithConfirm(slack.NewConfirmationBlockObject(plain("Approve this exact invocation?"),
-			plain(truncate(fmt.Sprintf("You approve %s on %s, fingerprint %s, as described by record %.12s…. Your answer is signed in your name and lives %s; one run spends it.", v.Plan.Operation, v.Plan.Target, v.Plan.Fingerprint, v.RecordID, bridge.Duration(approval.DefaultAnswerTTL)), 300)),
+			plain(truncate(fmt.Sprintf("You approve %s on %s, fingerprint %s, as described by record %.12s…. Your answer is signed in your name and lives %s; one run spends it.", visible.Text(v.Plan.Operation), visible.Word(v.Plan.Target), v.Plan.Fingerprint, v.RecordID, bridge.Duration(approval.DefaultAnswerTTL)), 300)),
 			plain("Approve"), plain("Cancel")))
 	deny := slack.NewButtonBlockElement(ActionDeny, value, plain("Deny")).WithStyle(slack.StyleDanger).
 		WithConfirm(slack.NewConfirmationBlockObject(plain("Deny (veto) this plan?"),
@@ -183,7 +184,7 @@ var _ bridge.Follower = (*Poster)(nil)
 // documented three: &, <, >), so that text a person wrote (a reason) shows
 // as itself and can never mention anyone or link anywhere.
 func escapeText(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(bridge.Clean(s))
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(visible.Text(s))
 }
 
 // noticeText is n as message text: mentions of the principals' Slack

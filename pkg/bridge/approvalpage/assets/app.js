@@ -160,9 +160,28 @@
     const dl = el("dl");
     for (const [k, v, cls] of pairs) {
       dl.appendChild(el("dt", k));
-      dl.appendChild(el("dd", v, cls));
+      if (v instanceof Node) {
+        const dd = el("dd", null, cls);
+        dd.appendChild(v);
+        dl.appendChild(dd);
+      } else {
+        dl.appendChild(el("dd", v, cls));
+      }
     }
     return dl;
+  }
+
+  // words boxes each argv element on its own: the server sends each as a
+  // visible.Word (quoted when it holds more than safe characters, hidden
+  // code points escaped), and the boxes show where each starts and ends
+  // (docs/adr/0062-showing-agent-text.md).
+  function words(argv) {
+    const span = el("span", null, "argv");
+    argv.forEach((a, i) => {
+      if (i > 0) span.appendChild(document.createTextNode(" "));
+      span.appendChild(el("code", a, "arg"));
+    });
+    return span;
   }
 
   function list(items) {
@@ -179,7 +198,7 @@
       ["Fingerprint", v.fingerprint, "fp"],
       ["Operation", v.operation + (v.mutating ? " (mutating)" : " (not mutating)")],
       ["Target", v.target],
-      ["Argv", v.argv.join(" ")],
+      ["Argv", words(v.argv)],
       ["Cwd", v.cwd],
       ["Environment", v.env.length ? v.env.map((e) => e.name + " (" + e.kind + ")").join(", ") : "none"],
       ["Planned by", v.planner + " at " + v.created],
