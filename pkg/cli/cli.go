@@ -6,6 +6,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // Version is what `--version`, the man pages and MCP's serverInfo report:
@@ -110,10 +112,17 @@ func NewFactory() *Factory {
 
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	// The same value, with what would not show as itself written as
+	// \u escapes (docs/adr/0062-showing-agent-text.md).
+	_, err := w.Write(visible.JSON(buf.Bytes()))
+	return err
 }
 
 // Main runs the command tree with os.Args and returns the exit status: it

@@ -12,6 +12,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // PlanOptions are plan's inputs.
@@ -136,26 +137,26 @@ func printPlan(w io.Writer, p *operations.Plan) {
 	}
 	fmt.Fprintf(w, "fingerprint: %s\n", p.Fingerprint)
 	fmt.Fprintf(w, "operation:   %s (%s)\n", p.Operation, mut)
-	fmt.Fprintf(w, "target:      %s\n", p.Target)
-	fmt.Fprintf(w, "argv:        %s\n", quoteArgv(p.Argv))
+	fmt.Fprintf(w, "target:      %s\n", visible.Word(p.Target))
+	fmt.Fprintf(w, "argv:        %s\n", visible.Argv(p.Argv))
 	if ip := p.Interpreter; ip != nil {
-		fmt.Fprintf(w, "interpreter: %s (%s)\n", ip.Path, ip.SHA256)
+		fmt.Fprintf(w, "interpreter: %s (%s)\n", visible.Word(ip.Path), ip.SHA256)
 	}
 	if len(p.Argv) > 0 {
 		fmt.Fprintf(w, "runs:        %s\n", runsBy(p.Argv[0]))
 	}
-	fmt.Fprintf(w, "cwd:         %s\n", p.Cwd)
+	fmt.Fprintf(w, "cwd:         %s\n", visible.Word(p.Cwd))
 	for _, fl := range p.Files {
 		if _, inline := operations.InlineName(fl.Path); inline {
-			fmt.Fprintf(w, "file:        %s, supplied inline over MCP HTTP (%d bytes, %s)\n", fl.Name, fl.Size, fl.SHA256)
+			fmt.Fprintf(w, "file:        %s, supplied inline over MCP HTTP (%d bytes, %s)\n", visible.Text(fl.Name), fl.Size, fl.SHA256)
 			continue
 		}
-		fmt.Fprintf(w, "file:        %s = %s (%d bytes, %s)\n", fl.Name, fl.Path, fl.Size, fl.SHA256)
+		fmt.Fprintf(w, "file:        %s = %s (%d bytes, %s)\n", visible.Text(fl.Name), visible.Word(fl.Path), fl.Size, fl.SHA256)
 	}
 	if pc := p.Precondition; pc != nil {
-		fmt.Fprintf(w, "precondition: %s (check %s) printed %s\n", pc.Check, pc.CheckFingerprint, pc.OutputSHA256)
+		fmt.Fprintf(w, "precondition: %s (check %s) printed %s\n", visible.Word(pc.Check), pc.CheckFingerprint, pc.OutputSHA256)
 		if p.PreconditionOutput != nil {
-			fmt.Fprint(w, runner.Indent(*p.PreconditionOutput))
+			fmt.Fprint(w, runner.Indent(visible.Text(*p.PreconditionOutput)))
 		}
 	}
 	for _, e := range p.Env {
@@ -165,24 +166,10 @@ func printPlan(w io.Writer, p *operations.Plan) {
 		case operations.EnvUnset:
 			fmt.Fprintf(w, "env:         %s (unset)\n", e.Name)
 		default:
-			fmt.Fprintf(w, "env:         %s=%s\n", e.Name, e.Value)
+			fmt.Fprintf(w, "env:         %s=%s\n", e.Name, visible.Word(e.Value))
 		}
 	}
 	if p.Planner != "" {
 		fmt.Fprintf(w, "planner:     %s at %s\n", p.Planner, p.Created.Format("2006-01-02T15:04:05Z"))
 	}
-}
-
-// quoteArgv shows argv unambiguously: an element with anything but safe
-// characters is quoted Go-style, so control bytes and spaces are visible.
-func quoteArgv(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@{}%") == "" {
-			out[i] = a
-		} else {
-			out[i] = fmt.Sprintf("%q", a)
-		}
-	}
-	return strings.Join(out, " ")
 }

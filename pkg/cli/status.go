@@ -11,6 +11,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/localapi"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // StatusOptions are status's inputs.
@@ -95,7 +96,7 @@ func printStatus(f *Factory, s *api.StatusResult) error {
 	if s.Plan != nil {
 		printPlan(w, s.Plan)
 	} else {
-		fmt.Fprintf(w, "fingerprint: %s\noperation:   %s\ntarget:      %s\n", s.Fingerprint, s.Operation, s.Target)
+		fmt.Fprintf(w, "fingerprint: %s\noperation:   %s\ntarget:      %s\n", visible.Line(s.Fingerprint), visible.Line(s.Operation), visible.Word(s.Target))
 		fmt.Fprintf(w, "redacted:    what the plan binds is shown only to a caller with a key of the trust policy\n")
 	}
 	{
@@ -121,7 +122,7 @@ func printStatus(f *Factory, s *api.StatusResult) error {
 		fmt.Fprintf(w, "precondition: not run by status; run runs the check again before consuming anything\n")
 	}
 	for _, p := range s.Problems {
-		fmt.Fprintf(w, "problem:     %s\n", p)
+		fmt.Fprintf(w, "problem:     %s\n", visible.Line(p.String()))
 	}
 	fmt.Fprintf(w, "why:         %s\n", s.Explanation.Sentence)
 	if s.ApprovalPage != "" {
@@ -141,9 +142,9 @@ func printStatus(f *Factory, s *api.StatusResult) error {
 		return nil
 	}
 	r := s.Refusal
-	fmt.Fprintf(w, "gate:        closed (%s): %s\n", r.Code, r.Reason)
+	fmt.Fprintf(w, "gate:        closed (%s): %s\n", r.Code, visible.Line(r.Reason))
 	if len(r.Missing) > 0 {
-		fmt.Fprintf(w, "missing:     %s\n", strings.Join(r.Missing, "; "))
+		fmt.Fprintf(w, "missing:     %s\n", visible.Line(strings.Join(r.Missing, "; ")))
 	}
 	return &ExitError{Code: ExitRefused}
 }

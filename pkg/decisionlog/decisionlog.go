@@ -43,6 +43,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // FormatVersion is the version of the line format; a field is only ever
@@ -157,7 +159,9 @@ func (e *Entry) encode() []byte {
 		// Only strings, ints and slices of them: cannot happen.
 		panic(err)
 	}
-	return append(b, '\n')
+	// What would not show as itself in a SIEM is written as \u escapes,
+	// the value the same (docs/adr/0062-showing-agent-text.md).
+	return append(visible.JSON(b), '\n')
 }
 
 // clip cuts s to at most n bytes, on a rune boundary.

@@ -79,6 +79,7 @@ import (
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // ToolAbsent is the refusal code of a call to a tool that does not exist
@@ -339,7 +340,10 @@ func marshal(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	// A model relays what it reads to people: what would not show as
+	// itself is written as \u escapes, the value the same
+	// (docs/adr/0062-showing-agent-text.md).
+	return visible.JSON(bytes.TrimRight(buf.Bytes(), "\n")), nil
 }
 
 func instructions(pr *approval.Principal, s *scope) string {
