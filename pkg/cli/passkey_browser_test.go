@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
 	"github.com/prod-write/prod-write/pkg/testservers"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // chromiumPath is Debian's chromium (scripts/test-deps.sh installs it).
@@ -102,6 +104,25 @@ func TestApprovalPageInChromium(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Fatalf("signed in, the page does not show %q:\n%s", want, body)
 		}
+	}
+
+	// Every argv element in a box of its own, as visible.Word shows it
+	// (docs/adr/0062-showing-agent-text.md).
+	_, stdout, _ := w.h.run("status", w.fp, "--json")
+	var status struct {
+		Plan struct {
+			Argv []string `json:"argv"`
+		} `json:"plan"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &status); err != nil || len(status.Plan.Argv) < 2 {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	boxes, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("dd code.arg"), (e) => e.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := wordsOf(status.Plan.Argv); !slices.Equal(boxes, want) {
+		t.Fatalf("the page boxes argv as %q, want %q", boxes, want)
 	}
 
 	// Screenshots at phone and desktop width, in the test's directory
@@ -366,4 +387,12 @@ func shot(t *testing.T, ctx context.Context, name string, w, h int64) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+func wordsOf(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = visible.Word(a)
+	}
+	return out
 }
