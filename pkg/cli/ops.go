@@ -12,6 +12,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/api"
 	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/localapi"
+	"github.com/prod-write/prod-write/pkg/visible"
 )
 
 // NewCmdOps builds `ops list` and `ops show`.
@@ -140,6 +141,7 @@ func opsShow(f *Factory, op *operations.Operation) error {
 // root can change it, else from a sealed snapshot, and why.
 func runsBy(path string) string {
 	mode, why := execute.Mode(path)
+	why = visible.Line(why)
 	if mode == "path" {
 		return "by its path (" + why + ")"
 	}
