@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"path"
 	"sort"
 	"strings"
@@ -130,7 +131,7 @@ func BranchHistory(b Branch, current *approval.Policy, defs []*operations.Operat
 	for _, op := range defs {
 		want[op.Name] = op.Digest
 	}
-	if !sameOps(ops, want) {
+	if !maps.Equal(ops, want) {
 		return nil, &BranchError{Msg: fmt.Sprintf("the registry %s differs from the one of %s (%s): replay judges by the committed history, so commit the change (or replay a checkout of the protected branch as it is)", b.Registry, b.Where, head)}
 	}
 	return h, nil
@@ -141,17 +142,6 @@ type BranchError struct{ Msg string }
 
 func (e *BranchError) Error() string { return e.Msg }
 
-func sameOps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
 
 // branchPolicy reads and parses the trust policy commit c holds, with the
 // freeze calendars it names as c holds them. A policy that is absent or
