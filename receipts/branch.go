@@ -142,7 +142,6 @@ type BranchError struct{ Msg string }
 
 func (e *BranchError) Error() string { return e.Msg }
 
-
 // branchPolicy reads and parses the trust policy commit c holds, with the
 // freeze calendars it names as c holds them. A policy that is absent or
 // does not parse is no version: no host could have loaded it, so the one
