@@ -1,12 +1,17 @@
 package runner
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
@@ -216,6 +221,11 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 			if err := dl.Ready(); err != nil {
 				return nil, err
 			}
+			// Nothing is spent for a run whose receipts the journal's
+			// disk has no room for.
+			if err := r.roomFor(pc, pc.intent(r, dec, evidence, 0)); err != nil {
+				return nil, err
+			}
 			logReady = true
 		}
 		if dec.Anchor == "" {
@@ -354,6 +364,43 @@ func (r *Runner) notStarted(j *receipts.Journal, pc *PlanContext, in receipts.Ap
 		r.Ship(pc.Config, in, done)
 	}
 	return fmt.Errorf("%w; the program was not started (receipts %d and %d say so; the approval's use is spent)", cause, in.Seq, done.Seq)
+}
+
+// roomFor refuses, before anything is spent, a run whose receipts the
+// journal's file system has no room for: the intent (as in, enveloped and
+// signed) and its outcome, with a margin. Consumption comes before the
+// intent (docs/adr/0006-consumption.md), so without this a full disk
+// would spend a single-use approval on a run that never starts. A disk
+// that fills between this check and the append still refuses the run
+// before anything executes, with the approval spent.
+func (r *Runner) roomFor(pc *PlanContext, in *receipts.Intent) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("sizing the intent receipt: %w", err)
+	}
+	need := 4*int64(len(b)) + 1<<20
+	dir := filepath.Dir(pc.Config.JournalPath())
+	room := r.JournalRoom
+	if room == nil {
+		room = freeBytes
+	}
+	free, err := room(dir)
+	if err != nil {
+		return nil // cannot tell: the append decides
+	}
+	if free < need {
+		return fmt.Errorf("the journal's file system has %d bytes free, under the %d a run's receipts need: nothing was spent, nothing ran; make room and run again: %w", free, need, &fs.PathError{Op: "write", Path: dir, Err: syscall.ENOSPC})
+	}
+	return nil
+}
+
+// freeBytes is how many bytes of dir's file system this process may write.
+func freeBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // Runnable makes the checks run makes before anything is spent that do

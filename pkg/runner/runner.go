@@ -111,6 +111,9 @@ type Runner struct {
 
 	// JournalSync, if set, replaces the journal's fsync (tests).
 	JournalSync func(*os.File) error
+	// JournalRoom, if set, replaces how many bytes the journal's file
+	// system has free for this process (tests: a disk that is full).
+	JournalRoom func(dir string) (int64, error)
 	// Invoker names who asked for the run, for the intent; nil is this
 	// process's account and no principal.
 	Invoker func(*approval.Policy) receipts.Invoker

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -303,4 +304,29 @@ func TestRunStopsWhenItsDecisionCannotBeLogged(t *testing.T) {
 			t.Errorf("the next run: %v, want the use spent", err)
 		}
 	})
+}
+
+// A journal whose disk has no room for a run's receipts refuses the run
+// before its approval is spent: the single-use go still counts, and runs
+// once there is room (docs/adr/0006-consumption.md). Without the check
+// the go would be consumed, then the intent's append fail.
+func TestFullJournalDiskSpendsNothing(t *testing.T) {
+	d := newDeployment(t)
+	fp := d.plan(t, 1)
+	r := d.runner(io.Discard, io.Discard)
+	r.JournalRoom = func(string) (int64, error) { return 64 << 10, nil }
+	_, err := r.Run(fp)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "nothing was spent") {
+		t.Fatalf("run on a full disk: %v, want ENOSPC saying nothing was spent", err)
+	}
+	if got := d.journal(t); len(got) != 0 {
+		t.Fatalf("%d receipts written", len(got))
+	}
+	r = d.runner(io.Discard, io.Discard)
+	if _, err := r.Run(fp); err != nil {
+		t.Fatalf("once there is room, the single-use go still runs it: %v", err)
+	}
+	if got := d.journal(t); len(got) != 2 {
+		t.Fatalf("%d receipts, want the intent and the outcome", len(got))
+	}
 }
