@@ -44,15 +44,6 @@ type Inclusion struct {
 	Hashes     [][]byte `json:"hashes"`
 }
 
-// ExportInTotoBundles is [ExportInToto] writing each run as a [RunBundle]:
-// its attestation, inclusion proofs of its receipts in the tree of the
-// whole journal, and that tree's checkpoint signed by k under origin. The
-// journal is read twice, the tree first: every proof is against the head.
-func ExportInTotoBundles(ctx context.Context, journal io.ReadSeeker, p *approval.Policy, k *keys.Private, origin string, w io.Writer) (int, error) {
-	n, _, err := ExportInTotoBundlesAt(ctx, journal, p, k, origin, nil, w)
-	return n, err
-}
-
 // CheckpointNotOfJournalError refuses a checkpoint note to prove an export
 // against: signed by the runner key for the journal's origin, but not of
 // the journal's tree (a larger tree, or another root at its size). For a
@@ -64,11 +55,15 @@ func (e *CheckpointNotOfJournalError) Error() string {
 	return "the checkpoint is not of this journal: " + e.Reason
 }
 
-// ExportInTotoBundlesAt is [ExportInTotoBundles] with every proof against
-// at, a checkpoint note of the journal's tree at an earlier size or the
-// head (one the witnesses cosigned: receipts export --witnessed), carried
-// as it is, cosignatures and all. A run with a receipt after at's size is
-// left out, and counted in left. With at nil it is ExportInTotoBundles.
+// ExportInTotoBundlesAt is [ExportInToto] writing each run as a
+// [RunBundle]: its attestation, inclusion proofs of its receipts in the
+// journal's tree, and that tree's checkpoint. The journal is read twice,
+// the tree first. Every proof is against at, a checkpoint note of the
+// journal's tree at an earlier size or the head (one the witnesses
+// cosigned: receipts export --witnessed), carried as it is, cosignatures
+// and all; a run with a receipt after at's size is left out, and counted
+// in left. With at nil, every proof is against the head, whose checkpoint
+// k signs under origin.
 func ExportInTotoBundlesAt(ctx context.Context, journal io.ReadSeeker, p *approval.Policy, k *keys.Private, origin string, at []byte, w io.Writer) (n, left int, err error) {
 	t := &Tree{}
 	leaf := map[string]uint64{}
