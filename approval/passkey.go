@@ -78,7 +78,11 @@ type PasskeySeen struct {
 //	public_key = "cose:base64url COSE_Key"
 //	user_verification = "required"   # or "preferred"; required when absent
 type PasskeyCredential struct {
-	ID               string `toml:"id" json:"id"`
+	ID string `toml:"id" json:"id"`
+	// Principal is who the credential was enrolled for, as `passkey
+	// enroll` wrote it in the snippet: pasted under another principal,
+	// the policy does not load (snippets from before it carry none).
+	Principal        string `toml:"principal" json:"principal,omitempty"`
 	PublicKey        string `toml:"public_key" json:"public_key"`
 	UserVerification string `toml:"user_verification" json:"user_verification,omitempty"`
 
@@ -172,6 +176,9 @@ func (p *Policy) parsePasskeys(name string, data []byte) error {
 			}
 			if c.key, err = webauthncose.ParsePublicKey(cose); err != nil {
 				return bad("public_key", "public_key is not a COSE key webauthn accepts: %v", err)
+			}
+			if c.Principal != "" && c.Principal != pr.ID {
+				return bad("principal", "was enrolled for principal %q: under %q, %q's passkey would approve as %q; paste it below [[principal]] id = %q", c.Principal, pr.ID, c.Principal, pr.ID, c.Principal)
 			}
 			switch c.UserVerification {
 			case "", "required", "preferred":

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -354,4 +355,44 @@ func TestPasskeyStatementVersions(t *testing.T) {
 			t.Fatalf("passkey seen %+v; want statement 1", s)
 		}
 	})
+}
+
+// TestPasskeySnippetBindsItsPrincipal: the snippet `passkey enroll` writes
+// names the principal it was enrolled for; pasted under another principal,
+// the policy does not load, naming the line (docs/adr/0043-passkey-assertions-as-evidence.md).
+// Attacker input: where a snippet is pasted in trust.toml. Under its own
+// principal it loads; a snippet without the name (written before it was
+// kept) still loads.
+func TestPasskeySnippetBindsItsPrincipal(t *testing.T) {
+	alice := newAuthenticator(t, "alice-snippet")
+	src := policyTOML(demoCast)
+	under := func(who, principalLine string) string {
+		i := strings.Index(src, fmt.Sprintf("id = %q", who))
+		j := strings.Index(src[i:], "\n\n")
+		if j < 0 {
+			j = len(src) - i
+		}
+		cred := fmt.Sprintf("\n[[principal.passkey]]\nid = %q\n%spublic_key = %q\n", alice.credID(), principalLine, alice.cose(t))
+		return src[:i+j] + cred + src[i+j:] + fmt.Sprintf("\n[passkey]\norigin = %q\n", pageOrigin)
+	}
+	for _, tc := range []struct {
+		name, under, line, want string
+	}{
+		{"under its own principal", "alice", "principal = \"alice\"\n", ""},
+		{"a snippet from before it named one", "bob", "", ""},
+		{"under another principal", "bob", "principal = \"alice\"\n", `was enrolled for principal "alice"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := approval.ParsePolicy("trust.toml", []byte(under(tc.under, tc.line)))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("want it to load: %v", err)
+			case tc.want != "":
+				var ce *approval.ConfigError
+				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) || ce.Line == 0 {
+					t.Fatalf("want a config error at a line naming %q, got %v", tc.want, err)
+				}
+			}
+		})
+	}
 }

@@ -344,9 +344,9 @@ type Enrolled struct {
 // belongs to the [[principal]] above it).
 func (en *Enrolled) Snippet() string {
 	return fmt.Sprintf("# passkey of %s, enrolled %s (authorised by its %s): root adds it below [[principal]] id = %q\n"+
-		"[[principal.passkey]]\nid = %q\npublic_key = %q\nuser_verification = %q\n",
+		"[[principal.passkey]]\nid = %q\nprincipal = %q\npublic_key = %q\nuser_verification = %q\n",
 		en.Principal, en.Enrolled.Format(time.RFC3339), map[string]string{ByKey: "key", ByCode: "one-time code"}[en.Authorised], en.Principal,
-		en.CredentialID, en.PublicKey, en.UserVerification)
+		en.CredentialID, en.Principal, en.PublicKey, en.UserVerification)
 }
 
 // errSession is the refusal for a response that answers no live
