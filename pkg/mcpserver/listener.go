@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -28,10 +29,14 @@ type Limits struct {
 	// Conns caps the connections open at once; past it, new ones wait in
 	// the kernel's backlog until one closes.
 	Conns int
+	// PerAddr caps the connections open at once from one remote address:
+	// past it, a new one from that address is closed at once, so that
+	// one client cannot take every connection Conns allows.
+	PerAddr int
 }
 
 // DefaultLimits are the runner service's.
-var DefaultLimits = Limits{Header: 5 * time.Second, Body: 30 * time.Second, Idle: 60 * time.Second, Conns: 512}
+var DefaultLimits = Limits{Header: 5 * time.Second, Body: 30 * time.Second, Idle: 60 * time.Second, Conns: 512, PerAddr: 128}
 
 // Bound applies l to srv and ln: srv's header and idle timeouts and header
 // size, a body deadline around srv's handler, and ln capped at l.Conns.
@@ -41,7 +46,59 @@ func (l Limits) Bound(srv *http.Server, ln net.Listener) net.Listener {
 	srv.IdleTimeout = l.Idle
 	srv.MaxHeaderBytes = 64 << 10
 	srv.Handler = bodyWithin(srv.Handler, l.Body)
+	if l.PerAddr > 0 {
+		ln = &perAddr{Listener: ln, max: l.PerAddr, open: map[string]int{}}
+	}
 	return netutil.LimitListener(ln, l.Conns)
+}
+
+// perAddr closes a connection from an address that already holds max.
+type perAddr struct {
+	net.Listener
+	max  int
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (p *perAddr) Accept() (net.Conn, error) {
+	for {
+		c, err := p.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+		if err != nil {
+			host = c.RemoteAddr().String()
+		}
+		p.mu.Lock()
+		if p.open[host] >= p.max {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.open[host]++
+		p.mu.Unlock()
+		return &addrConn{Conn: c, release: func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.open[host]--; p.open[host] == 0 {
+				delete(p.open, host)
+			}
+		}}, nil
+	}
+}
+
+// addrConn releases its address's count once, when it closes.
+type addrConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *addrConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // bodyWithin has each request's body arrive within d of its headers: the

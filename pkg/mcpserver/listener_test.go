@@ -109,6 +109,55 @@ func TestLimitsFreeTheServicesDescriptors(t *testing.T) {
 		}
 	})
 
+	t.Run("at most PerAddr connections from one address", func(t *testing.T) {
+		addr := serveBounded(t, reads, Limits{Header: 10 * time.Second, Body: time.Second, Idle: 10 * time.Second, Conns: 10, PerAddr: 2}, true)
+		dial := func() net.Conn {
+			t.Helper()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return c
+		}
+		get := func(c net.Conn) error {
+			if _, err := io.WriteString(c, "GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				return err
+			}
+			c.SetReadDeadline(time.Now().Add(bound))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			return nil
+		}
+		first, second := dial(), dial()
+		if err := get(first); err != nil {
+			t.Fatal(err)
+		}
+		if err := get(second); err != nil {
+			t.Fatal(err)
+		}
+		third := dial()
+		if !closedWithin(third, bound) {
+			t.Fatal("a third connection from the same address was kept")
+		}
+		first.Close()
+		// Its count is released once the server has seen it close: a
+		// new one is then served (retried until the server has).
+		deadline := time.Now().Add(bound)
+		for {
+			if err := get(dial()); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no connection served after one of the two closed")
+			}
+			time.Sleep(10 * time.Millisecond) // polled, bounded by deadline
+		}
+	})
+
 	t.Run("at most Conns connections", func(t *testing.T) {
 		addr := serveBounded(t, reads, Limits{Header: 10 * time.Second, Body: time.Second, Idle: 10 * time.Second, Conns: 2}, true)
 		var held []net.Conn
