@@ -168,14 +168,14 @@ const nbfLeeway = 5 * time.Minute
 // token_type and token_use (when present) say a bearer access token. Its
 // sub is required by [verifier.resolve]. Its
 // errors never hold raw or the secret.
-func (v *verifier) introspect(ctx context.Context, in *Introspection, raw string) (Token, error) {
+func (v *verifier) introspect(ctx context.Context, in *Introspection, raw string) (Token, time.Time, error) {
 	if in.secret == "" {
-		return Token{}, fmt.Errorf("introspection at %s: no client secret was loaded", in.Source)
+		return Token{}, time.Time{}, fmt.Errorf("introspection at %s: no client secret was loaded", in.Source)
 	}
 	form := url.Values{"token": {raw}, "token_type_hint": {"access_token"}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, in.Endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return Token{}, fmt.Errorf("introspection at %s: %w", in.Source, err)
+		return Token{}, time.Time{}, fmt.Errorf("introspection at %s: %w", in.Source, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
@@ -183,19 +183,19 @@ func (v *verifier) introspect(ctx context.Context, in *Introspection, raw string
 	req.SetBasicAuth(url.QueryEscape(in.ClientID), url.QueryEscape(in.secret))
 	resp, err := v.introspectClient.Do(req)
 	if err != nil {
-		return Token{}, fmt.Errorf("introspecting a token of issuer %q: %w", in.Issuer, err)
+		return Token{}, time.Time{}, fmt.Errorf("introspecting a token of issuer %q: %w", in.Issuer, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Token{}, fmt.Errorf("introspecting a token of issuer %q: %s answered %s", in.Issuer, in.Endpoint, resp.Status)
+		return Token{}, time.Time{}, fmt.Errorf("introspecting a token of issuer %q: %s answered %s", in.Issuer, in.Endpoint, resp.Status)
 	}
 	var all map[string]json.RawMessage
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxIntrospection)).Decode(&all); err != nil {
-		return Token{}, fmt.Errorf("introspecting a token of issuer %q: the answer is no JSON object: %w", in.Issuer, err)
+		return Token{}, time.Time{}, fmt.Errorf("introspecting a token of issuer %q: the answer is no JSON object: %w", in.Issuer, err)
 	}
 	// active must be the boolean true: "true", 1 or its absence is not.
 	if string(all["active"]) != "true" {
-		return Token{}, fmt.Errorf("issuer %q: the token is not active", in.Issuer)
+		return Token{}, time.Time{}, fmt.Errorf("issuer %q: the token is not active", in.Issuer)
 	}
 	str := func(k string) (string, bool, error) {
 		r, ok := all[k]
@@ -220,54 +220,55 @@ func (v *verifier) introspect(ctx context.Context, in *Introspection, raw string
 		return time.Unix(int64(f), 0), true, nil
 	}
 	if iss, ok, err := str("iss"); err != nil {
-		return Token{}, err
+		return Token{}, time.Time{}, err
 	} else if ok && iss != in.Issuer {
-		return Token{}, fmt.Errorf("issuer %q: the introspected token's iss is %q", in.Issuer, iss)
+		return Token{}, time.Time{}, fmt.Errorf("issuer %q: the introspected token's iss is %q", in.Issuer, iss)
 	}
 	// The audience is the canonical resource URI, always (RFC 8707), as
 	// for a JWT: an answer that names none is refused.
 	if !slices.Contains(stringsClaim(all["aud"]), v.o.Resource) {
-		return Token{}, fmt.Errorf("issuer %q: the introspected token's aud does not name %s", in.Issuer, v.o.Resource)
+		return Token{}, time.Time{}, fmt.Errorf("issuer %q: the introspected token's aud does not name %s", in.Issuer, v.o.Resource)
 	}
 	now := time.Now()
 	exp, ok, err := num("exp")
 	switch {
 	case err != nil:
-		return Token{}, err
+		return Token{}, time.Time{}, err
 	case !ok:
-		return Token{}, fmt.Errorf("issuer %q: the introspected token has no exp", in.Issuer)
+		return Token{}, time.Time{}, fmt.Errorf("issuer %q: the introspected token has no exp", in.Issuer)
 	case !now.Before(exp):
-		return Token{}, fmt.Errorf("issuer %q: the introspected token expired at %s", in.Issuer, exp.UTC().Format(time.RFC3339))
+		return Token{}, time.Time{}, fmt.Errorf("issuer %q: the introspected token expired at %s", in.Issuer, exp.UTC().Format(time.RFC3339))
 	}
 	if nbf, ok, err := num("nbf"); err != nil {
-		return Token{}, err
+		return Token{}, time.Time{}, err
 	} else if ok && now.Add(nbfLeeway).Before(nbf) {
-		return Token{}, fmt.Errorf("issuer %q: the introspected token is not valid before %s", in.Issuer, nbf.UTC().Format(time.RFC3339))
+		return Token{}, time.Time{}, fmt.Errorf("issuer %q: the introspected token is not valid before %s", in.Issuer, nbf.UTC().Format(time.RFC3339))
 	}
 	// A refresh token, or one bound to a key (DPoP) that this server
 	// does not check, is no bearer access token.
 	if tt, ok, err := str("token_type"); err != nil {
-		return Token{}, err
+		return Token{}, time.Time{}, err
 	} else if ok && !strings.EqualFold(tt, "bearer") {
-		return Token{}, fmt.Errorf("issuer %q: the introspected token_type is %q, not Bearer", in.Issuer, tt)
+		return Token{}, time.Time{}, fmt.Errorf("issuer %q: the introspected token_type is %q, not Bearer", in.Issuer, tt)
 	}
 	if tu, ok, err := str("token_use"); err != nil {
-		return Token{}, err
+		return Token{}, time.Time{}, err
 	} else if ok && tu != "access_token" {
-		return Token{}, fmt.Errorf("issuer %q: the introspected token_use is %q, not access_token", in.Issuer, tu)
+		return Token{}, time.Time{}, fmt.Errorf("issuer %q: the introspected token_use is %q, not access_token", in.Issuer, tu)
 	}
 	if _, ok := all["cnf"]; ok {
-		return Token{}, fmt.Errorf("issuer %q: the introspected token is bound to a key (cnf), which this server does not check", in.Issuer)
+		return Token{}, time.Time{}, fmt.Errorf("issuer %q: the introspected token is bound to a key (cnf), which this server does not check", in.Issuer)
 	}
 	sub, _, err := str("sub")
 	if err != nil {
-		return Token{}, err
+		return Token{}, time.Time{}, err
 	}
 	scope, _, err := str("scope")
 	if err != nil {
-		return Token{}, err
+		return Token{}, time.Time{}, err
 	}
-	return v.resolve(in.Issuer, sub, stringsClaim(all[v.o.GroupsClaim]), strings.Fields(scope))
+	tok, err := v.resolve(in.Issuer, sub, stringsClaim(all[v.o.GroupsClaim]), strings.Fields(scope))
+	return tok, exp, err
 }
 
 // errNotJWT is a bearer that is no compact JWS: an opaque token.

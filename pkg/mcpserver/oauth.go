@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/time/rate"
 
 	"github.com/prod-write/prod-write/approval"
 )
@@ -243,7 +244,37 @@ type verifier struct {
 
 	mu      sync.Mutex
 	issuers map[string]*issuerState
+
+	// introspected are the introspection endpoints' positive answers, by
+	// the token's hash, for at most introspectedFor and never past the
+	// token's exp; askLimit bounds how often an endpoint is asked about a
+	// token not among them (docs/adr/0042-oauth-resource-server.md).
+	imu          sync.Mutex
+	introspected map[[32]byte]introspectedToken
+	askLimit     *rate.Limiter
 }
+
+// introspectedToken is a cached answer.
+type introspectedToken struct {
+	tok   Token
+	until time.Time
+}
+
+// introspectedFor bounds how long an active answer is trusted without
+// asking again: a token revoked at its issuer stops counting here within
+// it. maxIntrospected bounds how many are kept.
+const (
+	introspectedFor = time.Minute
+	maxIntrospected = 10000
+)
+
+// askRate and askBurst bound the introspection requests made for tokens
+// not cached: unauthenticated callers cannot make the service hammer an
+// authorization server, nor queue behind it.
+var (
+	askRate  = rate.Limit(20)
+	askBurst = 40
+)
 
 // issuerState is one issuer's verifier, discovered on first use. Its own
 // lock is held while it is discovered, so that an issuer that does not
@@ -270,7 +301,8 @@ func newVerifier(o *OAuth, client *http.Client) *verifier {
 	}
 	ic := *client
 	ic.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &verifier{o: o, client: client, introspectClient: &ic, issuers: map[string]*issuerState{}}
+	return &verifier{o: o, client: client, introspectClient: &ic, issuers: map[string]*issuerState{},
+		introspected: map[[32]byte]introspectedToken{}, askLimit: rate.NewLimiter(askRate, askBurst)}
 }
 
 // claims are what is read of a verified token.
@@ -288,7 +320,7 @@ func (v *verifier) verify(ctx context.Context, raw string) (Token, error) {
 		// An opaque token: only an issuer's introspection endpoint can
 		// say what it is, and only the one whose prefix begins it.
 		if in := v.o.introspectionFor(raw); in != nil {
-			return v.introspect(ctx, in, raw)
+			return v.introspectCached(ctx, in, raw)
 		}
 	}
 	if err != nil {
@@ -545,4 +577,42 @@ func stringsClaim(raw json.RawMessage) []string {
 		return strings.Fields(s)
 	}
 	return nil
+}
+
+// introspectCached is introspect, answered from the answers kept when the
+// token is among them, and refused without asking when the endpoint has
+// been asked about too many other tokens of late.
+func (v *verifier) introspectCached(ctx context.Context, in *Introspection, raw string) (Token, error) {
+	key := sha256.Sum256([]byte(raw))
+	now := time.Now()
+	v.imu.Lock()
+	if c, ok := v.introspected[key]; ok && now.Before(c.until) {
+		v.imu.Unlock()
+		return c.tok, nil
+	}
+	v.imu.Unlock()
+	if !v.askLimit.Allow() {
+		return Token{}, fmt.Errorf("introspection of issuer %q: too many tokens to ask about of late; try again", in.Issuer)
+	}
+	tok, exp, err := v.introspect(ctx, in, raw)
+	if err != nil {
+		return Token{}, err
+	}
+	until := now.Add(introspectedFor)
+	if exp.Before(until) {
+		until = exp
+	}
+	v.imu.Lock()
+	defer v.imu.Unlock()
+	if len(v.introspected) >= maxIntrospected {
+		for k, c := range v.introspected {
+			if !now.Before(c.until) {
+				delete(v.introspected, k)
+			}
+		}
+	}
+	if len(v.introspected) < maxIntrospected {
+		v.introspected[key] = introspectedToken{tok: tok, until: until}
+	}
+	return tok, nil
 }

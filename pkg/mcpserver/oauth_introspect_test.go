@@ -431,3 +431,42 @@ func TestOAuthIntrospectionGroups(t *testing.T) {
 		t.Errorf("a member of a mapped group without a sub: status %d, want 401", resp.StatusCode)
 	}
 }
+
+// An active answer is kept (at most a minute, never past the token's exp):
+// a client's requests with one opaque token ask its endpoint once. Tokens
+// not kept are asked about at a bounded rate: a flood of junk opaque
+// tokens (attacker input, before any authentication) is refused rather
+// than relayed to the authorization server, and a token already kept is
+// still served during it.
+func TestOAuthIntrospectionCachedAndBounded(t *testing.T) {
+	in := newIntrospector(t)
+	tokens, err := introTokens(t, in, 0o600, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.answer("opaque-agent", in.good("agent-1", mcpserver.OAuthScopeAgent))
+	built := 0
+	srv := oauthServer(t, tokens, newFake(t, "agent", approval.RoleAgent), &built)
+	for range 3 {
+		if resp, _ := post(t, srv.URL+"/mcp", initialize, "", "Bearer opaque-agent"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("opaque-agent: %d", resp.StatusCode)
+		}
+	}
+	if n := len(in.asked()); n != 1 {
+		t.Fatalf("three requests with one token asked the endpoint %d times, want 1", n)
+	}
+	const junk = 200
+	refused := 0
+	for i := range junk {
+		resp, _ := post(t, srv.URL+"/mcp", initialize, "", fmt.Sprintf("Bearer opaque-junk-%d", i))
+		if resp.StatusCode == http.StatusUnauthorized {
+			refused++
+		}
+	}
+	if asked := len(in.asked()) - 1; refused != junk || asked >= junk/2 {
+		t.Fatalf("%d junk tokens: %d refused, %d relayed to the endpoint; want all refused, most without asking", junk, refused, asked)
+	}
+	if resp, _ := post(t, srv.URL+"/mcp", initialize, "", "Bearer opaque-agent"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the kept token during the flood: %d", resp.StatusCode)
+	}
+}
