@@ -76,6 +76,34 @@ func NewHTTPHandler(tokens *Tokens, backendFor func(Token) (Backend, error), o O
 	return h
 }
 
+// Discover discovers every issuer of the tokens' [oauth] table now, in the
+// background, rather than at the first token that names it, and again
+// every discoveryRetry for each that failed, until ctx ends: a token does
+// not wait on its issuer's discovery, and an issuer back up is known again
+// without a token asking (docs/adr/0042-oauth-resource-server.md). It
+// returns at once.
+func (h *HTTPHandler) Discover(ctx context.Context) {
+	if h.verifier == nil {
+		return
+	}
+	for _, iss := range h.oauth.Issuers {
+		go func() {
+			for {
+				_, err := h.verifier.issuer(ctx, iss)
+				if err == nil {
+					return
+				}
+				h.log.Warn("mcp over http: discovering an issuer", "issuer", iss, "err", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(discoveryRetry):
+				}
+			}
+		}()
+	}
+}
+
 // NewFileHTTPHandler is [NewHTTPHandler] for the tokens of a file as it
 // changes ([TokensFile]): each request is judged by the file as it is
 // then. A token whose entry is gone, or now says another principal or

@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -145,5 +146,26 @@ scope = "agent"
 	}
 	if got := down.accepted.Load(); got != asked {
 		t.Fatalf("the failed discovery was tried again at once: %d connections, was %d", got, asked)
+	}
+}
+
+// TestOAuthIssuersDiscoveredAtStart: Discover asks each configured issuer
+// for its configuration before any token names it, so no token waits on
+// a discovery; without it, nothing is asked until a token comes.
+func TestOAuthIssuersDiscoveredAtStart(t *testing.T) {
+	is := newIssuer(t)
+	tokens := oauthTokens(t, is)
+	h := mcpserver.NewHTTPHandler(tokens, func(mcpserver.Token) (mcpserver.Backend, error) {
+		return newFake(t, "agent", approval.RoleAgent), nil
+	}, mcpserver.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h.Discover(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for is.hits.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the issuer was never asked for its configuration")
+		}
+		time.Sleep(10 * time.Millisecond) // polled, bounded by deadline
 	}
 }

@@ -287,6 +287,8 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 	h := mcpserver.NewFileHTTPHandler(file, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
 		mcpserver.Options{AllowRun: s.MCPAllowRun, Version: cli.Version, Logger: log, Calls: calls,
 			Rate: rate.Limit(s.MCPRate), Burst: s.MCPBurst})
+	// The issuers are known before the first token names them.
+	h.Discover(ctx)
 	// The key file is checked before anything listens: a key others can
 	// read stops the service at start.
 	var tlsConf *tls.Config
