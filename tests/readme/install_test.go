@@ -12,9 +12,9 @@ import (
 )
 
 // The README's install command, `make install`, run into a DESTDIR as a
-// packager would: the two binaries (not setuid, and each says which it
+// packager would: the three binaries (not setuid, and each says which it
 // is), their man pages, the shell completions and the service's unit
-// files, which name the installed binary (docs/DEPLOYMENT.md, "With systemd"). Then, the binaries
+// files, which name the installed binary. Then, the binaries
 // and pages built once, an install under a PREFIX alone and one into a
 // DESTDIR alone: each writes below it and nowhere else, /etc/systemd/system
 // included (docs/DEPLOYMENT.md, "With systemd").
