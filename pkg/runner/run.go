@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -223,7 +222,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 			}
 			// Nothing is spent for a run whose receipts the journal's
 			// disk has no room for.
-			if err := r.roomFor(pc, pc.intent(r, dec, evidence, 0)); err != nil {
+			if err := r.roomFor(pc, evidence); err != nil {
 				return nil, err
 			}
 			logReady = true
@@ -367,18 +366,20 @@ func (r *Runner) notStarted(j *receipts.Journal, pc *PlanContext, in receipts.Ap
 }
 
 // roomFor refuses, before anything is spent, a run whose receipts the
-// journal's file system has no room for: the intent (as in, enveloped and
-// signed) and its outcome, with a margin. Consumption comes before the
-// intent (docs/adr/0006-consumption.md), so without this a full disk
-// would spend a single-use approval on a run that never starts. A disk
-// that fills between this check and the append still refuses the run
-// before anything executes, with the approval spent.
-func (r *Runner) roomFor(pc *PlanContext, in *receipts.Intent) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("sizing the intent receipt: %w", err)
+// journal's file system has no room for: its intent carries the plan and
+// the evidence, each base64 once more in the receipt's envelope, and its
+// outcome is small; need is four times their payloads, plus 1 MiB for the
+// rest and a margin. Consumption comes before the intent
+// (docs/adr/0006-consumption.md), so without this a full disk would spend
+// a single-use approval on a run that never starts. A disk that fills
+// between this check and the append still refuses the run before anything
+// executes, with the approval spent.
+func (r *Runner) roomFor(pc *PlanContext, evidence []*approval.Envelope) error {
+	need := int64(len(pc.Envelope.Payload)) + 1<<20
+	for _, e := range evidence {
+		need += int64(len(e.Payload))
 	}
-	need := 4*int64(len(b)) + 1<<20
+	need *= 4
 	dir := filepath.Dir(pc.Config.JournalPath())
 	room := r.JournalRoom
 	if room == nil {
