@@ -60,6 +60,7 @@ func (f *Env) Runner() *runner.Runner {
 		r.CallerCwd = sc.Getwd
 		r.OpenFile = sc.File
 		r.Secret = sc.State.Secret
+		r.SecretReadable = sc.State.SecretReadable
 		r.Credential = sc.Credential
 		r.Account = sc.Account
 		r.Prepare = sc.Prepare

@@ -418,14 +418,14 @@ func (pc *PlanContext) Runnable(r *Runner) error {
 			return err
 		}
 	}
-	if r.Secret == nil {
+	if r.SecretReadable == nil {
 		return nil
 	}
 	for _, e := range pc.Plan.Env {
 		if e.Kind != operations.EnvSecret {
 			continue
 		}
-		if _, err := r.Secret(e.Name); err != nil {
+		if err := r.SecretReadable(e.Name); err != nil {
 			return pc.secretUnreadable(e.Name, err)
 		}
 	}

@@ -80,6 +80,9 @@ type Runner struct {
 	// Secret, when set, reads a secret from the service's own sources
 	// instead; a caller's environment is never read then.
 	Secret func(name string) (string, error)
+	// SecretReadable, when set, says whether Secret would read name,
+	// reading no value (status and file, PlanContext.Runnable).
+	SecretReadable func(name string) error
 	// Credential, when set, is the account the program runs as (the
 	// service: the operation's run_as), settled before anything is
 	// consumed.

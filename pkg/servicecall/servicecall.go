@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -55,6 +56,10 @@ type State struct {
 	Cfg *config.Config
 	// RemoteSecret reads a secret from SSM when [service] secrets says so.
 	RemoteSecret func(ctx context.Context, name string) (string, error)
+	// secretChecks are the remote secrets' last readability checks
+	// (SecretReadable), guarded by secretMu.
+	secretMu     sync.Mutex
+	secretChecks map[string]secretCheck
 	loaded       atomic.Pointer[Loaded]
 	UID          uint32 // the service's own account
 	Starter      *execute.CaplessStarter
@@ -128,6 +133,57 @@ func (s *State) Secret(name string) (string, error) {
 		defer cancel()
 		return s.RemoteSecret(ctx, name)
 	}
+	fl, err := s.openSecret(name)
+	if err != nil {
+		return "", err
+	}
+	defer fl.Close()
+	b, err := io.ReadAll(io.LimitReader(fl, 64<<10))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// SecretReadable says whether Secret would read name, without reading its
+// value: what status and file check before a run (runner.Runnable). A
+// file of the credentials directory is opened and checked, not read. A
+// remote secret is read, its value dropped, and the answer kept for
+// secretCheckFor, so that callers polling status do not make the service
+// ask the secret store at each call.
+func (s *State) SecretReadable(name string) error {
+	if s.RemoteSecret == nil {
+		fl, err := s.openSecret(name)
+		if err == nil {
+			fl.Close()
+		}
+		return err
+	}
+	s.secretMu.Lock()
+	defer s.secretMu.Unlock()
+	if c, ok := s.secretChecks[name]; ok && time.Since(c.at) < secretCheckFor {
+		return c.err
+	}
+	_, err := s.Secret(name)
+	if s.secretChecks == nil {
+		s.secretChecks = map[string]secretCheck{}
+	}
+	s.secretChecks[name] = secretCheck{at: time.Now(), err: err}
+	return err
+}
+
+// secretCheck is a remote secret's last readability check.
+type secretCheck struct {
+	at  time.Time
+	err error
+}
+
+// secretCheckFor is how long a remote secret's check is kept.
+const secretCheckFor = time.Minute
+
+// openSecret opens the credentials directory's file of name, checked: a
+// regular file, not a link, that no one else may read or write.
+func (s *State) openSecret(name string) (*os.File, error) {
 	dir := s.Cfg.Service.Credentials
 	if dir == "" {
 		// systemd's LoadCredential= sets it in the service's own
@@ -135,7 +191,7 @@ func (s *State) Secret(name string) (string, error) {
 		dir = os.Getenv("CREDENTIALS_DIRECTORY")
 	}
 	if dir == "" {
-		return "", errors.New("no credentials directory is configured ([service] credentials)")
+		return nil, errors.New("no credentials directory is configured ([service] credentials)")
 	}
 	fl, err := os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -143,24 +199,19 @@ func (s *State) Secret(name string) (string, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return "", err
+		return nil, err
 	}
-	defer fl.Close()
 	fi, err := fl.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	} else if err == nil && fi.Mode().Perm()&0o077 != 0 {
+		err = fmt.Errorf("mode %04o lets others read or write it", fi.Mode().Perm())
+	}
 	if err != nil {
-		return "", err
+		fl.Close()
+		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return "", errors.New("not a regular file")
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("mode %04o lets others read or write it", fi.Mode().Perm())
-	}
-	b, err := io.ReadAll(io.LimitReader(fl, 64<<10))
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSuffix(string(b), "\n"), nil
+	return fl, nil
 }
 
 // ConfigChanged logs, on SIGHUP, that prod-write.toml changed since the
