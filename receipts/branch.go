@@ -173,9 +173,14 @@ func branchPolicy(h *History, b Branch, c BranchCommit) (*approval.Policy, strin
 }
 
 // branchRegistry is the operation definitions commit c's registry holds,
-// by name. ok is false for a registry that does not load, which no host
-// could have served. parsed caches each operation file by its object id.
+// by name (none when it holds no registry directory). ok is false for a
+// registry that does not load, which no host could have served. parsed caches each operation file by its object id.
 func branchRegistry(h *History, b Branch, c BranchCommit, parsed map[string][]*operations.Operation) (map[string]string, bool) {
+	if c.Tree.ID(b.Registry) == "" {
+		// No directory: git keeps none empty, so the commit removed the
+		// last operation (or added none yet).
+		return map[string]string{}, true
+	}
 	names, err := c.Tree.ReadDir(b.Registry)
 	if err != nil {
 		return nil, false

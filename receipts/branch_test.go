@@ -289,6 +289,15 @@ func TestReplayJudgesByTheBranch(t *testing.T) {
 	if v, why := s.replayAgainst(s.repo, "--rollout", "3h"); v.code != 0 {
 		t.Fatalf("--rollout 3h: exit %d %v\n%s", v.code, v.codes, why)
 	}
+
+	// Every operation removed: git keeps no empty operations/, and the
+	// branch's registry is then empty, not unreadable.
+	s.advance(time.Minute)
+	s.git("rm", "-q", "operations/config.toml", "operations/noop.toml")
+	s.commit("no operations left")
+	if v, why := s.replayAgainst(s.repo, "--rollout", "3h"); v.code != 0 {
+		t.Fatalf("after every operation was removed: exit %d %v\n%s", v.code, v.codes, why)
+	}
 }
 
 func maxLine(v verdict) int {

@@ -3,6 +3,7 @@ package localapi
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -18,16 +19,35 @@ import (
 // when no registry is named: the one a prod-write.toml beside it names,
 // else operations/ beside it, else "" (the configured one). So `replay
 // --trust trusted/trust.toml` of a checkout of the protected branch needs
-// nothing else.
+// nothing else. In a git work tree operations/ beside it is the registry
+// even when it is not there: git keeps no empty directory, so a branch
+// whose last operation was removed holds none (ReadRegistryBeside).
 func RegistryBeside(trust string) string {
 	dir := filepath.Dir(trust)
 	if c, err := config.Load(filepath.Join(dir, config.FileName)); err == nil && c.Registry != "" {
 		return c.Registry
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "operations")); err == nil && fi.IsDir() {
-		return filepath.Join(dir, "operations")
+	ops := filepath.Join(dir, "operations")
+	if fi, err := os.Stat(ops); err == nil && fi.IsDir() {
+		return ops
+	}
+	if repo, err := gitbranch.Find(trust); err == nil && repo != nil {
+		return ops
 	}
 	return ""
+}
+
+// readRegistry is ReadDefinitions of registry, where a registry beside a
+// trust policy in a git work tree that is not there is empty: the branch
+// removed its last operation.
+func readRegistry(registry, trust string, beside bool) ([]*operations.Operation, error) {
+	defs, err := ReadDefinitions(registry)
+	if err != nil && beside && errors.Is(err, fs.ErrNotExist) {
+		if repo, ferr := gitbranch.Find(trust); ferr == nil && repo != nil {
+			return nil, nil
+		}
+	}
+	return defs, err
 }
 
 // LoadReplayHistory is what replay judges the trust policy at trust and

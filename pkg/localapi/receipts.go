@@ -181,7 +181,8 @@ type ReplayJudge struct {
 // `prod-write replay` of the configured journal says.
 func NewReplayJudge(f *Env, o ReplaySource) (*ReplayJudge, error) {
 	trust, path, host, registry := o.Trust, o.Path, o.Host, o.Registry
-	if o.Trust != "" && registry == "" {
+	beside := o.Trust != "" && registry == ""
+	if beside {
 		// The registry beside the trust policy named: a checkout of the
 		// protected branch needs no configuration of its own.
 		registry = RegistryBeside(trust)
@@ -208,7 +209,7 @@ func NewReplayJudge(f *Env, o ReplaySource) (*ReplayJudge, error) {
 	if err != nil {
 		return nil, err
 	}
-	defs, err := ReadDefinitions(registry)
+	defs, err := readRegistry(registry, trust, beside && registry != "")
 	if err != nil {
 		return nil, err
 	}
