@@ -144,6 +144,10 @@ type FileIn struct {
 	// and params it is expanded with, and a path outside bridge.diff_roots
 	// is never read.
 	DiffAgainst string `toml:"diff_against" json:"diff_against,omitempty"`
+	// Secret says the file may hold a secret (a key, a credential being
+	// installed): approvers are never shown its content, and none is kept
+	// with the plan but what run needs (docs/adr/0063-file-content-kept-with-the-plan.md).
+	Secret bool `toml:"secret" json:"secret,omitempty"`
 }
 
 // Env declares the program's whole environment; nothing else is inherited.

@@ -179,9 +179,13 @@ type StatusRequest struct {
 // StatusResult is what status knows of a stored plan. Its JSON is `status
 // --json` (docs/JSON.md): the fields are in the order of their names.
 type StatusResult struct {
-	Allowed       bool                          `json:"allowed"`
-	Evidence      []*approval.Assessed          `json:"evidence"`
-	Explanation   *approval.Explanation         `json:"explanation"`
+	Allowed     bool                  `json:"allowed"`
+	Evidence    []*approval.Assessed  `json:"evidence"`
+	Explanation *approval.Explanation `json:"explanation"`
+	// Files are what the plan's files hold, as approvers are shown them:
+	// from the content kept with the plan, never a path read again
+	// (docs/adr/0063-file-content-kept-with-the-plan.md).
+	Files         []bridge.FileDiff             `json:"files,omitempty"`
 	Fingerprint   string                        `json:"fingerprint"`
 	FormatVersion int                           `json:"format_version"`
 	Mutating      bool                          `json:"mutating"`

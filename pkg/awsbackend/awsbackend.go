@@ -222,3 +222,12 @@ func (f failClosed) SignCounts(creds []string) (map[string]uint32, error) {
 	counts, err := f.s.SignCounts(creds)
 	return counts, unavailable("", err)
 }
+
+func (f failClosed) PutContent(sum string, data []byte) error {
+	return unavailable("", f.s.PutContent(sum, data))
+}
+
+func (f failClosed) Content(sum string) ([]byte, error) {
+	b, err := f.s.Content(sum)
+	return b, unavailable("", err)
+}

@@ -120,6 +120,10 @@ type Input struct {
 	History         approval.BreakGlassHistory `json:"history"`
 	HistoryProblems []string                   `json:"history_problems"`
 	Used            map[string]int             `json:"used"`
+	// Contents are the plan's files' content kept with it, by sum: what
+	// approvers are shown of each ([DiffRules]). A file whose content is
+	// not kept has none.
+	Contents map[string][]byte `json:"contents,omitempty"`
 }
 
 // Gather reads, from src.Store, what [Judge] judges of the plan stored
@@ -153,7 +157,40 @@ func Gather(src Source, fp string) (*Input, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading consumption: %w", err)
 	}
-	return &Input{Plan: env, Evidence: evidence, Problems: problems, History: hist, HistoryProblems: histProblems, Used: used}, nil
+	return &Input{Plan: env, Evidence: evidence, Problems: problems, History: hist, HistoryProblems: histProblems, Used: used, Contents: Contents(src.Store, src.Policy, src.Registry, env)}, nil
+}
+
+// Contents reads from st the content kept for the files of the plan env,
+// as far as approvers are shown it: at most [DiffMaxInput] bytes each, and
+// none of a file reg's operation marks secret.
+// What cannot be read is left out: its file is shown as not kept. The
+// plan's signature is checked by whoever judges it, and each content's
+// sum against the plan by [Kept].
+func Contents(st store.Store, policy *approval.Policy, reg *operations.Registry, env *approval.Envelope) map[string][]byte {
+	if reg == nil {
+		return nil
+	}
+	plan, _, err := policy.DecodePlan(env)
+	if err != nil {
+		return nil
+	}
+	op, ok := reg.Get(plan.Operation)
+	if !ok {
+		return nil
+	}
+	var out map[string][]byte
+	for _, f := range plan.Files {
+		if f.Size > DiffMaxInput || op.Files[f.Name].Secret {
+			continue
+		}
+		if data, err := st.Content(f.SHA256); err == nil {
+			if out == nil {
+				out = map[string][]byte{}
+			}
+			out[f.SHA256] = data
+		}
+	}
+	return out
 }
 
 // read is what a judgement of fp reads: through src.Read when set, else
@@ -246,6 +283,8 @@ type Judgement struct {
 	Diffs *DiffRules
 	// Page is the approval page's origin, or "".
 	Page string
+	// Contents are the plan's files' content kept with it, by sum.
+	Contents map[string][]byte
 	// Runs is how many runs of the plan the store has counted: the uses
 	// spent of its evidence (a run spends one use of the anchor it ran
 	// on; docs/adr/0006-consumption.md).
@@ -281,7 +320,7 @@ func Judge(src Source, fp string, now time.Time) (*Judgement, error) {
 	}
 	dec, gateErr := approval.Evaluate(approval.Input{Plan: in.Plan, Evidence: in.Evidence, Unreadable: append(runner.ProblemStrings(in.Problems), in.HistoryProblems...),
 		Policy: src.Policy, Op: op, Now: now, Used: in.Used, BreakGlass: in.History, PreconditionUnchecked: true})
-	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now, Diffs: src.Diffs, Page: src.Page}
+	j := &Judgement{Plan: plan, Op: op, Decision: dec, Now: now, Diffs: src.Diffs, Page: src.Page, Contents: in.Contents}
 	for _, n := range in.Used {
 		j.Runs += n
 	}
@@ -313,7 +352,7 @@ func (j *Judgement) View(recordID string) *View {
 		// closed (or the gate open, and the file perhaps replaced) a
 		// diff would show something other than what was decided.
 		if j.Diffs != nil && !v.Closed() && v.Gate != "open" {
-			v.Diffs = j.Diffs.Diffs(plan, op)
+			v.Diffs = j.Diffs.Diffs(plan, op, j.Contents)
 		}
 	}()
 	for _, a := range dec.Evidence {

@@ -15,67 +15,69 @@ import (
 	"github.com/prod-write/prod-write/operations"
 )
 
-// DiffRules say which files a bridge may show approvers a diff of
-// (docs/BRIDGES.md, "What approvers see"; ADR 0027). A diff shows bytes of
-// two files to everyone who can read the Slack channel or the GitHub
-// repository, so each side is read only when all of these hold:
+// DiffRules say how a bridge shows approvers what a plan's files hold
+// (docs/BRIDGES.md, "What approvers see"; ADR 0027, ADR 0063). The new
+// side, what the plan binds, is always the content kept with the plan
+// (bridge.Input.Contents), checked against the plan's sum: never a path
+// read again, so a file the agent deletes or replaces after planning still
+// shows what was planned, and what is shown never depends on what the
+// service can see at a path. A file larger than [DiffMaxInput], one the
+// operation marks secret (files.NAME.secret), or one whose content was not
+// kept (planned before content was kept) is not shown, and says so.
 //
-//   - the operation's file parameter names, with diff_against, the file it
-//     replaces (the path is the operation's: a caller picks only the target
-//     and params it is expanded with, [operations.Operation.DiffPath]);
+// A file parameter that names, with diff_against, the file it replaces
+// shows a diff against that file's current bytes. That side is read by the
+// process that posts (the filer's `file` in local mode, the runner service
+// or `bridge serve` otherwise), and only when all of these hold:
+//
+//   - the path is the operation's: a caller picks only the target and
+//     params it is expanded with, [operations.Operation.DiffPath];
 //   - that path, symbolic links resolved, lies under one of Roots, the
 //     directories the deployment declares (bridge.diff_roots; none, and no
-//     diff is ever read);
-//   - each side is a regular file readable by every account on the host
-//     (mode o+r): a key or a credentials file (0600, 0640) is never shown,
-//     even under a root;
-//   - the new side is exactly the bytes the plan binds: the file at the
-//     plan's path, read as the process that posts (the filer's `file` in
-//     local mode, the runner service or `bridge serve` otherwise), is shown
-//     only when its size and sha256 are the plan's, so a diff can never
-//     show a file the planner did not already hash and sign.
+//     current side is ever read);
+//   - it is a regular file readable by every account on the host (mode
+//     o+r): a key or a credentials file (0600, 0640) is never shown, even
+//     under a root.
 //
-// Anything else shows a line saying why no diff is shown, never the bytes.
+// A file parameter with no diff_against shows its content, whole.
 type DiffRules struct {
 	Roots []string
 }
 
 // FileDiff is what one file parameter changes.
 type FileDiff struct {
-	// File is the parameter's name; Against the path it replaces.
-	File    string
-	Against string
+	// File is the parameter's name; Against the path it replaces, or ""
+	// when the operation names none: then Hunks are its whole content.
+	File    string `json:"file"`
+	Against string `json:"against,omitempty"`
 	// Created says the path does not exist yet: the diff is from nothing.
-	Created bool
-	Hunks   []string
+	Created bool     `json:"created,omitempty"`
+	Hunks   []string `json:"hunks,omitempty"`
 	// Cut says the hunks were cut to the size caps.
-	Cut bool
-	// NotShown says why no diff is shown, or "".
-	NotShown string
+	Cut bool `json:"cut,omitempty"`
+	// NotShown says why nothing is shown, or "".
+	NotShown string `json:"not_shown,omitempty"`
 }
 
-// Diffs are the diffs of the plan's file parameters that declare
-// diff_against, in the plan's order.
-func (r *DiffRules) Diffs(p *operations.Plan, op *operations.Operation) []FileDiff {
+// Diffs are what the plan's file parameters hold, in the plan's order,
+// from contents, the content kept with the plan by sum.
+func (r *DiffRules) Diffs(p *operations.Plan, op *operations.Operation, contents map[string][]byte) []FileDiff {
 	var out []FileDiff
 	for _, f := range p.Files {
 		path, err := op.DiffPath(f.Name, p.Target, p.Params)
-		if path == "" && err == nil {
-			continue
-		}
 		d := FileDiff{File: f.Name, Against: path}
-		if err != nil {
-			d.NotShown = err.Error()
-			out = append(out, d)
-			continue
+		var old, cur []byte
+		if err == nil && op.Files[f.Name].Secret {
+			err = fmt.Errorf("the operation marks it secret (files.%s.secret)", f.Name)
 		}
-		old, created, err := r.readCurrent(path)
 		if err == nil {
-			var cur []byte
-			if cur, err = readBound(f); err == nil {
-				d.Created = created
-				d.Hunks, d.Cut, err = UnifiedDiff(old, cur)
-			}
+			cur, err = Kept(f, contents)
+		}
+		if err == nil && path != "" {
+			old, d.Created, err = r.readCurrent(path)
+		}
+		if err == nil {
+			d.Hunks, d.Cut, err = UnifiedDiff(old, cur)
 		}
 		if err != nil {
 			d.NotShown = err.Error()
@@ -84,6 +86,23 @@ func (r *DiffRules) Diffs(p *operations.Plan, op *operations.Operation) []FileDi
 		out = append(out, d)
 	}
 	return out
+}
+
+// Kept is file f's content as kept with the plan: contents' bytes under
+// f's sum, when they are f's size and sum, else why none is shown.
+func Kept(f operations.File, contents map[string][]byte) ([]byte, error) {
+	if f.Size > DiffMaxInput {
+		return nil, fmt.Errorf("over %d KiB", DiffMaxInput>>10)
+	}
+	data, ok := contents[f.SHA256]
+	if !ok {
+		return nil, errors.New("its content was not kept with the plan")
+	}
+	sum := sha256.Sum256(data)
+	if int64(len(data)) != f.Size || "sha256:"+hex.EncodeToString(sum[:]) != f.SHA256 {
+		return nil, errors.New("the content the store keeps is not what the plan binds")
+	}
+	return data, nil
 }
 
 // errNotShared is why a file not every account can read is not shown.
@@ -136,22 +155,6 @@ func (r *DiffRules) under(p string) bool {
 		}
 	}
 	return false
-}
-
-// readBound reads the plan's file f, checking it is the bound bytes.
-func readBound(f operations.File) ([]byte, error) {
-	if f.Size > DiffMaxInput {
-		return nil, fmt.Errorf("the new file is larger than %d bytes", DiffMaxInput)
-	}
-	data, err := readShared(f.Path, 0)
-	if err != nil {
-		return nil, fmt.Errorf("the new file %s: %w", f.Path, err)
-	}
-	sum := sha256.Sum256(data)
-	if int64(len(data)) != f.Size || "sha256:"+hex.EncodeToString(sum[:]) != f.SHA256 {
-		return nil, fmt.Errorf("the new file %s is no longer the one the plan binds", f.Path)
-	}
-	return data, nil
 }
 
 // readShared reads a regular file every account may read, at most

@@ -21,6 +21,7 @@ func TestDiffRules(t *testing.T) {
 		// setup changes the world before the view is built.
 		setup   func(t *testing.T, w *bridgetest.World)
 		want    []string // in the diff lines
+		never   string   // never in them
 		notShow string   // in NotShown
 	}{
 		{name: "shown", setup: func(*testing.T, *bridgetest.World) {},
@@ -46,15 +47,43 @@ func TestDiffRules(t *testing.T) {
 			must(t, os.WriteFile(w.Current, []byte(secret), 0o600))
 			must(t, os.Chmod(w.Current, 0o640))
 		}, notShow: "not readable by every account"},
-		{name: "new file not readable by all", setup: func(t *testing.T, w *bridgetest.World) {
+		// What approvers see is the content kept with the plan, never the
+		// path read again: whatever the agent does to the path after
+		// planning, the planned bytes are shown.
+		{name: "new file made unreadable after planning", setup: func(t *testing.T, w *bridgetest.World) {
 			must(t, os.Chmod(w.NewFile, 0o600))
-		}, notShow: "not readable by every account"},
-		{name: "new file changed since the plan", setup: func(t *testing.T, w *bridgetest.World) {
+		}, want: []string{"+listen = 8080"}},
+		{name: "new file changed after planning", setup: func(t *testing.T, w *bridgetest.World) {
 			must(t, os.WriteFile(w.NewFile, []byte(strings.Replace(bridgetest.NewConfig, "8080", "9090", 1)), 0o644))
-		}, notShow: "no longer the one the plan binds"},
+		}, want: []string{"+listen = 8080"}, never: "9090"},
 		{name: "new file swapped for a secret of the same size", setup: func(t *testing.T, w *bridgetest.World) {
 			must(t, os.WriteFile(w.NewFile, []byte(strings.Repeat("s", len(bridgetest.NewConfig))), 0o644))
-		}, notShow: "no longer the one the plan binds"},
+		}, want: []string{"+listen = 8080"}},
+		{name: "new file deleted after planning", setup: func(t *testing.T, w *bridgetest.World) {
+			must(t, os.Remove(w.NewFile))
+		}, want: []string{"+listen = 8080"}},
+		{name: "new file a link to a secret after planning", setup: func(t *testing.T, w *bridgetest.World) {
+			out := filepath.Join(w.Dir, "secret.conf")
+			must(t, os.WriteFile(out, []byte(secret), 0o644))
+			must(t, os.Remove(w.NewFile))
+			must(t, os.Symlink(out, w.NewFile))
+		}, want: []string{"+listen = 8080"}},
+		{name: "file the operation marks secret", setup: func(t *testing.T, w *bridgetest.World) {
+			op, _ := w.Registry.Get("push-config")
+			fi := op.Files["config"]
+			fi.Secret = true
+			op.Files["config"] = fi
+		}, notShow: "marks it secret", never: "8080"},
+		{name: "content not kept", setup: func(t *testing.T, w *bridgetest.World) {
+			must(t, os.RemoveAll(filepath.Join(w.Dir, "state", "store", "content")))
+		}, notShow: "not kept with the plan"},
+		// The store is not trusted: content kept under the plan's sum
+		// that is not those bytes is not shown.
+		{name: "kept content replaced in the store", setup: func(t *testing.T, w *bridgetest.World) {
+			kept := filepath.Join(w.Dir, "state", "store", "content", strings.TrimPrefix(w.Plan.Files[0].SHA256, "sha256:"))
+			must(t, os.Chmod(kept, 0o600))
+			must(t, os.WriteFile(kept, []byte(strings.Repeat("s", len(bridgetest.NewConfig))), 0o600))
+		}, notShow: "not what the plan binds"},
 		{name: "file does not exist yet", setup: func(t *testing.T, w *bridgetest.World) {
 			must(t, os.Remove(w.Current))
 		}, want: []string{"(does not exist yet)", "@@ -0,0 +1,3 @@", "+listen = 8080"}},
@@ -75,7 +104,7 @@ func TestDiffRules(t *testing.T) {
 			}
 			d := v.Diffs[0]
 			text := strings.Join(bridge.DiffLines(d), "\n")
-			if strings.Contains(text, "hunter2") || strings.Contains(text, "sssss") {
+			if strings.Contains(text, "hunter2") || strings.Contains(text, "sssss") || tc.never != "" && strings.Contains(text, tc.never) {
 				t.Fatalf("the diff shows the secret:\n%s", text)
 			}
 			if tc.notShow != "" {

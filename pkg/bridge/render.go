@@ -132,9 +132,22 @@ func PageLines(v *View) []string {
 	return []string{"Approve or deny with your passkey: " + v.PageURL}
 }
 
-// DiffLines show what a file parameter changes: a unified diff against
-// the file it replaces, or why none is shown (see [DiffRules]).
+// DiffLines show what a file parameter holds: its content as the plan
+// binds it, as a unified diff against the file it replaces when the
+// operation names one, or why it is not shown (see [DiffRules]).
 func DiffLines(d FileDiff) []string {
+	planned := "+++ " + visible.Text(d.File) + " (planned, as the fingerprint binds it)"
+	if d.Against == "" {
+		lines := []string{fmt.Sprintf("File %s holds:", visible.Text(d.File))}
+		switch {
+		case d.NotShown != "":
+			return append(lines, "Not shown: "+visible.Text(d.NotShown))
+		case len(d.Hunks) == 0:
+			return append(lines, "(nothing: the file is empty)")
+		}
+		lines = append(lines, "--- (nothing)", planned)
+		return cutLines(lines, d)
+	}
 	cur := visible.Word(d.Against)
 	if d.Created {
 		cur += " (does not exist yet)"
@@ -146,7 +159,12 @@ func DiffLines(d FileDiff) []string {
 	case len(d.Hunks) == 0:
 		return append(lines, "No change: the new file is the same as the current one.")
 	}
-	lines = append(lines, "--- "+cur+" (current)", "+++ "+visible.Text(d.File)+" (planned, as the fingerprint binds it)")
+	lines = append(lines, "--- "+cur+" (current)", planned)
+	return cutLines(lines, d)
+}
+
+// cutLines appends d's hunks to lines, and says where they were cut.
+func cutLines(lines []string, d FileDiff) []string {
 	lines = append(lines, d.Hunks...)
 	if d.Cut {
 		lines = append(lines, fmt.Sprintf("… (diff cut at %d lines or %d bytes: see the file itself)", DiffMaxLines, DiffMaxBytes))

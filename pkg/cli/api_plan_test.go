@@ -44,7 +44,9 @@ func filesUnder(t *testing.T, dir string) map[string][]byte {
 // A hosted agent plans an operation with file parameters by supplying
 // their content inline: hashed as a handed-over file (the fingerprint is
 // the one the same bytes by path give), bound as supplied inline (no path
-// of the service's disk), and kept nowhere.
+// of the service's disk), and kept with the plan in its store, under its
+// sum, where nothing but the store's own account can read it
+// (docs/adr/0063-file-content-kept-with-the-plan.md).
 func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 	w := newAPIWorld(t)
 	hosted, err := localapi.HostedMCPBackend(w.st, &w.base.Env, "agent")
@@ -91,9 +93,20 @@ func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 		t.Errorf("by path %s, inline %s: one content, two fingerprints", byPath.Fingerprint, got.Fingerprint)
 	}
 
-	// Nothing of the content is kept: the state holds the signed plan
-	// (which binds its digest) and no file with the bytes.
+	// The content is kept with the plan, under its sum, for the store's
+	// account alone; nowhere else in the state.
 	after := filesUnder(t, state)
+	for _, fl := range got.Files {
+		content := map[string][]byte{"config": config, "blob": blob}[fl.Name]
+		kept := filepath.Join(state, "store", "content", strings.TrimPrefix(fl.SHA256, "sha256:"))
+		if !bytes.Equal(after[kept], content) {
+			t.Errorf("%s holds %q, want the content of file %s", kept, after[kept], fl.Name)
+		}
+		if fi, err := os.Stat(kept); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v, want mode 0600", kept, fi.Mode(), err)
+		}
+		delete(after, kept)
+	}
 	for p, b := range after {
 		if bytes.Contains(b, []byte(secretMarker)) {
 			t.Errorf("%s holds the content supplied inline", p)
@@ -103,9 +116,10 @@ func TestMCPHTTPPlansFilesSuppliedInline(t *testing.T) {
 		t.Errorf("the state holds %d files after the plan, %d before: where is the plan?", len(after), len(before))
 	}
 
-	// Judged again without the content (as a run that does not supply it
-	// again is), the plan is refused, with what to do.
-	if _, r, err := hosted.Status(got.Fingerprint); err != nil || r == nil || !strings.Contains(r.Reason, "supply the same content again") {
+	// Judged again without the content (as status and a run that does not
+	// supply it again are), the plan's files are the content kept: the
+	// gate waits for an approval, not for content.
+	if _, r, err := hosted.Status(got.Fingerprint); err != nil || r == nil || r.Code != "no_approval" {
 		t.Errorf("status over HTTP without the content: %v %v", r, err)
 	}
 	// Run elsewhere (the CLI in-process), the plan's inline file is never

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/api"
+	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/visible"
 )
@@ -95,6 +96,11 @@ func printStatus(f *Factory, s *api.StatusResult) error {
 	w := f.IO.Out
 	if s.Plan != nil {
 		printPlan(w, s.Plan)
+		for _, d := range s.Files {
+			for _, line := range bridge.DiffLines(d) {
+				fmt.Fprintf(w, "  %s\n", line)
+			}
+		}
 	} else {
 		fmt.Fprintf(w, "fingerprint: %s\noperation:   %s\ntarget:      %s\n", visible.Line(s.Fingerprint), visible.Line(s.Operation), visible.Word(s.Target))
 		fmt.Fprintf(w, "redacted:    what the plan binds is shown only to a caller with a key of the trust policy\n")

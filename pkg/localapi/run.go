@@ -1,13 +1,17 @@
 package localapi
 
 import (
+	"errors"
 	"os"
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/execute"
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/plans"
+	"github.com/prod-write/prod-write/pkg/refusal"
 	"github.com/prod-write/prod-write/pkg/runner"
+	"github.com/prod-write/prod-write/pkg/store"
 	"github.com/prod-write/prod-write/receipts"
 )
 
@@ -59,6 +63,7 @@ func (f *Env) Runner() *runner.Runner {
 		r.PolicyShared = true
 		r.CallerCwd = sc.Getwd
 		r.OpenFile = sc.File
+		r.Inline = f.inlineFile
 		r.Secret = sc.State.Secret
 		r.SecretReadable = sc.State.SecretReadable
 		r.Credential = sc.Credential
@@ -102,4 +107,42 @@ func Invoker(f *Env, p *approval.Policy) receipts.Invoker {
 		}
 	}
 	return inv
+}
+
+// inlineFile is file parameter name of a plan that binds it as supplied
+// inline (MCP over HTTP) with sum: the content this call supplied, or else
+// the content kept with the plan, checked against sum (the store is not
+// trusted) and copied into a sealed memfd of this call's own
+// (docs/adr/0063-file-content-kept-with-the-plan.md).
+func (f *Env) inlineFile(name, sum string) (*os.File, bool, error) {
+	if fl, ok := f.Call.Inline[name]; ok {
+		return fl, false, nil
+	}
+	again := "file " + name + ": the same content, supplied inline (files." + name + ")"
+	if sum == "" {
+		return nil, false, refusal.New(refusal.ParamInvalid, "file %s: no content was supplied inline", name).Needs(again)
+	}
+	c, err := f.Config()
+	if err != nil {
+		return nil, false, err
+	}
+	st, err := f.Store(c)
+	if err != nil {
+		return nil, false, err
+	}
+	data, err := st.Content(sum)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, refusal.New(refusal.ParamInvalid, "file %s was supplied inline, and the store keeps no content of it: supply the same content again", name).Needs(again)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if store.SumOf(data) != sum {
+		return nil, false, refusal.New(refusal.FingerprintMismatch, "the content the store keeps for file %s is not the content the plan binds", name).Needs(again)
+	}
+	fl, err := execute.SealedBytes(name, data)
+	if err != nil {
+		return nil, false, err
+	}
+	return fl, true, nil
 }

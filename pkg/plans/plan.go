@@ -142,6 +142,11 @@ func plan(d *Deps, o api.PlanRequest, dg operations.Digester) (*operations.Plan,
 	if err != nil {
 		return nil, false, err
 	}
+	// Content first: a plan is never stored without the content run
+	// takes from the store.
+	if err := keepContent(rn, st, plan, op); err != nil {
+		return nil, false, err
+	}
 	err = st.PutPlan(plan.Fingerprint, env)
 	if errors.Is(err, store.ErrExists) {
 		// The same invocation was planned before: the first signed plan

@@ -24,6 +24,8 @@ type Report struct {
 	Refusal *refusal.Error
 	// Request is the plan's decision request; nil when it needs none.
 	Request *bridge.DecisionRequest
+	// Files are what the plan's files hold, as approvers are shown them.
+	Files   []bridge.FileDiff
 	gateErr error
 	// policyDigest and op are what the gate judged by, for explain.
 	policyDigest string
@@ -54,7 +56,11 @@ func Status(d *Deps, fp string, dg operations.Digester) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Report{Plan: pc.Plan, Decision: dec, Problems: problems, Refusal: r, Request: req, gateErr: gateErr, policyDigest: pc.Policy.Digest, op: pc.Op, now: now}, nil
+	// What the plan's files hold, from the content kept with it, as the
+	// bridges show approvers (docs/adr/0063-file-content-kept-with-the-plan.md).
+	rules := &bridge.DiffRules{Roots: pc.Config.Bridge.DiffRoots}
+	files := rules.Diffs(pc.Plan, pc.Op, bridge.Contents(pc.Store, pc.Policy, pc.Registry, pc.Envelope))
+	return &Report{Plan: pc.Plan, Decision: dec, Problems: problems, Refusal: r, Request: req, Files: files, gateErr: gateErr, policyDigest: pc.Policy.Digest, op: pc.Op, now: now}, nil
 }
 
 // judge runs rules 2 to 6 of the gate: the fingerprint recomputed from
@@ -136,6 +142,7 @@ func (s *Report) Result(formatVersion int) *api.StatusResult {
 		Refusal:      s.Refusal,
 		Explanation:  s.explain(),
 		Request:      s.Request,
+		Files:        nonNil(s.Files),
 	}
 	if s.Decision != nil {
 		r.Evidence = nonNil(s.Decision.Evidence)

@@ -27,7 +27,12 @@ func (pc *PlanContext) Reality(r *Runner, d operations.Digester) error {
 		}
 		req.Cwd = cwd
 	}
-	now, err := pc.Op.Resolve(req, r.CallerFiles(d))
+	files := r.CallerFiles(d)
+	files.Bound = map[string]string{}
+	for _, fl := range pc.Plan.Files {
+		files.Bound[fl.Name] = fl.SHA256
+	}
+	now, err := pc.Op.Resolve(req, files)
 	if err != nil {
 		if rf, ok := refusal.As(err); ok {
 			rf.Fingerprint = pc.Plan.Fingerprint

@@ -74,6 +74,12 @@ type Runner struct {
 	// OpenFile opens a file parameter as the caller has it (the service:
 	// the descriptor the client handed over); nil opens it by path.
 	OpenFile func(name, path string) (*os.File, error)
+	// Inline, when set (the service), opens file parameter name of a plan
+	// that binds it as supplied inline (MCP over HTTP) with sum: the
+	// content the call supplied, or else the content kept with the plan
+	// (sum "" at plan time, when only the call's will do). close says the
+	// caller closes it (docs/adr/0063-file-content-kept-with-the-plan.md).
+	Inline func(name, sum string) (fl *os.File, close bool, err error)
 
 	// LookupEnv reads a secret from run's environment (local mode).
 	LookupEnv func(string) (string, bool)
@@ -345,10 +351,15 @@ func JournalHost(configured string) string {
 // CallerFiles reads file parameters as the caller has them: by path, or,
 // with Open set (the service), from the descriptor the client opened, so
 // the service never opens a path a caller names (the program, on the
-// secure path, is the registry's and read by whoever runs the gate).
+// secure path, is the registry's and read by whoever runs the gate); a
+// file bound as supplied inline, through Inline, never from a path.
 type CallerFiles struct {
 	operations.Digester
-	Open func(name, path string) (*os.File, error)
+	Open   func(name, path string) (*os.File, error)
+	Inline func(name, sum string) (*os.File, bool, error)
+	// Bound is the sum the plan judged binds for each file, by name: what
+	// content kept with the plan is fetched by (none at plan time).
+	Bound map[string]string
 }
 
 // fileDigester hashes a file already open; both digesters implement it.
@@ -362,10 +373,23 @@ var (
 )
 
 func (c CallerFiles) Digest(kind, name, path string, max int64) (size int64, sum string, err error) {
-	if _, inline := operations.InlineName(path); kind == "file" && inline && c.Open == nil {
-		// Never read as a path here: only the runner service's MCP over
-		// HTTP takes inline content (docs/adr/0039-inline-files-over-mcp-http.md).
-		return 0, "", refusal.New(refusal.ParamInvalid, "file %s was supplied inline over MCP HTTP: only a call there that supplies the same content can run this plan", name).Needs("file " + name + ": the same content, supplied inline to run over MCP HTTP")
+	if bound, inline := operations.InlineName(path); kind == "file" && inline {
+		if bound != name {
+			return 0, "", &operations.InputError{Err: fmt.Errorf("file %s is bound as the inline content of another file", name)}
+		}
+		if c.Inline == nil {
+			// Never read as a path here: only the runner service keeps
+			// and takes inline content (docs/adr/0063-file-content-kept-with-the-plan.md).
+			return 0, "", refusal.New(refusal.ParamInvalid, "file %s was supplied inline over MCP HTTP: only the runner service that keeps its content can run this plan", name).Needs("the runner service this plan was made on")
+		}
+		fl, owned, err := c.Inline(name, c.Bound[name])
+		if err != nil {
+			return 0, "", err
+		}
+		if owned {
+			defer fl.Close()
+		}
+		return c.Digester.(fileDigester).DigestFile(kind, name, fl, path, max)
 	}
 	if kind != "file" || c.Open == nil {
 		return c.Digester.Digest(kind, name, path, max)
@@ -387,5 +411,5 @@ func (c CallerFiles) Interpreter(programPath string) (string, error) {
 
 // CallerFiles wraps d to read file parameters as r's caller has them.
 func (r *Runner) CallerFiles(d operations.Digester) CallerFiles {
-	return CallerFiles{Digester: d, Open: r.OpenFile}
+	return CallerFiles{Digester: d, Open: r.OpenFile, Inline: r.Inline}
 }

@@ -253,16 +253,18 @@ type Call struct {
 	Hosted bool
 	// mayRead memoizes mayReadPlans.
 	mayRead *bool
-	// Inline are the files a hosted call supplied Inline, by name: sealed
-	// memfds of that call alone (hostedBackend.forCall).
+	// Inline are the files a hosted call supplied inline, by name: sealed
+	// memfds of that call alone (hostedBackend.forCall). A plan's kept
+	// content is fetched by localapi's inlineFile.
 	Inline map[string]*os.File
 }
 
 // File returns the descriptor of File parameter name: the one handed over
 // with the request, or else one the client opens now for path.
 func (sc *Call) File(name, path string) (*os.File, error) {
-	if bound, ok := operations.InlineName(path); ok {
-		return sc.inlineFile(name, bound)
+	if _, ok := operations.InlineName(path); ok {
+		// Read through runner.CallerFiles.Inline, never as a path.
+		return nil, &operations.InputError{Err: fmt.Errorf("file %s is bound as supplied inline, not as a path", name)}
 	}
 	if fl, ok := sc.Files[name]; ok {
 		// Handed over with the request: the caller named it.
@@ -289,24 +291,6 @@ func (sc *Call) File(name, path string) (*os.File, error) {
 		return nil, err
 	}
 	return fl, nil
-}
-
-// inlineFile is file parameter name, bound as supplied inline under the
-// name bound: the content this call supplied, never a file of the
-// service's. A plan stores none of it (docs/adr/0039-inline-files-over-mcp-http.md).
-func (sc *Call) inlineFile(name, bound string) (*os.File, error) {
-	if bound != name {
-		return nil, &operations.InputError{Err: fmt.Errorf("file %s is bound as the inline content of another file", name)}
-	}
-	if fl, ok := sc.Inline[name]; ok {
-		return fl, nil
-	}
-	// Refusals, so that status still shows the plan and its evidence to
-	// whoever judges it.
-	if sc.Hosted {
-		return nil, refusal.New(refusal.ParamInvalid, "file %s was supplied inline when planned, and no plan keeps its content: supply the same content again", name).Needs("file " + name + ": the same content, supplied inline to run (files." + name + ")")
-	}
-	return nil, refusal.New(refusal.ParamInvalid, "file %s was supplied inline over MCP HTTP: only a call there that supplies the same content can run this plan", name).Needs("file " + name + ": the same content, supplied inline to run over MCP HTTP")
 }
 
 // sameObject refuses a descriptor handed over for path that is not the

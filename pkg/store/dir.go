@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/prod-write/prod-write/pkg/dsse"
 
@@ -25,8 +27,25 @@ import (
 //	consumed/ID.SLOT           one file per spent use of record ID, holding the run id
 //	consumed/ID.run-RUN        the slot run RUN holds (so a retry spends nothing more)
 //	signcount/KEY.V            version V of a passkey credential's sign count, "COUNT RUN"
+//	content/HEX                file content plans bind, under its sha256:HEX
 type Dir struct {
 	Root string
+}
+
+// ContentReserve is the room a [Dir] leaves on its file system when it
+// keeps content: content a caller sent never takes the space the
+// journal's receipts, plans and records need
+// (docs/adr/0063-file-content-kept-with-the-plan.md).
+const ContentReserve = 64 << 20
+
+// freeBytes is how many bytes of dir's file system this process may
+// write; a variable so that a test can fill the disk.
+var freeBytes = func(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 var _ Store = (*Dir)(nil)
@@ -121,6 +140,48 @@ func (d *Dir) PutEvidence(fp, id string, env *dsse.Envelope) error {
 		return err
 	}
 	return putOnce(filepath.Join(dir, id+".json"), data)
+}
+
+// PutContent implements [Store]: content/HEX, created once. It refuses
+// content that would leave less than [ContentReserve] free.
+func (d *Dir) PutContent(sum string, data []byte) error {
+	if err := CheckContent(sum, data); err != nil {
+		return err
+	}
+	dir := filepath.Join(d.Root, "content")
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, hexOf(sum))
+	if _, err := os.Lstat(path); err == nil {
+		return putOnce(path, data) // kept already: compared, not written
+	}
+	if free, err := freeBytes(dir); err == nil && free-int64(len(data)) < ContentReserve {
+		return fmt.Errorf("keeping content %.19s…: %s has %d bytes free, and content never takes the last %d: %w", sum, dir, free, ContentReserve, &os.PathError{Op: "write", Path: dir, Err: syscall.ENOSPC})
+	}
+	return putOnce(path, data)
+}
+
+// Content implements [Store].
+func (d *Dir) Content(sum string) ([]byte, error) {
+	if err := CheckFingerprint(sum); err != nil {
+		return nil, fmt.Errorf("content sum: %w", err)
+	}
+	path := filepath.Join(d.Root, "content", hexOf(sum))
+	fl, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("content %.19s…: %w", sum, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer fl.Close()
+	if fi, err := fl.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() || fi.Size() > MaxContent {
+		return nil, fmt.Errorf("%s: not content this store kept", path)
+	}
+	return io.ReadAll(io.LimitReader(fl, MaxContent))
 }
 
 // PlansWithPrefix returns the fingerprints of the stored plans whose hex

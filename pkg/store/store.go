@@ -51,7 +51,44 @@ type Store interface {
 	// SignCounts returns the stored sign count of each credential that
 	// has one.
 	SignCounts(creds []string) (map[string]uint32, error)
+	// PutContent keeps data, the bytes of a file a plan binds, under sum,
+	// their "sha256:HEX", at most [MaxContent] bytes: data whose sum is
+	// not sum is refused, and keeping the same content again is not an
+	// error (docs/adr/0063-file-content-kept-with-the-plan.md).
+	PutContent(sum string, data []byte) error
+	// Content returns the bytes kept under sum, or ErrNotFound. The store
+	// is not trusted: a caller checks their sum against the signed plan.
+	Content(sum string) ([]byte, error)
 }
+
+// MaxContent bounds the file content a store keeps under one sum.
+const MaxContent = 1 << 20
+
+// CheckContent reports whether data may be kept under sum: at most
+// [MaxContent] bytes whose sha256 is sum. Every backend checks it before
+// it writes anything.
+func CheckContent(sum string, data []byte) error {
+	if err := CheckFingerprint(sum); err != nil {
+		return fmt.Errorf("content sum: %w", err)
+	}
+	if len(data) > MaxContent {
+		return fmt.Errorf("content %.19s…: %d bytes, over the %d a store keeps", sum, len(data), MaxContent)
+	}
+	if SumOf(data) != sum {
+		return fmt.Errorf("content %.19s…: %w", sum, ErrContentSum)
+	}
+	return nil
+}
+
+// SumOf is data's sum as plans bind it: "sha256:" and 64 hex digits.
+func SumOf(data []byte) string {
+	h := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// ErrContentSum is content whose bytes are not the sum it is kept or
+// asked for under.
+var ErrContentSum = errors.New("the bytes are not those of this sum")
 
 // Errors a Store returns; callers branch on them with errors.Is.
 var (

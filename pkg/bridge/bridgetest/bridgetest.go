@@ -206,6 +206,13 @@ approvers = %[2]d
 	if err := w.Store.PutPlan(w.FP, Sign(t, "agent", approval.TypePlan, plan)); err != nil {
 		t.Fatal(err)
 	}
+	if withFile {
+		// Kept with the plan, as planning keeps a file every account
+		// may read (docs/adr/0063-file-content-kept-with-the-plan.md).
+		if err := w.Store.PutContent(plan.Files[0].SHA256, []byte(NewConfig)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	w.Record = w.File(t, "smith")
 	return w
 }

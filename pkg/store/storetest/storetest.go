@@ -161,6 +161,8 @@ func RunConformanceWith(t *testing.T, open func(t *testing.T) store.Store, o Opt
 		{"SignCountAdvance", testSignCountAdvance},
 		{"ConcurrentSignCountSame", testConcurrentSignCountSame},
 		{"ConcurrentSignCountMany", testConcurrentSignCountMany},
+		{"Content", testContent},
+		{"ConcurrentPutContent", testConcurrentPutContent},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if why, skip := o.Skip[c.name]; skip {
@@ -722,5 +724,65 @@ func testConcurrentSignCountMany(t *testing.T, s store.Store) {
 	}
 	if got, err := s.SignCounts([]string{"cred-many"}); err != nil || got["cred-many"] != 25 {
 		t.Fatalf("SignCounts after the race = %v, %v; want 25", got, err)
+	}
+}
+
+// testContent: content kept under its sum comes back byte for byte, at
+// every size up to the bound (several parts, where a backend splits it);
+// content not under its own sum, or over the bound, is refused and
+// nothing is kept; an unknown sum is ErrNotFound.
+func testContent(t *testing.T, s store.Store) {
+	for _, n := range []int{0, 1, 1000, 256 << 10, 256<<10 + 1, 700 << 10, store.MaxContent} {
+		data := make([]byte, n)
+		for i := range data {
+			data[i] = byte(i*7 + n)
+		}
+		sum := store.SumOf(data)
+		if err := s.PutContent(sum, data); err != nil {
+			t.Fatalf("PutContent of %d bytes: %v", n, err)
+		}
+		if err := s.PutContent(sum, data); err != nil {
+			t.Fatalf("PutContent of the same %d bytes again: %v, want success", n, err)
+		}
+		got, err := s.Content(sum)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Content of %d bytes: %d bytes, %v; want them back", n, len(got), err)
+		}
+	}
+	other := []byte("SELECT 1;\n")
+	wrong := store.SumOf([]byte("DROP TABLE users;\n"))
+	if err := s.PutContent(wrong, other); !errors.Is(err, store.ErrContentSum) {
+		t.Fatalf("PutContent under another content's sum: %v, want ErrContentSum", err)
+	}
+	if _, err := s.Content(wrong); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Content after a refused PutContent: %v, want ErrNotFound", err)
+	}
+	big := make([]byte, store.MaxContent+1)
+	if err := s.PutContent(store.SumOf(big), big); err == nil {
+		t.Fatal("PutContent over MaxContent succeeded")
+	}
+	if _, err := s.Content(store.SumOf(big)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Content over MaxContent: %v, want ErrNotFound", err)
+	}
+	for _, bad := range BadFingerprints {
+		if err := s.PutContent(bad, nil); err == nil {
+			t.Errorf("PutContent(%q) succeeded", bad)
+		}
+		if _, err := s.Content(bad); err == nil {
+			t.Errorf("Content(%q) succeeded", bad)
+		}
+	}
+}
+
+// testConcurrentPutContent: two plans of the same bytes keep them at once
+// and both succeed.
+func testConcurrentPutContent(t *testing.T, s store.Store) {
+	data := bytes.Repeat([]byte("ALTER TABLE t ADD COLUMN c int;\n"), 20000)
+	sum := store.SumOf(data)
+	if err := errors.Join(together(8, func() error { return s.PutContent(sum, data) })...); err != nil {
+		t.Fatalf("concurrent PutContent of the same bytes: %v, want success for every writer", err)
+	}
+	if got, err := s.Content(sum); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Content: %d bytes, %v", len(got), err)
 	}
 }
