@@ -97,8 +97,9 @@ func (h *hostedBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
 	return API{Env: b.f}.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: files})
 }
 
-// Run runs with the content of each file the plan binds as supplied
-// inline, supplied again: the plan kept none of it.
+// Run runs the plan: with the content of its files supplied inline that
+// the call sends again, and the content kept with the plan for the rest
+// (docs/adr/0063-file-content-kept-with-the-plan.md).
 func (h *hostedBackend) Run(fp string, inline map[string][]byte) (*mcpapi.RunResult, error) {
 	if len(inline) == 0 {
 		return h.MCPBackend.Run(fp, nil)

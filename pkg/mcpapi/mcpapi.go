@@ -40,10 +40,11 @@ type Backend interface {
 	// Receipt is `prod-write receipts show`: the journal entries of one
 	// run id or sequence number.
 	Receipt(id string) ([]json.RawMessage, error)
-	// Run is `prod-write run`, with the program's output captured. inline
-	// is the content of each file the plan binds as supplied inline, by
-	// name (MCP over HTTP only): the plan stores none, so its run
-	// supplies it again (docs/adr/0039-inline-files-over-mcp-http.md).
+	// Run is `prod-write run`, with the program's output captured. inline,
+	// optional, is the content of each file the plan binds as supplied
+	// inline, by name (MCP over HTTP only), sent again: the plan keeps it,
+	// and run takes what is not sent from there
+	// (docs/adr/0063-file-content-kept-with-the-plan.md).
 	Run(fingerprint string, inline map[string][]byte) (*RunResult, error)
 	// ErrorCode is the stable code of an error that is not a refusal, as
 	// `--json` reports it ("usage", "config", "bad_input", "io",

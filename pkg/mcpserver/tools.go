@@ -136,16 +136,15 @@ func catalogue(reg *operations.Registry, h *handlers) []*tool {
 	return tools
 }
 
-// runSchema is run's input: the fingerprint and, over HTTP, the content
-// of each file the plan bound as supplied inline, which no plan keeps
-// (docs/adr/0039-inline-files-over-mcp-http.md). Only a plan with such
-// files needs them, so they are not required.
+// runSchema is run's input: the fingerprint and, over HTTP, optionally the
+// content of each file the plan bound as supplied inline, again: the plan
+// keeps it, so none is needed (docs/adr/0063-file-content-kept-with-the-plan.md).
 func runSchema(inline bool) *jsonschema.Schema {
 	if !inline {
 		return object(fingerprintProp())
 	}
 	files := &jsonschema.Schema{Type: "object", AdditionalProperties: inlineFileSchema(fmt.Sprintf("at most %d bytes", mcpapi.MaxInlineFile)),
-		Description: fmt.Sprintf("for a plan whose files were supplied inline: the same content again, by file name (at most %d bytes in all)", mcpapi.MaxInlineTotal)}
+		Description: fmt.Sprintf("not needed: a plan keeps the content of its files supplied inline, and run takes it from there. If given, by file name, it must be the same content (at most %d bytes in all)", mcpapi.MaxInlineTotal)}
 	s := object(fingerprintProp(), prop{"files", files})
 	s.Required = []string{"fingerprint"}
 	return s

@@ -1,6 +1,7 @@
 package dynamo_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -226,6 +227,54 @@ func TestCorruptPlan(t *testing.T) {
 	}
 	if err := s.PutPlan(fp2, storetest.Envelope(`{}`)); !errors.Is(err, store.ErrExists) {
 		t.Fatalf("PutPlan over an item without env: %v, want ErrExists", err)
+	}
+}
+
+// Content is read only whole and exactly as kept: a part missing, a part
+// beyond the count, or no count at all is an error or not found, never
+// fewer or more bytes.
+func TestContentPartsWhole(t *testing.T) {
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("INSERT INTO t VALUES (1);\n"), 30000) // 3 parts
+	for i, tamper := range []struct {
+		name   string
+		item   func(pk string) map[string]types.AttributeValue
+		delete bool
+		absent bool
+	}{
+		{name: "a part missing", delete: true, item: func(pk string) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "part#1"}}
+		}},
+		{name: "a part beyond the count", item: func(pk string) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "part#3"}, "b": &types.AttributeValueMemberB{Value: []byte("DROP TABLE t;\n")}}
+		}},
+		{name: "no count", delete: true, absent: true, item: func(pk string) map[string]types.AttributeValue {
+			return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "sk": &types.AttributeValueMemberS{Value: "content"}}
+		}},
+	} {
+		s := open(t)
+		content := append(data, byte(i))
+		sum := store.SumOf(content)
+		if err := s.PutContent(sum, content); err != nil {
+			t.Fatal(err)
+		}
+		pk := "content#" + strings.TrimPrefix(sum, "sha256:")
+		var err error
+		if item := tamper.item(pk); tamper.delete {
+			_, err = client(t).DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.Table()), Key: item})
+		} else {
+			_, err = client(t).PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.Table()), Item: item})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Content(sum)
+		switch {
+		case tamper.absent && !errors.Is(err, store.ErrNotFound):
+			t.Errorf("%s: %d bytes, %v; want not found", tamper.name, len(got), err)
+		case !tamper.absent && (err == nil || errors.Is(err, store.ErrNotFound)):
+			t.Errorf("%s: %d bytes, %v; want an error", tamper.name, len(got), err)
+		}
 	}
 }
 
