@@ -652,7 +652,31 @@ credentials = %q
 // CAP_SETUID, CAP_SETGID and CAP_KILL (to stop a run_as program on timeout
 // or a relayed signal), as a systemd unit with AmbientCapabilities= would,
 // and waits for its socket.
-func (d *deployment) serve(t *testing.T) {
+func (d *deployment) serve(t *testing.T) { d.serveUntil(t, t) }
+
+// restart stops the service with SIGTERM and starts it again, as
+// `systemctl restart` would: prod-write.toml is read only at start. The
+// new service reports to t but runs until until ends, so that a subtest
+// may restart the service its test's later subtests use.
+func (d *deployment) restart(t, until *testing.T) {
+	t.Helper()
+	must(t, d.served.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-d.serveEnd:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("prod-write serve did not stop within 10s of SIGTERM\n%s", d.serveLog)
+	}
+	// Else the new service's wait for its socket would find the old one.
+	if _, err := os.Lstat(d.socket); err == nil {
+		t.Fatalf("the stopped service left its socket %s behind", d.socket)
+	}
+	d.serveUntil(t, until)
+}
+
+// serveUntil is serve, reporting to t, with the service stopped when
+// until ends.
+func (d *deployment) serveUntil(t, until *testing.T) {
+	t.Helper()
 	cmd := exec.Command(d.bin, "serve", "--config", d.config)
 	cmd.Dir = d.root
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
@@ -669,7 +693,9 @@ func (d *deployment) serve(t *testing.T) {
 		close(exited)
 	}()
 	d.served, d.serveEnd = cmd, exited
-	t.Cleanup(func() {
+	until.Cleanup(func() {
+		// A service restarted since has exited already: the signal then
+		// fails, and exited is closed.
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -677,7 +703,10 @@ func (d *deployment) serve(t *testing.T) {
 			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 		}
-		t.Logf("the service's log:\n%s", d.serveLog)
+		// The log is shared: the last service started logs it all.
+		if d.served == cmd {
+			until.Logf("the service's log:\n%s", d.serveLog)
+		}
 	})
 	up := waitFor(10*time.Second, func() bool {
 		select {

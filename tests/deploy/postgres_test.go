@@ -7,10 +7,13 @@ package deploy
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -20,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/prod-write/prod-write/pkg/testservers"
 )
@@ -188,6 +193,18 @@ func (d *deployment) addOperations(t *testing.T, name, toml string) {
 	}
 }
 
+// bearer presents an MCP over HTTP bearer token on every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
 // psqlOpsTOML is the migration operation: Debian's psql by name, the host
 // a parameter, the password a secret of the service.
 const psqlOpsTOML = `
@@ -223,6 +240,7 @@ func TestPsqlMigrationThroughTheService(t *testing.T) {
 	}
 	bin := postgresBin(t)
 	d := deploy(t)
+	top := t // a subtest restarts the service for the later ones
 	t.Logf("deployment up in %s", time.Since(start).Round(time.Millisecond))
 	c := d.startCluster(t, bin)
 	d.addOperations(t, "postgres.toml", psqlOpsTOML)
@@ -357,6 +375,156 @@ func TestPsqlMigrationThroughTheService(t *testing.T) {
 		}
 	})
 
+	// A hosted agent, over MCP over Streamable HTTP, shares no file
+	// system with the service: it supplies the migration's content inline
+	// at plan, and the content is kept with the plan in the service's
+	// store (docs/adr/0063-file-content-kept-with-the-plan.md). Defences
+	// proved: the approver is shown the SQL it approves (without it,
+	// status as alice lacks the +CREATE TABLE line); the run takes the
+	// kept content (without it, a run that sends only the fingerprint has
+	// no file and is refused, and hosted_things is never made); the
+	// password stays the service's (it is in no result the agent got).
+	t.Run("hosted_agent_over_mcp_http", func(t *testing.T) {
+		// MCP over HTTP on a free loopback port, with the agent's key in
+		// mcp_keys (the service's, 0700, key 0600) for it to sign the
+		// hosted agent's plans, and a tokens file in root's etc.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		addr := l.Addr().String()
+		must(t, l.Close())
+		keys := filepath.Join(d.root, "mcpkeys")
+		must(t, os.Mkdir(keys, 0o700))
+		must(t, os.Chmod(keys, 0o700))
+		must(t, os.Chown(keys, d.svc.uid, d.svc.gid))
+		key, err := os.ReadFile(d.agentKey)
+		must(t, err)
+		hostedKey := filepath.Join(keys, "agent.key")
+		must(t, os.WriteFile(hostedKey, key, 0o600))
+		must(t, os.Chmod(hostedKey, 0o600))
+		must(t, os.Chown(hostedKey, d.svc.uid, d.svc.gid))
+		tokens := filepath.Join(d.etc, "mcp-tokens.toml")
+		conf, err := os.OpenFile(d.config, os.O_APPEND|os.O_WRONLY, 0)
+		must(t, err)
+		// [service] is the last table of prod-write.toml: these join it.
+		_, err = fmt.Fprintf(conf, "mcp_listen = %q\nmcp_tokens = %q\nmcp_keys = %q\nmcp_allow_run = true\nmcp_rate = 1000\nmcp_burst = 1000\n", addr, tokens, keys)
+		must(t, err)
+		must(t, conf.Close())
+
+		// The token is printed once, on stdout, and kept only here: a
+		// failure below shows what add said on stderr, never its stdout.
+		r := d.asRoot(t, "mcp", "token", "add", "agent", "--scope", "agent", "--allow-run")
+		token := strings.TrimSpace(r.out)
+		if r.code != 0 || token == "" || strings.ContainsAny(token, " \n") {
+			t.Fatalf("mcp token add as root: exit %d, %d bytes on stdout, stderr:\n%s", r.code, len(r.out), r.err)
+		}
+		if b, err := os.ReadFile(tokens); err != nil || bytes.Contains(b, []byte(token)) {
+			t.Fatalf("the tokens file %s holds the token itself, or is not there (%v)", tokens, err)
+		}
+		d.restart(t, top)
+		if !waitFor(10*time.Second, func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		}) {
+			t.Fatalf("the restarted service does not listen on %s:\n%s", addr, d.serveLog)
+		}
+
+		// The hosted agent: the go-sdk's MCP client, with its bearer token.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		defer tr.CloseIdleConnections()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "deploy-test", Version: "v0"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, tr}}}, nil)
+		if err != nil {
+			t.Fatalf("connecting to MCP over HTTP at %s: %v\n%s", addr, err, d.serveLog)
+		}
+		defer cs.Close()
+		var got strings.Builder // every text the agent got
+		call := func(tool string, args map[string]any) (*mcp.CallToolResult, string) {
+			t.Helper()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+			var b strings.Builder
+			if err != nil {
+				fmt.Fprintf(&b, "protocol error: %v\n", err)
+			} else {
+				for _, c := range res.Content {
+					if tc, ok := c.(*mcp.TextContent); ok {
+						b.WriteString(tc.Text + "\n")
+					}
+				}
+				if res.StructuredContent != nil {
+					sc, err := json.Marshal(res.StructuredContent)
+					must(t, err)
+					b.Write(append(sc, '\n'))
+				}
+			}
+			got.WriteString(b.String())
+			d.outputs.Write([]byte(b.String()))
+			if err != nil || res.IsError {
+				t.Fatalf("%s over MCP HTTP: %s", tool, b.String())
+			}
+			return res, b.String()
+		}
+		structured := func(res *mcp.CallToolResult, v any) {
+			t.Helper()
+			sc, err := json.Marshal(res.StructuredContent)
+			must(t, err)
+			if err := json.Unmarshal(sc, v); err != nil {
+				t.Fatalf("structured content %s: %v", sc, err)
+			}
+		}
+
+		const sql = "CREATE TABLE hosted_things (id bigint PRIMARY KEY);\n"
+		res, text := call("plan_migrate", map[string]any{
+			"target": "production",
+			"params": map[string]any{"host": c.sock},
+			"files":  map[string]any{"migration": map[string]any{"content": sql}},
+		})
+		var p struct {
+			Fingerprint string `json:"fingerprint"`
+		}
+		structured(res, &p)
+		if !fpRE.MatchString(p.Fingerprint) {
+			t.Fatalf("plan_migrate gave no fingerprint: %s", text)
+		}
+		fp := p.Fingerprint
+		planned = append(planned, fp)
+
+		// Alice reads the SQL she approves, kept with the plan.
+		d.approve(t, fp)
+		r = d.asRoot(t, "status", fp, "--key", d.aliceKey)
+		if !strings.Contains(r.out, "+CREATE TABLE hosted_things") || !strings.Contains(r.out, "gate:        open") {
+			t.Errorf("status as alice: want the kept migration's +CREATE TABLE hosted_things line and an open gate: %s", r)
+		}
+
+		// The run sends the fingerprint alone: the content is the kept one.
+		if owner := tableOwner("hosted_things"); owner != "absent" {
+			t.Fatalf("table hosted_things before the hosted run: %q", owner)
+		}
+		before := len(d.journalLines(t))
+		res, text = call("run", map[string]any{"fingerprint": fp})
+		var ran struct {
+			Outcome  string `json:"outcome"`
+			ExitCode int    `json:"exit_code"`
+		}
+		structured(res, &ran)
+		if ran.Outcome != "ran" || ran.ExitCode != 0 {
+			t.Errorf("run over MCP HTTP with the fingerprint alone: want outcome ran, exit 0: %s", text)
+		}
+		if n := len(d.journalLines(t)); n != before+2 {
+			t.Errorf("the journal grew by %d lines, want 2 (intent and outcome)", n-before)
+		}
+		if owner := tableOwner("hosted_things"); owner != "migrator" {
+			t.Errorf("table hosted_things after the hosted run: owner %q, want migrator", owner)
+		}
+		if holdsSecret([]byte(got.String()), c.password) {
+			t.Error("the hosted agent got the password in an MCP result")
+		}
+	})
+
 	t.Run("replay", d.replayOK)
 
 	// The password is in the credentials directory and the program's
@@ -376,8 +544,8 @@ func TestPsqlMigrationThroughTheService(t *testing.T) {
 			}
 			places["status "+fp] = []byte(r.out + r.err)
 		}
-		if len(planned) != 2 {
-			t.Errorf("%d plans to search, want 2", len(planned))
+		if len(planned) != 3 {
+			t.Errorf("%d plans to search, want 3", len(planned))
 		}
 		r := d.asRoot(t, "receipts", "list", "--json")
 		if r.code != 0 {
