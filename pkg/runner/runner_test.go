@@ -329,4 +329,19 @@ func TestFullJournalDiskSpendsNothing(t *testing.T) {
 	if got := d.journal(t); len(got) != 2 {
 		t.Fatalf("%d receipts, want the intent and the outcome", len(got))
 	}
+	// Replay agrees (docs/adr/0064-consumption-stays-before-the-intent.md):
+	// one run, complete, its single use relied on once.
+	policy, err := approval.LoadPolicy(filepath.Join(d.dir, "trust.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl, err := os.Open(filepath.Join(d.dir, "state", "journal", "receipts.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	sum, err := (&receipts.Replayer{Policy: policy}).Replay(fl, func(receipts.Result) {})
+	if err != nil || !sum.OK || sum.Runs != 1 || sum.Incomplete != 0 || sum.Failed != 0 {
+		t.Fatalf("replay: %+v %v; want one complete run that verifies", sum, err)
+	}
 }
