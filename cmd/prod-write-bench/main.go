@@ -33,7 +33,7 @@ var (
 	bin            = flag.String("bin", "bin/prod-write", "the prod-write binary")
 	floorBin       = flag.String("floor", "bin/floor", "the floor program for run")
 	partsDir       = flag.String("parts", "bin/parts", "the programs of the run-parts row (testdata/bench/parts, built by scripts/bench.sh)")
-	only           = flag.String("only", "", "run only this benchmark: plan, run, run-service, run-mcp, run-parts, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey, replay-state")
+	only           = flag.String("only", "", "run only this benchmark: plan, run, run-service, run-mcp, run-parts, parallel, parallel-service, replay, bridges, fleet, passkey, replay-passkey, replay-state, load")
 	fileSize       = flag.Int64("file-size", 1<<30, "bytes of the file plan hashes")
 	runs           = flag.Int("runs", 200, "sequential runs timed for the run overhead")
 	nReceipts      = flag.Int("receipts", 1_000_000, "receipts replayed")
@@ -81,7 +81,7 @@ func main() {
 		fn   func(dir string) result
 	}
 	var results []result
-	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"run-mcp", benchRunMCP}, {"run-parts", benchRunParts}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}, {"replay-passkey", benchReplayPasskey}, {"replay-state", benchReplayState}} {
+	for _, b := range []bench{{"plan", benchPlan}, {"run", benchRun}, {"run-service", benchRunService}, {"run-mcp", benchRunMCP}, {"run-parts", benchRunParts}, {"parallel", benchParallel}, {"parallel-service", benchParallelService}, {"replay", benchReplay}, {"bridges", benchBridges}, {"fleet", benchFleet}, {"passkey", benchPasskey}, {"replay-passkey", benchReplayPasskey}, {"replay-state", benchReplayState}, {"load", benchLoad}} {
 		if *only != "" && *only != b.name {
 			continue
 		}
@@ -288,15 +288,19 @@ func setupService(dir string) {
 	fmt.Printf("serve:  %s serve --config %s/prod-write.toml\nclient: PROD_WRITE_CONFIG=%s/client.toml %s run FP   (FPs in %s/fps.txt)\n", *bin, dir, dir, *bin, dir)
 }
 
-// configureService adds a service socket in dir to dir's configuration and
-// writes a client's configuration naming it, returning both paths.
-func configureService(dir string) (sock, client string) {
+// configureService adds a service socket in dir to dir's configuration,
+// with the lines extra in its [service] table, and writes a client's
+// configuration naming it, returning both paths.
+func configureService(dir string, extra ...string) (sock, client string) {
 	sock = filepath.Join(dir, "pw.sock")
 	cfg, err := os.OpenFile(filepath.Join(dir, "prod-write.toml"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		fail(err)
 	}
 	fmt.Fprintf(cfg, "\n[service]\nsocket = %q\nallow_shared_account = %v\n", sock, os.Geteuid() != 0)
+	for _, l := range extra {
+		fmt.Fprintln(cfg, l)
+	}
 	if *witnessCadence {
 		// Issue 32's "with the tree": the service keeps the journal's
 		// tree, signs the head's note at every turn and sends it, to a
