@@ -30,6 +30,23 @@ type PasskeyAssertion struct {
 	AuthenticatorData []byte `json:"authenticator_data"`
 	ClientDataJSON    []byte `json:"client_data_json"`
 	Signature         []byte `json:"signature"`
+	// UserHandle is the user handle the authenticator returned with the
+	// assertion: [PasskeyUserHandle] of the principal the credential was
+	// enrolled for. It is not covered by the signature; absent in
+	// decisions stored before it was kept, and from a credential that is
+	// not discoverable (docs/adr/0043-passkey-assertions-as-evidence.md).
+	UserHandle []byte `json:"user_handle,omitempty"`
+}
+
+// PasskeyUserHandle is the WebAuthn user handle of principal: the first
+// 16 bytes of sha256("prod-write principal\x00" + principal), the same
+// for each of its credentials. Enrolment gives it to the authenticator,
+// which returns it with every assertion of a discoverable credential;
+// the gate checks it against the principal the assertion counts for
+// (docs/adr/0043-passkey-assertions-as-evidence.md).
+func PasskeyUserHandle(principal string) []byte {
+	h := sha256.Sum256([]byte("prod-write principal\x00" + principal))
+	return h[:16]
 }
 
 // PasskeyDecision is an approver's approve or deny, signed by its passkey.
@@ -223,9 +240,9 @@ func pkFail(code refusal.Code, format string, args ...any) *passkeyFailure {
 // key: the credential and whose it is, the challenge recomputed from d's
 // statement, the client data's type and origin, the RP ID hash, the
 // user-present and (where required) user-verified flags, the signature
-// over authenticatorData || sha256(clientDataJSON), and the sign count
-// moving forward from last (the highest count of the credential known to
-// the caller; 0 when none).
+// over authenticatorData || sha256(clientDataJSON), the user handle when
+// the assertion carries one, and the sign count moving forward from last
+// (the highest count of the credential known to the caller; 0 when none).
 func (p *Policy) verifyPasskey(d *PasskeyDecision, last map[string]uint32) (*PasskeyCredential, *PasskeySeen, *passkeyFailure) {
 	as := d.Assertion
 	credID := base64.RawURLEncoding.EncodeToString(as.CredentialID)
@@ -272,6 +289,16 @@ func (p *Policy) verifyPasskey(d *PasskeyDecision, last map[string]uint32) (*Pas
 	signed := append(append(make([]byte, 0, len(as.AuthenticatorData)+32), as.AuthenticatorData...), cdHash[:]...)
 	if ok, err := webauthncose.VerifySignature(cred.key, signed, as.Signature); err != nil || !ok {
 		return nil, nil, pkFail(refusal.SignatureInvalid, "the passkey signature does not verify with credential %s", credID)
+	}
+	// The user handle is the authenticator's word of whom the credential
+	// was made for. The signature does not cover it, so it stops no
+	// forgery (the signature does); it catches a credential filed under
+	// the wrong principal in trust.toml, whose assertions would otherwise
+	// count for that principal. Absent, as from a credential that is not
+	// discoverable or in a decision stored before it was kept, nothing
+	// is checked (docs/adr/0043-passkey-assertions-as-evidence.md).
+	if len(as.UserHandle) != 0 && !bytes.Equal(as.UserHandle, PasskeyUserHandle(d.Approver)) {
+		return nil, nil, pkFail(refusal.SignatureInvalid, "passkey credential %s was enrolled for another principal than %s (its user handle is not %s's): it is filed under the wrong principal in trust.toml", credID, d.Approver, d.Approver)
 	}
 	// An authenticator without a counter always says 0 (WebAuthn §6.1.1);
 	// otherwise the count must move forward.

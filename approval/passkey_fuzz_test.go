@@ -1,6 +1,7 @@
 package approval_test
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"strings"
 	"testing"
@@ -24,6 +25,31 @@ func FuzzPasskeyAssertion(f *testing.F) {
 		same := string(ad) == string(good.AuthenticatorData) && string(cdj) == string(good.ClientDataJSON) && string(sig) == string(good.Signature)
 		if err == nil && !same && !strings.Contains(string(cdj), "webauthn.get") {
 			t.Fatalf("an assertion without webauthn.get opened the gate")
+		}
+	})
+}
+
+// FuzzPasskeyUserHandle: whatever user handle rides along with a good
+// assertion (the signature does not cover it), the gate counts the
+// decision exactly when the handle is absent or the approver's
+// (docs/adr/0043-passkey-assertions-as-evidence.md).
+func FuzzPasskeyUserHandle(f *testing.F) {
+	alice := newAuthenticator(f, "alice")
+	policy := passkeyPolicy(f, alice, "", true)
+	w := newPasskeyWorldTB(f, "")
+	st := w.statement(approval.Approve)
+	good := alice.assert(f, st, ceremony{})
+	f.Add([]byte(nil))
+	f.Add(approval.PasskeyUserHandle("alice"))
+	f.Add(approval.PasskeyUserHandle("bob"))
+	f.Add([]byte("alice"))
+	f.Fuzz(func(t *testing.T, handle []byte) {
+		as := good
+		as.UserHandle = handle
+		_, err := approval.Evaluate(approval.Input{Plan: w.planEnv, Evidence: append(w.evidence, passkeyDecision(t, st, as)), Policy: policy, Op: w.op, Now: testNow})
+		want := len(handle) == 0 || bytes.Equal(handle, approval.PasskeyUserHandle("alice"))
+		if (err == nil) != want {
+			t.Fatalf("user handle %x: gate error %v; want it to count: %v", handle, err, want)
 		}
 	})
 }

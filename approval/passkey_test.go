@@ -19,18 +19,23 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
+	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
 const pageOrigin = "https://approve.example.test"
 
 // authenticator is a software WebAuthn authenticator: a P-256 key, a
-// credential id and a counter.
+// credential id, a counter and the user handle of the principal the
+// credential was made for (nil: its assertions carry none).
 type authenticator struct {
 	key     *ecdsa.PrivateKey
 	id      []byte
 	counter uint32
+	user    []byte
 }
 
+// newAuthenticator makes a discoverable credential of principal name, as
+// enrolment makes it: its assertions carry approval.PasskeyUserHandle(name).
 func newAuthenticator(t tb, name string) *authenticator {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -38,7 +43,7 @@ func newAuthenticator(t tb, name string) *authenticator {
 		t.Fatal(err)
 	}
 	id := sha256.Sum256([]byte("credential " + name))
-	return &authenticator{key: k, id: id[:16]}
+	return &authenticator{key: k, id: id[:16], user: approval.PasskeyUserHandle(name)}
 }
 
 func (a *authenticator) credID() string { return base64.RawURLEncoding.EncodeToString(a.id) }
@@ -113,7 +118,7 @@ func (a *authenticator) assert(t tb, st approval.PasskeyStatement, c ceremony) a
 	if err != nil {
 		t.Fatal(err)
 	}
-	return approval.PasskeyAssertion{CredentialID: a.id, AuthenticatorData: ad, ClientDataJSON: cdj, Signature: sig}
+	return approval.PasskeyAssertion{CredentialID: a.id, AuthenticatorData: ad, ClientDataJSON: cdj, Signature: sig, UserHandle: a.user}
 }
 
 // passkeyPolicy is demoCast's policy with alice's credential (uv
@@ -394,5 +399,71 @@ func TestPasskeySnippetBindsItsPrincipal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPasskeyUserHandle: the user handle an assertion carries must be
+// that of the principal the decision counts for; another principal's is
+// refused signature_invalid, saying the passkey was enrolled for another
+// principal (a credential filed under the wrong principal in trust.toml).
+// An assertion without one (a non-discoverable credential, a decision
+// stored before it was kept) verifies as before
+// (docs/adr/0043-passkey-assertions-as-evidence.md).
+// Attacker input: the user handle, which the authenticator's signature
+// does not cover.
+func TestPasskeyUserHandle(t *testing.T) {
+	alice := newAuthenticator(t, "alice")
+	policy := passkeyPolicy(t, alice, "", true)
+	for _, c := range []struct {
+		name   string
+		handle []byte
+		want   string // "" for allowed
+	}{
+		{"alice's own", approval.PasskeyUserHandle("alice"), ""},
+		{"another principal's: bob's credential filed under alice", approval.PasskeyUserHandle("bob"), "enrolled for another principal"},
+		{"a handle of no principal", []byte("alice"), "enrolled for another principal"},
+		{"absent", nil, ""},
+		{"empty, as absent", []byte{}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newPasskeyWorld(t, "")
+			st := w.statement(approval.Approve)
+			as := alice.assert(t, st, ceremony{})
+			// Not signed: set after the assertion is made, as an
+			// authenticator holding a credential for c.handle returns it.
+			as.UserHandle = c.handle
+			env := passkeyDecision(t, st, as)
+			id := mustID(t, env)
+			d, err := approval.Evaluate(approval.Input{Plan: w.planEnv, Evidence: append(w.evidence, env), Policy: policy, Op: w.op, Now: testNow})
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("allowed (path %s); want the passkey decision refused", d.Path)
+			}
+			var got *approval.Assessed
+			if d != nil {
+				for _, a := range d.Evidence {
+					if a.ID == id {
+						got = a
+					}
+				}
+			}
+			if got == nil || got.Valid || got.Problem == nil || *got.Problem != refusal.SignatureInvalid || !strings.Contains(got.Why, c.want) {
+				t.Fatalf("the passkey decision is assessed %+v (gate: %v); want signature_invalid saying %q", got, err, c.want)
+			}
+		})
+	}
+}
+
+// TestPasskeyUserHandlePinned: the user handle of a principal is pinned
+// (computed with Python's hashlib): every credential enrolled carries the
+// handle of its time, so the derivation cannot change.
+func TestPasskeyUserHandlePinned(t *testing.T) {
+	if got := fmt.Sprintf("%x", approval.PasskeyUserHandle("alice")); got != "5a7f13ab5cedbd342a6c6ac43c61a89c" {
+		t.Fatalf("PasskeyUserHandle(alice) = %s", got)
 	}
 }

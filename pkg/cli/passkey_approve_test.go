@@ -43,7 +43,7 @@ func newPageWorldAt(t *testing.T, origin string) *pageWorld {
 	t.Helper()
 	h := newRunHarness(t)
 	addPasskeyTableAt(t, h, origin, `["staging"]`)
-	a, err := passkeytest.New()
+	a, err := passkeytest.NewFor("alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +162,35 @@ func (w *pageWorld) challenge(t *testing.T, fp, verdict, record string) *api.Pas
 		t.Fatalf("passkey challenge: %v", err)
 	}
 	return st
+}
+
+// passkeyDecisions are the passkey decisions the store holds of fp.
+func (w *pageWorld) passkeyDecisions(t *testing.T, fp string) []approval.PasskeyDecision {
+	t.Helper()
+	st, err := store.OpenDir(filepath.Join(w.h.dir, "state", "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _, err := st.Evidence(fp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []approval.PasskeyDecision
+	for _, env := range ev {
+		if env.PayloadType != approval.TypePasskey {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(env.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d approval.PasskeyDecision
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // evidence counts what the store holds of fp.
@@ -304,6 +333,16 @@ func TestPasskeyAttestedRefused(t *testing.T) {
 	t.Run("a credential not in trust.toml", func(t *testing.T) {
 		st := w.challenge(t, w.fp, approval.Approve, w.record)
 		refused(t, assertAndSign(t, other, w.bridge, decision(st, "alice"), testPageOrigin), refusal.PrincipalUnknown, "not in the trust policy")
+	})
+	t.Run("a user handle of another principal", func(t *testing.T) {
+		// alice's credential answering with bob's user handle: made for
+		// bob, it would be filed under the wrong principal
+		// (docs/adr/0043-passkey-assertions-as-evidence.md).
+		st := w.challenge(t, w.fp, approval.Approve, w.record)
+		own := w.alice.UserHandle
+		w.alice.UserHandle = approval.PasskeyUserHandle("bob")
+		defer func() { w.alice.UserHandle = own }()
+		refused(t, assertAndSign(t, w.alice, w.bridge, decision(st, "alice"), testPageOrigin), refusal.SignatureInvalid, "enrolled for another principal")
 	})
 	t.Run("another origin", func(t *testing.T) {
 		st := w.challenge(t, w.fp, approval.Approve, w.record)

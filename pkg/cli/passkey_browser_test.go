@@ -25,6 +25,7 @@ import (
 
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/testservers"
 	"github.com/prod-write/prod-write/pkg/visible"
 )
@@ -76,7 +77,7 @@ func TestApprovalPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Call(ctx, webauthn.AddCredential, webauthn.AddCredentialParams{AuthenticatorID: authenticator, Credential: &webauthn.Credential{
-		CredentialID: w.alice.ID, IsResidentCredential: true, RpID: "localhost", PrivateKey: pkcs8, UserHandle: []byte("alice"), SignCount: 0,
+		CredentialID: w.alice.ID, IsResidentCredential: true, RpID: "localhost", PrivateKey: pkcs8, UserHandle: approval.PasskeyUserHandle("alice"), SignCount: 0,
 	}}); err != nil {
 		t.Fatalf("WebAuthn.addCredential: %v", err)
 	}
@@ -140,6 +141,12 @@ func TestApprovalPageInChromium(t *testing.T) {
 	}
 	if !strings.HasPrefix(msg, "Recorded: approve by alice (user verified)") {
 		t.Fatalf("after approve the page says %q", msg)
+	}
+	// Chromium returned the credential's user handle, the page relayed
+	// it, and the stored decision keeps it for the gate to check
+	// (docs/adr/0043-passkey-assertions-as-evidence.md).
+	if ds := w.passkeyDecisions(t, w.fp); len(ds) != 1 || !bytes.Equal(ds[0].Assertion.UserHandle, approval.PasskeyUserHandle("alice")) {
+		t.Fatalf("the stored passkey decisions %+v; want one carrying alice's user handle", ds)
 	}
 	code, stdout, _ := w.h.run("status", w.fp, "--json")
 	var st struct {
@@ -348,6 +355,11 @@ func TestEnrolmentOnTheApprovalPageInChromium(t *testing.T) {
 	msg, err := chromedp.Run(ctx, chromedp.Poll[string](`(() => { const m = document.getElementById("message").textContent; return m.startsWith("Recorded") || m.startsWith("Not recorded") ? m : false })()`))
 	if err != nil || !strings.HasPrefix(msg, "Recorded: approve by bob (user verified)") {
 		t.Fatalf("bob approving with the enrolled passkey: %q %v", msg, err)
+	}
+	// The user handle enrolment gave the credential comes back with the
+	// assertion, and it is the one the gate checks against bob.
+	if ds := w.passkeyDecisions(t, w.fp); len(ds) != 1 || !bytes.Equal(ds[0].Assertion.UserHandle, approval.PasskeyUserHandle("bob")) {
+		t.Fatalf("the stored passkey decisions %+v; want one carrying bob's user handle", ds)
 	}
 	code, stdout, _ := w.h.run("status", w.fp, "--json")
 	var st struct {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/bridge/approvalpage"
 	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
@@ -46,7 +47,7 @@ func newPageServer(t *testing.T) *pageServer {
 func newPageServerAt(t *testing.T, origin string) *pageServer {
 	t.Helper()
 	w := newPageWorldAt(t, origin)
-	viewer, err := passkeytest.New()
+	viewer, err := passkeytest.NewFor("viewer")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,6 +250,11 @@ func TestApprovalPageApproves(t *testing.T) {
 	rec = p.do(t, "POST", "/api/decide", testPageOrigin, cookie, map[string]any{"fingerprint": w.fp, "decision": "approve", "reason": "looked at it", "credential": json.RawMessage(cred)})
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"approver":"alice"`) || !strings.Contains(rec.Body.String(), `"user_verified":true`) {
 		t.Fatalf("decide: %d %s", rec.Code, rec.Body)
+	}
+	// The page relays the user handle the passkey returned, and the
+	// stored decision keeps it (docs/adr/0043-passkey-assertions-as-evidence.md).
+	if ds := w.passkeyDecisions(t, w.fp); len(ds) != 1 || !bytes.Equal(ds[0].Assertion.UserHandle, approval.PasskeyUserHandle("alice")) {
+		t.Fatalf("the stored passkey decisions %+v; want one carrying alice's user handle", ds)
 	}
 	w.h.env["DEPLOY_TOKEN"] = "t"
 	if err := os.MkdirAll(filepath.Join(w.h.dir, "srv", "staging"), 0o755); err != nil {

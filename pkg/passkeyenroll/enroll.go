@@ -227,14 +227,13 @@ func (e *Enroller) rp() (*webauthn.WebAuthn, error) {
 	return wa, nil
 }
 
-// user is a principal as WebAuthn names it: its user handle is a hash
-// of its id, the same for each of its credentials.
+// user is a principal as WebAuthn names it: its user handle is
+// approval.PasskeyUserHandle of its id, the same for each of its
+// credentials, which the gate checks each assertion's against
+// (docs/adr/0043-passkey-assertions-as-evidence.md).
 type user struct{ id string }
 
-func (u user) WebAuthnID() []byte {
-	h := sha256.Sum256([]byte("prod-write principal\x00" + u.id))
-	return h[:16]
-}
+func (u user) WebAuthnID() []byte          { return approval.PasskeyUserHandle(u.id) }
 func (u user) WebAuthnName() string        { return u.id }
 func (u user) WebAuthnDisplayName() string { return u.id }
 

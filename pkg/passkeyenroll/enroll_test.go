@@ -1,6 +1,7 @@
 package passkeyenroll_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -231,6 +232,12 @@ func TestEnrollByKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp := register(t, a, options(t, b), passkeytest.Registration{})
+	// The options' user handle is the one the gate checks assertions
+	// against (docs/adr/0043-passkey-assertions-as-evidence.md); the
+	// discoverable credential keeps it.
+	if !bytes.Equal(a.UserHandle, approval.PasskeyUserHandle("alice")) {
+		t.Fatalf("the credential was made for user handle %x, want alice's %x", a.UserHandle, approval.PasskeyUserHandle("alice"))
+	}
 	en, err := w.e.Finish(resp)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/fxamacker/cbor/v2"
 
@@ -32,6 +33,12 @@ type Authenticator struct {
 	Key   *ecdsa.PrivateKey
 	ID    []byte
 	Count uint32
+	// UserHandle is the user handle the credential was made for, which
+	// a discoverable credential returns with each assertion: the
+	// registration options' user.id ([Authenticator.Register] keeps it),
+	// approval.PasskeyUserHandle of the principal as enrolment makes it.
+	// Nil: assertions carry none, as a non-discoverable credential's.
+	UserHandle []byte
 }
 
 // New makes a credential: a fresh P-256 key and a random 16-byte id.
@@ -45,6 +52,18 @@ func New() (*Authenticator, error) {
 		return nil, err
 	}
 	return &Authenticator{Key: k, ID: id}, nil
+}
+
+// NewFor is [New] with a discoverable credential made for principal: its
+// assertions carry approval.PasskeyUserHandle(principal), as those of a
+// credential `passkey enroll` made for principal do.
+func NewFor(principal string) (*Authenticator, error) {
+	a, err := New()
+	if err != nil {
+		return nil, err
+	}
+	a.UserHandle = approval.PasskeyUserHandle(principal)
+	return a, nil
 }
 
 // CredentialID is the credential's id, base64url as trust.toml holds it.
@@ -81,7 +100,9 @@ type Registration struct {
 
 // Register answers registration options (the JSON of the
 // CredentialCreation a relying party sends) with the JSON of the
-// PublicKeyCredential navigator.credentials.create returns.
+// PublicKeyCredential navigator.credentials.create returns. As a
+// discoverable credential, it keeps the options' user.id as its
+// UserHandle when it has none yet.
 func (a *Authenticator) Register(options []byte, r Registration) ([]byte, error) {
 	var opts struct {
 		PublicKey struct {
@@ -89,10 +110,20 @@ func (a *Authenticator) Register(options []byte, r Registration) ([]byte, error)
 			RP        struct {
 				ID string `json:"id"`
 			} `json:"rp"`
+			User struct {
+				ID string `json:"id"`
+			} `json:"user"`
 		} `json:"publicKey"`
 	}
 	if err := json.Unmarshal(options, &opts); err != nil {
 		return nil, fmt.Errorf("registration options: %w", err)
+	}
+	if a.UserHandle == nil && opts.PublicKey.User.ID != "" {
+		h, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(opts.PublicKey.User.ID, "="))
+		if err != nil {
+			return nil, fmt.Errorf("registration options: user.id %q is not base64url: %w", opts.PublicKey.User.ID, err)
+		}
+		a.UserHandle = h
 	}
 	challenge, rpID, flags := opts.PublicKey.Challenge, opts.PublicKey.RP.ID, byte(FlagUP|FlagUV)
 	if r.Challenge != "" {
@@ -136,7 +167,8 @@ func (a *Authenticator) Register(options []byte, r Registration) ([]byte, error)
 }
 
 // Assert signs challenge at origin for rpID, with the user present and
-// verified, its sign count one above the last.
+// verified, its sign count one above the last; the assertion carries the
+// credential's UserHandle (which the signature does not cover).
 func (a *Authenticator) Assert(challenge []byte, origin, rpID string) (approval.PasskeyAssertion, error) {
 	a.Count++
 	cdj, err := json.Marshal(map[string]any{"type": "webauthn.get", "challenge": base64.RawURLEncoding.EncodeToString(challenge), "origin": origin, "crossOrigin": false})
@@ -152,7 +184,7 @@ func (a *Authenticator) Assert(challenge []byte, origin, rpID string) (approval.
 	if err != nil {
 		return approval.PasskeyAssertion{}, err
 	}
-	return approval.PasskeyAssertion{CredentialID: a.ID, AuthenticatorData: ad, ClientDataJSON: cdj, Signature: sig}, nil
+	return approval.PasskeyAssertion{CredentialID: a.ID, AuthenticatorData: ad, ClientDataJSON: cdj, Signature: sig, UserHandle: a.UserHandle}, nil
 }
 
 // AssertJSON is [Authenticator.Assert] as a browser hands it to a page:
@@ -164,9 +196,13 @@ func (a *Authenticator) AssertJSON(challenge []byte, origin, rpID string) ([]byt
 		return nil, err
 	}
 	b64 := base64.RawURLEncoding.EncodeToString
+	resp := map[string]any{"clientDataJSON": b64(as.ClientDataJSON), "authenticatorData": b64(as.AuthenticatorData), "signature": b64(as.Signature)}
+	if len(as.UserHandle) != 0 {
+		resp["userHandle"] = b64(as.UserHandle)
+	}
 	return json.Marshal(map[string]any{
 		"id": b64(as.CredentialID), "rawId": b64(as.CredentialID), "type": "public-key",
-		"response":               map[string]any{"clientDataJSON": b64(as.ClientDataJSON), "authenticatorData": b64(as.AuthenticatorData), "signature": b64(as.Signature)},
+		"response":               resp,
 		"clientExtensionResults": map[string]any{},
 	})
 }

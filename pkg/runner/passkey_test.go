@@ -177,7 +177,9 @@ func (d *pkDeployment) assert(t *testing.T, st approval.PasskeyStatement, counte
 	if err != nil {
 		t.Fatal(err)
 	}
-	return approval.PasskeyAssertion{CredentialID: d.credID, AuthenticatorData: ad, ClientDataJSON: cdj, Signature: sig}
+	// alice's discoverable credential returns her user handle, which
+	// the gate checks (docs/adr/0043-passkey-assertions-as-evidence.md).
+	return approval.PasskeyAssertion{CredentialID: d.credID, AuthenticatorData: ad, ClientDataJSON: cdj, Signature: sig, UserHandle: approval.PasskeyUserHandle("alice")}
 }
 
 func (d *pkDeployment) intents(t *testing.T) []*receipts.Receipt {

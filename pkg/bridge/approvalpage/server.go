@@ -720,10 +720,14 @@ func (s *Server) decide(r *http.Request, body []byte) (any, error) {
 	if err := s.signCount(se.principal, base64.RawURLEncoding.EncodeToString(par.RawID), par.Response.AuthenticatorData.Counter); err != nil {
 		return nil, err
 	}
+	// The user handle goes along as the authenticator returned it: the
+	// gate checks it names the principal the decision counts for (the
+	// signature does not cover it; docs/adr/0043-passkey-assertions-as-evidence.md).
 	raw := par.Raw.AssertionResponse
 	d := approval.PasskeyDecision{Fingerprint: st.Fingerprint, Record: st.Record, Decision: st.Decision, Approver: se.principal,
 		Reason: visible.Text(req.Reason), Nonce: st.Nonce, Issued: st.Issued, Expires: st.Expires,
-		Assertion: approval.PasskeyAssertion{CredentialID: par.RawID, AuthenticatorData: raw.AuthenticatorData, ClientDataJSON: raw.ClientDataJSON, Signature: raw.Signature}}
+		Assertion: approval.PasskeyAssertion{CredentialID: par.RawID, AuthenticatorData: raw.AuthenticatorData, ClientDataJSON: raw.ClientDataJSON, Signature: raw.Signature,
+			UserHandle: raw.UserHandle}}
 	env, err := approval.Sign(s.c.Key, approval.TypePasskey, d)
 	if err != nil {
 		return nil, fmt.Errorf("signing the decision: %w", err)
