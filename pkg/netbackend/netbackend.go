@@ -27,6 +27,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/bridge/slackbridge"
 	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/config"
+	"github.com/prod-write/prod-write/pkg/httplimit"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
 )
@@ -105,32 +106,28 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 	}
 	var srv *http.Server
 	var ln net.Listener
+	var mux *http.ServeMux
 	var updates *slackbridge.Updater
 	if b.SlackChannel != "" {
-		mux := http.NewServeMux()
 		updates = slackUpdater(b, s)
+		var err error
+		if srv, ln, mux, err = bridgeListener(b.Listen, log); err != nil {
+			return err
+		}
 		mux.Handle(cli.SlackInteractionsPath, &slackbridge.Handler{
 			SigningSecret: s.SlackSigning, Updates: updates, Attestor: s.Attestor, Team: b.SlackTeam, Log: log,
 		})
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		var err error
-		if ln, err = net.Listen("tcp", b.Listen); err != nil {
-			return fmt.Errorf("listening on %s: %w", b.Listen, err)
-		}
 	}
 	if poller != nil && !s.GitHubWebhookSecret.Empty() {
 		// GitHub's webhooks, the real-time path, on the same listener;
 		// the poller stays the fallback and shares their judgement.
 		if srv == nil {
 			var err error
-			if srv, ln, err = bridgeListener(b.Listen, log); err != nil {
+			if srv, ln, mux, err = bridgeListener(b.Listen, log); err != nil {
 				return err
 			}
 		}
-		srv.Handler.(*http.ServeMux).Handle(githubbridge.WebhookPath, &githubbridge.Webhook{Secret: s.GitHubWebhookSecret, Poller: poller})
+		mux.Handle(githubbridge.WebhookPath, &githubbridge.Webhook{Secret: s.GitHubWebhookSecret, Poller: poller})
 		log.Info("github webhooks on", "path", githubbridge.WebhookPath)
 	}
 
@@ -139,9 +136,7 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 	var pageSrv *http.Server
 	var pageLn net.Listener
 	if s.Page != nil {
-		pageSrv = &http.Server{Handler: s.Page, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 60 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		pageSrv = &http.Server{Handler: s.Page, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		var err error
 		if pageLn, err = net.Listen("tcp", b.PageListen); err != nil {
 			if ln != nil {
@@ -149,6 +144,7 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 			}
 			return fmt.Errorf("listening on %s: %w", b.PageListen, err)
 		}
+		pageLn = httplimit.Page.Bound(pageSrv, pageLn)
 		log.Info("approval page on", "listen", addrOf(pageLn), "origin", s.Page.Origin())
 	}
 
@@ -235,19 +231,18 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 	return serveErr
 }
 
-// bridgeListener is the bridges' HTTP server on listen, for when only the
-// GitHub webhooks need it; its limits are the Slack endpoint's.
-func bridgeListener(listen string, log *slog.Logger) (*http.Server, net.Listener, error) {
+// bridgeListener is the bridges' HTTP server on listen, for Slack's
+// interactions and GitHub's webhooks, bounded by httplimit.Bridges; its
+// handler is a mux serving /healthz, to which each adds its path.
+func bridgeListener(listen string, log *slog.Logger) (*http.Server, net.Listener, *http.ServeMux, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: mux, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listening on %s: %w", listen, err)
+		return nil, nil, nil, fmt.Errorf("listening on %s: %w", listen, err)
 	}
-	return srv, ln, nil
+	return srv, httplimit.Bridges.Bound(srv, ln), mux, nil
 }
 
 func addrOf(ln net.Listener) string {
@@ -313,10 +308,10 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 	h.Mount(mux, "/mcp")
 	// Header, body and idle deadlines and a connection cap: no client,
 	// authenticated or not, holds the service's descriptors for long
-	// (mcpserver.Limits). No read or write timeout on the whole
+	// (httplimit.MCP). No read or write timeout on the whole
 	// exchange: a wait for a decision, or a session's stream, may last.
 	srv := &http.Server{Handler: mux, TLSConfig: tlsConf}
-	ln = mcpserver.DefaultLimits.Bound(srv, ln)
+	ln = httplimit.MCP.Bound(srv, ln)
 	var stopped atomic.Bool
 	calls.OnStop(func() {
 		// The service stops: no new connection, before any call learns

@@ -1,4 +1,9 @@
-package mcpserver
+// Package httplimit holds the limits of the runner service's HTTP
+// listeners, in one place (docs/DEPLOYMENT.md, "Listener limits"): MCP over
+// HTTP, the approval page, and the bridges' endpoints for Slack and GitHub.
+// Each connection is one of the service's descriptors, and what a client
+// can hold of them before and after it authenticates is bounded here.
+package httplimit
 
 import (
 	"errors"
@@ -11,9 +16,8 @@ import (
 	"golang.org/x/net/netutil"
 )
 
-// Limits bound what a client of MCP over HTTP can hold of the runner
-// service before and after it authenticates: each connection is one of
-// the service's descriptors (docs/adr/0047-mcp-http-limits-tls-origin-body.md).
+// Limits bound what a client of one listener can hold of the service
+// (docs/adr/0047-mcp-http-limits-tls-origin-body.md).
 type Limits struct {
 	// Header is how long a request's headers may take to arrive.
 	Header time.Duration
@@ -23,6 +27,9 @@ type Limits struct {
 	// answer's own time is not bounded here: a wait for a decision, or a
 	// session's stream, may last.
 	Body time.Duration
+	// Write, when not 0, bounds the whole answer from the end of the
+	// request's headers: for listeners whose answers are short.
+	Write time.Duration
 	// Idle is how long a kept-alive connection may wait for its next
 	// request.
 	Idle time.Duration
@@ -35,14 +42,25 @@ type Limits struct {
 	PerAddr int
 }
 
-// DefaultLimits are the runner service's.
-var DefaultLimits = Limits{Header: 5 * time.Second, Body: 30 * time.Second, Idle: 60 * time.Second, Conns: 512, PerAddr: 128}
+// The service's listeners. A client behind a proxy or a gateway shares
+// the proxy's address, so PerAddr leaves a proxy most of Conns.
+var (
+	// MCP is MCP over HTTP: no write deadline, since a wait for a
+	// decision, or a session's stream, may last.
+	MCP = Limits{Header: 5 * time.Second, Body: 30 * time.Second, Idle: 60 * time.Second, Conns: 512, PerAddr: 128}
+	// Page is the approval page, behind its TLS termination.
+	Page = Limits{Header: 10 * time.Second, Body: 30 * time.Second, Write: 60 * time.Second, Idle: 60 * time.Second, Conns: 256, PerAddr: 192}
+	// Bridges is the endpoint of Slack's interactions and GitHub's
+	// webhooks: each answer is short.
+	Bridges = Limits{Header: 10 * time.Second, Body: 30 * time.Second, Write: 30 * time.Second, Idle: 60 * time.Second, Conns: 256, PerAddr: 192}
+)
 
-// Bound applies l to srv and ln: srv's header and idle timeouts and header
-// size, a body deadline around srv's handler, and ln capped at l.Conns.
+// Bound applies l to srv and ln: srv's header, write and idle timeouts and
+// header size, a body deadline around srv's handler, and ln capped at l.Conns.
 // It returns the listener to serve.
 func (l Limits) Bound(srv *http.Server, ln net.Listener) net.Listener {
 	srv.ReadHeaderTimeout = l.Header
+	srv.WriteTimeout = l.Write
 	srv.IdleTimeout = l.Idle
 	srv.MaxHeaderBytes = 64 << 10
 	srv.Handler = bodyWithin(srv.Handler, l.Body)
