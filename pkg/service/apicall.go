@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
 )
 
 // APICall is one typed call (pkg/api) as a client makes it: the caller's
@@ -132,13 +134,6 @@ func (a APICall) Do(ctx context.Context) ([]byte, error) {
 		closers = append(closers, fl)
 		add(h.Name, fl)
 	}
-	conn, err := Dial(a.Socket)
-	if err != nil {
-		return nil, &UnreachableError{Socket: a.Socket, Err: errors.Unwrap(err)}
-	}
-	defer conn.Close()
-	stopClosing := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stopClosing()
 	var sigs chan os.Signal
 	if a.Op == "run" {
 		// ^C and kill reach the program as requests to the service; a
@@ -147,12 +142,24 @@ func (a APICall) Do(ctx context.Context) ([]byte, error) {
 		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 		defer signal.Stop(sigs)
 	}
-	res, err := Do(conn, req, files, Caller{LookupEnv: a.LookupEnv, OnHeld: a.OnHeld}, sigs, a.Stdout, a.Stderr)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("the call to the runner service was cancelled: %w", ctx.Err())
+	var res *Result
+	for pause, asked := BusyPause, time.Now(); ; pause = min(2*pause, BusyPauseMax) {
+		if res, err = a.once(ctx, req, files, sigs); err != nil {
+			return nil, err
 		}
-		return nil, err
+		// Busy: the service took nothing of the call (no slot), so it is
+		// asked again, a little later, for a while
+		// (docs/adr/0036-the-service-never-waits-on-a-caller.md).
+		if res.Failure == nil || res.Failure.Code != CodeBusy || time.Since(asked) >= BusyRetry {
+			break
+		}
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, res.Failure
+		case <-t.C:
+		}
 	}
 	if res.Failure != nil {
 		return nil, res.Failure
@@ -166,6 +173,34 @@ func (a APICall) Do(ctx context.Context) ([]byte, error) {
 		return nil, &UnansweredError{Code: res.Code}
 	}
 	return nil, errors.New("the runner service answered no typed result (is it older than this client?)")
+}
+
+// A call answered busy is made again, after a pause from BusyPause
+// doubling to BusyPauseMax (each with jitter), for up to BusyRetry; then
+// the busy answer is the call's.
+var (
+	BusyPause    = 20 * time.Millisecond
+	BusyPauseMax = 500 * time.Millisecond
+	BusyRetry    = 3 * time.Second
+)
+
+// once makes the call on a connection of its own.
+func (a APICall) once(ctx context.Context, req Request, files []*os.File, sigs chan os.Signal) (*Result, error) {
+	conn, err := Dial(a.Socket)
+	if err != nil {
+		return nil, &UnreachableError{Socket: a.Socket, Err: errors.Unwrap(err)}
+	}
+	defer conn.Close()
+	stopClosing := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stopClosing()
+	res, err := Do(conn, req, files, Caller{LookupEnv: a.LookupEnv, OnHeld: a.OnHeld}, sigs, a.Stdout, a.Stderr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("the call to the runner service was cancelled: %w", ctx.Err())
+		}
+		return nil, err
+	}
+	return res, nil
 }
 
 // clientStreams hands the caller's stdin over as a descriptor, for a

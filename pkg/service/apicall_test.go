@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // replyHandler answers a typed call with what it was handed: the
@@ -128,4 +129,58 @@ func TestAPICall(t *testing.T) {
 			t.Fatalf("got %v; want the call's exit status", err)
 		}
 	})
+}
+
+// A call answered busy took no slot of the service: the client asks
+// again, with pauses, for up to BusyRetry, and only then is the busy
+// answer the call's. Any other answer ends the call at once.
+func TestAPICallAsksAgainWhenBusy(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		busyFirst int // connections answered busy before one answered otherwise
+		want      Code
+		attempts  func(int) bool
+	}{
+		{"busy twice, then answered", 2, CodeBadRequest, func(n int) bool { return n == 3 }},
+		{"busy throughout", 1 << 30, CodeBusy, func(n int) bool { return n > 1 }},
+		{"answered at once", 0, CodeBadRequest, func(n int) bool { return n == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			was := [3]time.Duration{BusyPause, BusyPauseMax, BusyRetry}
+			BusyPause, BusyPauseMax, BusyRetry = time.Millisecond, 5*time.Millisecond, 300*time.Millisecond
+			t.Cleanup(func() { BusyPause, BusyPauseMax, BusyRetry = was[0], was[1], was[2] })
+			dir := t.TempDir()
+			sock := filepath.Join(dir, "s.sock")
+			ln, err := Listen(sock, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			var accepted atomic.Int64
+			go func() {
+				for {
+					c, err := ln.AcceptUnix()
+					if err != nil {
+						return
+					}
+					if n := accepted.Add(1); int(n) <= tc.busyFirst {
+						busy(c, "too many calls; try again")
+						continue
+					}
+					conn := NewConn(c)
+					conn.Recv()
+					conn.SendWithin(time.Second, Failure{T: "failure", Code: CodeBadRequest, Error: "not this"})
+					conn.Close()
+				}
+			}()
+			_, err = APICall{Socket: sock, Op: "plan", API: 1, Cwd: dir, Stdout: io.Discard, Stderr: io.Discard}.Do(context.Background())
+			var f *Error
+			if !errors.As(err, &f) || f.Code != tc.want {
+				t.Fatalf("Do: %v, want a %s failure", err, tc.want)
+			}
+			if n := int(accepted.Load()); !tc.attempts(n) {
+				t.Errorf("%d connections", n)
+			}
+		})
+	}
 }
