@@ -137,7 +137,7 @@ pattern = "^[0-9]+$"
 	ctx, cancel := context.WithTimeout(context.Background(), 170*time.Second)
 	defer cancel()
 	hctx, hstop := context.WithCancel(ctx)
-	hostile := startHostile(hctx, addr, *loadHostile)
+	hostile := startHostileProcess(hctx, addr, *loadHostile)
 	time.Sleep(2 * time.Second) // the hostile clients in full swing first
 
 	// Every agent at once. Each says, once, that the service holds its
@@ -203,7 +203,8 @@ collect:
 		fail(err)
 	}
 	cpu := processCPU(pid) - cpu0
-	selfCPU, clientsCPU := rusageCPU(syscall.RUSAGE_SELF)-self0, rusageCPU(syscall.RUSAGE_CHILDREN)-children0
+	hostileCPU := hostile.cpu()
+	selfCPU, clientsCPU := rusageCPU(syscall.RUSAGE_SELF)-self0, rusageCPU(syscall.RUSAGE_CHILDREN)-children0-hostileCPU
 	peak := sampler.stop()
 
 	out := pw(dir, env, "replay")
@@ -221,8 +222,8 @@ collect:
 	}
 	line("%d agents at once, %d over the socket (a prod-write process per call) and %d over MCP HTTP (go-sdk client), a principal each; %d hostile clients on the MCP port (%s); %d cores",
 		len(agents), nSocket, nMCP, *loadHostile, hostile.mix(), runtime.NumCPU())
-	line("all %d waits held by the service %v after the start; every agent done %v after it; CPU meanwhile: the service %v, the prod-write client processes %v, the bench (MCP agents and hostile clients) %v",
-		len(waiting), allHeld.Round(time.Millisecond), total.Round(time.Millisecond), cpu.Round(10*time.Millisecond), clientsCPU.Round(10*time.Millisecond), selfCPU.Round(10*time.Millisecond))
+	line("all %d waits held by the service %v after the start; every agent done %v after it; CPU meanwhile: the service %v, the prod-write client processes %v, the bench's MCP agents %v; the hostile clients' own process %v over its whole run",
+		len(waiting), allHeld.Round(time.Millisecond), total.Round(time.Millisecond), cpu.Round(10*time.Millisecond), clientsCPU.Round(10*time.Millisecond), selfCPU.Round(10*time.Millisecond), hostileCPU.Round(10*time.Millisecond))
 	for _, k := range loadKinds {
 		d := st.lat[k]
 		if strings.HasSuffix(k, "(busy, retried)") || len(d) == 0 && st.errs[k] == 0 {
@@ -764,6 +765,86 @@ func (p *procPeak) stop() *procPeak {
 	close(p.done)
 	p.wg.Wait()
 	return p
+}
+
+// hostileEnv, set to "ADDR N", makes the bench a process of hostile
+// clients only (hostileChild): the attackers are not in the agents'
+// process, whose goroutines they would otherwise starve of its share of
+// the cores, so the wake the bench measures is the service's.
+const hostileEnv = "PROD_WRITE_BENCH_HOSTILE"
+
+// hostileProcess is the hostile clients, run in a process of their own.
+type hostileProcess struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	out   bytes.Buffer
+	got   struct {
+		Mix    string   `json:"mix"`
+		Report []string `json:"report"`
+	}
+}
+
+// startHostileProcess starts n hostile clients on addr in a child
+// process; ending ctx (or wait) stops them.
+func startHostileProcess(ctx context.Context, addr string, n int) *hostileProcess {
+	self, err := os.Executable()
+	if err != nil {
+		fail(err)
+	}
+	h := &hostileProcess{cmd: exec.Command(self)}
+	h.cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", hostileEnv, addr, n))
+	h.cmd.Stdout, h.cmd.Stderr = &h.out, os.Stderr
+	stdin, err := h.cmd.StdinPipe()
+	if err != nil {
+		fail(err)
+	}
+	h.stdin = stdin
+	if err := h.cmd.Start(); err != nil {
+		fail(err)
+	}
+	context.AfterFunc(ctx, func() { stdin.Close() })
+	return h
+}
+
+// wait stops the clients and reads their report.
+func (h *hostileProcess) wait() {
+	h.stdin.Close()
+	if err := h.cmd.Wait(); err != nil {
+		fail(fmt.Errorf("the hostile clients' process: %w", err))
+	}
+	if err := json.Unmarshal(h.out.Bytes(), &h.got); err != nil {
+		fail(fmt.Errorf("the hostile clients' report %q: %w", h.out.String(), err))
+	}
+}
+
+func (h *hostileProcess) mix() string { return h.got.Mix }
+
+// cpu is the CPU time the hostile clients' process spent, once it ended.
+func (h *hostileProcess) cpu() time.Duration {
+	return h.cmd.ProcessState.UserTime() + h.cmd.ProcessState.SystemTime()
+}
+
+func (h *hostileProcess) report() []string { return h.got.Report }
+
+// hostileChild is the process of hostile clients: they run until its
+// stdin closes, then it prints their report as JSON and exits.
+func hostileChild(spec string) {
+	var addr string
+	var n int
+	if _, err := fmt.Sscanf(spec, "%s %d", &addr, &n); err != nil {
+		fail(fmt.Errorf("%s=%q: %w", hostileEnv, spec, err))
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	h := startHostile(ctx, addr, n)
+	io.Copy(io.Discard, os.Stdin)
+	stop()
+	h.wait()
+	b, err := json.Marshal(map[string]any{"mix": h.mix(), "report": h.report()})
+	if err != nil {
+		fail(err)
+	}
+	os.Stdout.Write(b)
+	os.Exit(0)
 }
 
 // The hostile clients' kinds.

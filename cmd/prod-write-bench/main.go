@@ -54,6 +54,9 @@ func main() {
 	if out := os.Getenv(measureEnv); out != "" {
 		measureChild(out)
 	}
+	if spec := os.Getenv(hostileEnv); spec != "" {
+		hostileChild(spec)
+	}
 	flag.Parse()
 	var err error
 	if *bin, err = filepath.Abs(*bin); err != nil {
