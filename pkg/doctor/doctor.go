@@ -370,6 +370,7 @@ func examine(c *config.Config, a Account, named bool) []Finding {
 			"configure the runner service and point callers at its socket (docs/DEPLOYMENT.md); local mode is for a laptop, CI or a demo")
 	} else {
 		d.runAsPolicy()
+		d.descriptors()
 		d.credentialsNote()
 		d.secretsPresent()
 		switch {

@@ -2,6 +2,8 @@ package httplimit
 
 import (
 	"bufio"
+	"fmt"
+	"os"
 	"io"
 	"net"
 	"net/http"
@@ -186,4 +188,44 @@ func TestLimitsFreeTheServicesDescriptors(t *testing.T) {
 			t.Fatalf("once one closed: %v %v", resp, err)
 		}
 	})
+}
+
+// docs/DEPLOYMENT.md's "Listener limits" table says what each HTTP
+// listener's limits are: it must say what this package sets.
+func TestDeploymentDocumentsTheLimits(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/DEPLOYMENT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		for _, name := range []string{"MCP over HTTP (", "the approval page (", "the bridges' endpoint ("} {
+			if strings.HasPrefix(line, "| "+name) {
+				rows[name] = line
+			}
+		}
+	}
+	secs := func(d time.Duration) string { return fmt.Sprintf("%d s", int(d.Seconds())) }
+	for name, l := range map[string]Limits{"MCP over HTTP (": MCP, "the approval page (": Page, "the bridges' endpoint (": Bridges} {
+		row, ok := rows[name]
+		if !ok {
+			t.Errorf("no row for %s", name)
+			continue
+		}
+		cells := strings.Split(row, " | ")
+		if len(cells) < 8 {
+			t.Errorf("row %q: %d cells", row, len(cells))
+			continue
+		}
+		answer := "no bound"
+		if l.Write > 0 {
+			answer = secs(l.Write)
+		}
+		want := []string{secs(l.Header), secs(l.Body), answer, secs(l.Idle), fmt.Sprint(l.Conns), fmt.Sprint(l.PerAddr)}
+		for i, w := range want {
+			if !strings.HasPrefix(strings.TrimSpace(cells[i+1]), w) {
+				t.Errorf("%s: cell %d is %q, want it to begin %q", name, i+1, cells[i+1], w)
+			}
+		}
+	}
 }
