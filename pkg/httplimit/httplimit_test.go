@@ -3,10 +3,10 @@ package httplimit
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
