@@ -75,8 +75,10 @@ func TestHTTPEndsTheSessionsOfARevokedToken(t *testing.T) {
 		}
 		return n
 	}
-	if sessions() != 1 {
-		t.Fatalf("%d sessions before, want 1", sessions())
+	// At least the client's (the SDK may hold a second while its
+	// initialize races its first request): all of them end below.
+	if sessions() < 1 {
+		t.Fatalf("%d sessions before, want the client's", sessions())
 	}
 	tokenFile(t, path, "tok-2")
 	h.current() // any request does this first
