@@ -170,7 +170,7 @@ func newAPIWorld(t *testing.T) *apiWorld {
 		t.Fatal(err)
 	}
 	w.st, w.base = st, factory(nil)
-	srv := &service.Server{Handler: &localapi.ServiceHandler{State: st, Base: &w.base.Env}, Classify: st.Pools}
+	srv := &service.Server{Handler: &localapi.ServiceHandler{State: st, Base: &w.base.Env}, Ops: api.Ops(), Classify: st.Pools}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()

@@ -123,7 +123,7 @@ func TestWaitClientAsksAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &statusHandler{timeout: 2}
-	srv := &service.Server{Handler: h}
+	srv := &service.Server{Handler: h, Ops: api.Ops()}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
@@ -196,7 +196,7 @@ func TestMCPRemoteWaitCancelledEndsItsCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &waitingHandler{started: make(chan struct{}, 1), ended: make(chan string, 1)}
-	srv := &service.Server{Handler: h}
+	srv := &service.Server{Handler: h, Ops: api.Ops()}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()

@@ -175,7 +175,7 @@ func Try(e Env) (code int, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	req := service.Request{Op: "run", Args: args, JSON: l.JSON, API: runapi.Version}
+	req := service.Request{Op: runapi.RunOp, Args: args, JSON: l.JSON, API: runapi.Version}
 	var files []*os.File
 	add := func(name string, f *os.File) {
 		req.FDs = append(req.FDs, name)

@@ -127,7 +127,7 @@ func (w *world) serve(t *testing.T, h service.Handler) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &service.Server{Handler: h}
+	srv := &service.Server{Handler: h, Ops: []string{api.CallRun.Op}}
 	done := make(chan struct{})
 	go func() { srv.Serve(ctx, l); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })

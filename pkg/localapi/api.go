@@ -25,6 +25,9 @@ type API struct {
 	Env *Env
 	// Progress, when set, hears the hashing of large files.
 	Progress func(name string, done, total int64)
+	// Redact is set by the service's dispatch, from Authorize: the caller
+	// gets the call's result without what plans bind.
+	Redact bool
 }
 
 func (a API) Ops(context.Context) (*api.OpsResult, error) {
@@ -73,6 +76,11 @@ func (a API) Whoami(context.Context) (*api.WhoamiResult, error) {
 }
 
 func (a API) Status(_ context.Context, req api.StatusRequest) (*api.StatusResult, error) {
+	if a.Redact {
+		// Judged with nothing of the caller's: judging would ask the
+		// caller for the plan's files and variables by name.
+		return KeylessStatus(a.Env, req.Fingerprint)
+	}
 	s, err := plans.Status(a.Env.Plans(), req.Fingerprint, operations.HashDigester{Progress: a.Progress})
 	if err != nil {
 		return nil, err
@@ -162,254 +170,25 @@ func (h *ServiceHandler) ServeAPI(f *Env, sc *servicecall.Call) int {
 		a.Progress = ProgressPrinter(f.IO.Err)
 	}
 	ctx := context.Background()
-	var result any
-	var err error
-	switch req.Op {
-	case "ops-list":
-		result, err = a.Ops(ctx)
-	case "ops-show":
-		var r api.OpsShowRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.OpsShow(ctx, r)
-	case "whoami":
-		result, err = a.Whoami(ctx)
-	case "plans-complete":
-		// Shell completion of a client: the fingerprints of the stored
-		// plans with a prefix, as `status` and `receipts list` show them
-		// to any caller (docs/adr/0024-completion-through-the-service.md).
-		var r api.PlansCompleteRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.PlansComplete(ctx, r)
-	case "status":
-		var o StatusArgs
-		if err := DecodeArgs(req.Op, req.Args, &o); err != nil {
-			return answerError(sc, err)
-		}
-		if o.Wait {
-			return answerError(sc, &UsageError{Msg: "status --wait is the call status-wait"})
-		}
-		if sc.MayReadPlans() {
-			result, err = a.Status(ctx, api.StatusRequest{Fingerprint: o.Fingerprint})
-		} else {
-			// Judged with nothing of the caller's: judging would ask
-			// the caller for the plan's files and variables by name.
-			result, err = KeylessStatus(f, o.Fingerprint)
-		}
-	case "status-wait":
-		var r api.WaitRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		if !sc.MayReadPlans() {
-			// A redacted status says nothing of the gate's judgement:
-			// there is nothing a keyless caller could wait on.
-			err = refusal.New(refusal.PrincipalUnknown, "status --wait shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
-			break
-		}
-		result, err = ServeWait(f, a, r)
-		if f.ClientGone() {
-			// Nobody reads the answer, and what the judgement asked the
-			// client for may be missing from it: end the call, silently.
-			return ExitSignalled
-		}
-	// The calls that sign with the caller's key: a caller with no key of
-	// the policy is refused by the key lookup (Env.Actor).
-	case "file":
-		var r api.FileRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.File(ctx, r)
-	case "decide":
-		var r api.DecideRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.Decide(ctx, r)
-	case "gera":
-		var r api.GeraRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.Gera(ctx, r)
-	case "withdraw":
-		var r api.WithdrawRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.Withdraw(ctx, r)
-	case "freeze-grant":
-		var r api.FreezeGrantRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.FreezeGrant(ctx, r)
-	case "break-glass":
-		var r api.BreakGlassRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.BreakGlass(ctx, r)
-	case "break-glass-review":
-		var r api.BreakGlassReviewRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.BreakGlassReview(ctx, r)
-	case "answer-attested":
-		// An answer a bridge signed: stored only when a principal with
-		// role bridge signed it and the service's own checks make that
-		// very answer (bridge.Source.Admit), whoever the caller is.
-		var r api.AnswerAttestedRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.AnswerAttested(ctx, r)
-	case "decision-data":
-		// The plan's envelope and its evidence: what plans bind, so only
-		// for a caller with a key of the policy (a bridge hands over
-		// its bridge key).
-		var r api.DecisionDataRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		if !sc.MayReadPlans() {
-			err = refusal.New(refusal.PrincipalUnknown, "decision data shows what plans bind, and the caller handed over no key of the trust policy").Needs("--key FILE or PROD_WRITE_KEY: a key of a principal of trust.toml")
-			break
-		}
-		result, err = a.DecisionData(ctx, r)
-	case "plan":
-		var pr api.PlanRequest
-		if err := DecodeArgs(req.Op, req.Args, &pr); err != nil {
-			return answerError(sc, err)
-		}
-		// The call's files are the descriptors the client handed over
-		// (servicecall.Call.File: identity from the object). A caller with no
-		// key of the policy plans as plans.Plan lets it: a dry run, with
-		// the files it handed over, or nothing; it is asked for no file
-		// it did not hand over, nor told a stored plan's path.
-		result, err = a.Plan(ctx, pr)
-	case "run":
-		var r api.RunRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		// Any caller that may connect may ask: the gate decides, and a
-		// plan whose approval needs no key (a standing go) runs for a
-		// caller with none. What such a caller is told is the run
-		// order's: a file it did not hand over is asked of it only with
-		// a key (servicecall.Call.File), and a refusal names the operation and
-		// fingerprint. The program's stdin is the descriptor handed over,
-		// its output goes through the call's relay (Serve), never onto
-		// a descriptor of the caller's.
-		result, err = a.Run(ctx, api.RunRequest{Fingerprint: r.Fingerprint, Stdin: f.IO.In, Stdout: f.IO.Out, Stderr: f.IO.Err})
-		if sc.FinishOutput != nil {
-			// The relay's sender is done before the reply is sent, on
-			// the same socket (a refusal ends the relay here; a run
-			// did, before its outcome receipt).
-			sc.FinishOutput()
-		}
-	case "receipts-list":
-		var r api.ReceiptsListRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		// Names and fingerprints for any caller; a break-glass run's
-		// reason and incident only with a key (localAPI.ReceiptsList).
-		result, err = a.ReceiptsList(ctx, r)
-	case "receipts-checkpoint":
-		// Signed here, with the service's runner key; the client writes
-		// it where its caller asked.
-		var r api.ReceiptsCheckpointRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.ReceiptsCheckpoint(ctx, r)
-	case "receipts-export":
-		var r api.ReceiptsExportRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		// Signed here, with the service's runner key, and sent over the
-		// call's own socket as they are; a caller with no key of the
-		// policy is refused (localAPI.ReceiptsExport).
-		r.Out = f.IO.Out
-		result, err = a.ReceiptsExport(ctx, r)
-	case "replay":
-		var r api.ReplayRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		// The service's own journal, policy, registry and history:
-		// nothing the caller names. The verdicts name operations and
-		// runners, and say why an entry fails, as receipts list does.
-		result, err = ServeReplay(ctx, a, r, f.IO.Out)
-	case "receipts-prove":
-		// Hashes and a signed tree head: nothing a plan binds.
-		var r api.ReceiptsProveRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.ReceiptsProve(ctx, r)
-	case "receipts-consistency":
-		// Hashes of trees the caller's own notes sign: nothing a plan
-		// binds.
-		var r api.ReceiptsConsistencyRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.ReceiptsConsistency(ctx, r)
-	case "receipts-show":
-		var r api.ReceiptsShowRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		// A caller with no key of the policy reads each entry redacted:
-		// what names and hashes the run, nothing the plan binds.
-		result, err = ServeReceiptsShow(ctx, a, r, sc.MayReadPlans())
-	// Passkey enrolment: a code only for the service's operator
-	// (localAPI.PasskeyCode); a begin by the caller's key or a code; a
-	// finish judged against a challenge this service issued, once.
-	case "passkey-code":
-		var r api.PasskeyCodeRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.PasskeyCode(ctx, r)
-	case "passkey-enroll-begin":
-		var r api.PasskeyEnrollBeginRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.PasskeyEnrollBegin(ctx, r)
-	case "passkey-enroll-finish":
-		var r api.PasskeyEnrollFinishRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.PasskeyEnrollFinish(ctx, r)
-	// The approval page's: a statement only for a caller whose key holds
-	// role bridge (localAPI.PasskeyChallenge); a decision stored only when
-	// a bridge signed it, its nonce is this service's for exactly its
-	// statement and unspent, and the gate verifies it, whoever the caller.
-	case "passkey-challenge":
-		var r api.PasskeyChallengeRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.PasskeyChallenge(ctx, r)
-	case "passkey-attested":
-		var r api.PasskeyAttestedRequest
-		if err := DecodeArgs(req.Op, req.Args, &r); err != nil {
-			return answerError(sc, err)
-		}
-		result, err = a.PasskeyAttested(ctx, r)
-	default:
+	c, ok := api.CallOf(req.Op)
+	serve := handlers[req.Op]
+	if !ok || serve == nil {
 		return answerError(sc, &UsageError{Msg: "the service has no typed form of " + req.Op})
+	}
+	// Who may make the call, and what it sees of the result, is decided
+	// here, from the table of calls, before the handler runs.
+	result, err := any(nil), error(nil)
+	if a.Redact, err = f.authorize(c); err == nil {
+		result, err = serve(ctx, a, sc, req.Args)
+	}
+	if errors.Is(err, errNoReply) {
+		return ExitSignalled
+	}
+	if err != nil {
+		var usage *argsError
+		if errors.As(err, &usage) {
+			return answerError(sc, usage.err)
+		}
 	}
 	var ans api.Answer
 	code := ExitOK
@@ -498,8 +277,23 @@ type Client struct {
 	WaitSlice time.Duration
 }
 
-func (a Client) call(ctx context.Context, op string, args, result any) error {
-	return a.callWith(ctx, op, args, nil, result)
+// call makes call c of the runner service with req, handing over files,
+// and returns its result.
+func call[Req, Res any](ctx context.Context, a Client, c api.Call[Req, Res], req Req, files []handover) (*Res, error) {
+	var r Res
+	if err := callInto(ctx, a, c, req, files, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// callInto is call decoding the result into r.
+func callInto[Req, Res any](ctx context.Context, a Client, c api.Call[Req, Res], req Req, files []handover, r *Res) error {
+	var args any = req
+	if _, none := args.(api.None); none {
+		args = nil
+	}
+	return a.callWith(ctx, c.Op, args, files, r)
 }
 
 // callWith is call handing over the caller's files too.
@@ -521,7 +315,7 @@ func (a Client) callWith(ctx context.Context, op string, args any, files []hando
 
 func (a Client) Ops(ctx context.Context) (*api.OpsResult, error) {
 	var r api.OpsResult
-	if err := a.call(ctx, "ops-list", nil, &r); err != nil {
+	if err := callInto(ctx, a, api.CallOps, api.None{}, nil, &r); err != nil {
 		return nil, err
 	}
 	reg, err := RegistryOf(r.Operations)
@@ -543,7 +337,7 @@ func RegistryOf(ops []*operations.Operation) (*operations.Registry, error) {
 
 func (a Client) OpsShow(ctx context.Context, req api.OpsShowRequest) (*api.OpsShowResult, error) {
 	var r api.OpsShowResult
-	if err := a.call(ctx, "ops-show", &req, &r); err != nil {
+	if err := callInto(ctx, a, api.CallOpsShow, req, nil, &r); err != nil {
 		return nil, err
 	}
 	// Checked against its digest, as the registry's are.
@@ -559,27 +353,15 @@ func (a Client) OpsShow(ctx context.Context, req api.OpsShowRequest) (*api.OpsSh
 }
 
 func (a Client) PlansComplete(ctx context.Context, req api.PlansCompleteRequest) (*api.PlansCompleteResult, error) {
-	var r api.PlansCompleteResult
-	if err := a.call(ctx, "plans-complete", &req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallPlansComplete, req, nil)
 }
 
 func (a Client) Whoami(ctx context.Context) (*api.WhoamiResult, error) {
-	var r api.WhoamiResult
-	if err := a.call(ctx, "whoami", nil, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallWhoami, api.None{}, nil)
 }
 
 func (a Client) Status(ctx context.Context, req api.StatusRequest) (*api.StatusResult, error) {
-	var r api.StatusResult
-	if err := a.call(ctx, "status", &StatusArgs{Fingerprint: req.Fingerprint}, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallStatus, api.StatusArgs{Fingerprint: req.Fingerprint}, nil)
 }
 
 // The two implementations of the application API (pkg/api): in-process,

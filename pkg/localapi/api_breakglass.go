@@ -51,17 +51,9 @@ func (a API) BreakGlassReview(_ context.Context, req api.BreakGlassReviewRequest
 }
 
 func (a Client) BreakGlass(ctx context.Context, req api.BreakGlassRequest) (*api.BreakGlassResult, error) {
-	var r api.BreakGlassResult
-	if err := a.call(ctx, "break-glass", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallBreakGlass, req, nil)
 }
 
 func (a Client) BreakGlassReview(ctx context.Context, req api.BreakGlassReviewRequest) (*api.BreakGlassReviewResult, error) {
-	var r api.BreakGlassReviewResult
-	if err := a.call(ctx, "break-glass-review", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallReview, req, nil)
 }

@@ -69,16 +69,12 @@ func bridgeRequest(req api.AnswerAttestedRequest) bridge.Request {
 }
 
 func (a Client) AnswerAttested(ctx context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
-	var r api.AnswerAttestedResult
-	if err := a.call(ctx, "answer-attested", &req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallAttested, req, nil)
 }
 
 func (a Client) DecisionData(ctx context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
 	var r api.DecisionDataResult
-	if err := a.call(ctx, "decision-data", &req, &r); err != nil {
+	if err := callInto(ctx, a, api.CallDecisionData, req, nil, &r); err != nil {
 		return nil, err
 	}
 	if r.Input == nil {

@@ -125,33 +125,17 @@ func (a API) Withdraw(_ context.Context, req api.WithdrawRequest) (*api.Withdraw
 }
 
 func (a Client) File(ctx context.Context, req api.FileRequest) (*api.FileResult, error) {
-	var r api.FileResult
-	if err := a.call(ctx, "file", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallFile, req, nil)
 }
 
 func (a Client) Decide(ctx context.Context, req api.DecideRequest) (*api.DecideResult, error) {
-	var r api.DecideResult
-	if err := a.call(ctx, "decide", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallDecide, req, nil)
 }
 
 func (a Client) Gera(ctx context.Context, req api.GeraRequest) (*api.GeraResult, error) {
-	var r api.GeraResult
-	if err := a.call(ctx, "gera", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallGera, req, nil)
 }
 
 func (a Client) Withdraw(ctx context.Context, req api.WithdrawRequest) (*api.WithdrawResult, error) {
-	var r api.WithdrawResult
-	if err := a.call(ctx, "withdraw", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallWithdraw, req, nil)
 }

@@ -39,9 +39,5 @@ func (a API) FreezeGrant(_ context.Context, req api.FreezeGrantRequest) (*api.Fr
 }
 
 func (a Client) FreezeGrant(ctx context.Context, req api.FreezeGrantRequest) (*api.FreezeGrantResult, error) {
-	var r api.FreezeGrantResult
-	if err := a.call(ctx, "freeze-grant", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallFreezeGrant, req, nil)
 }

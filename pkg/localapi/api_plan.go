@@ -40,7 +40,7 @@ func (a Client) Plan(ctx context.Context, req api.PlanRequest) (*api.PlanResult,
 		files = append(files, handover{name: "file:" + name, path: path})
 	}
 	var r api.PlanResult
-	if err := a.callWith(ctx, "plan", req, files, &r); err != nil {
+	if err := callInto(ctx, a, api.CallPlan, req, files, &r); err != nil {
 		// The answer carries the refusal, not its wrapping: a plan's
 		// param_invalid is bad input (exit 65) here as in the service.
 		return nil, PlanInput(err)

@@ -23,6 +23,11 @@ func (a API) ReceiptsShow(_ context.Context, req api.ReceiptsShowRequest) (*api.
 		// For an intent, why it was allowed (issue 20; not signed:
 		// derived from what is).
 		r.Entries[i] = &api.ReceiptEntry{FormatVersion: FormatVersion, Receipt: rc, Explanation: receipts.Explain(rc)}
+		if a.Redact {
+			// What names and hashes the run, nothing the plan binds
+			// (docs/adr/0040-what-a-keyless-caller-reads-of-a-receipt.md).
+			r.Entries[i] = api.RedactedEntry(r.Entries[i])
+		}
 	}
 	return r, nil
 }
@@ -76,23 +81,9 @@ func findReceipts(f *Env, id string) ([]*receipts.Receipt, error) {
 	return found, nil
 }
 
-// ServeReceiptsShow is receipts show in the service: every entry redacted
-// for a caller that may not read plans
-// (docs/adr/0040-what-a-keyless-caller-reads-of-a-receipt.md).
-func ServeReceiptsShow(ctx context.Context, a API, req api.ReceiptsShowRequest, mayReadPlans bool) (*api.ReceiptsShowResult, error) {
-	r, err := a.ReceiptsShow(ctx, req)
-	if err != nil || mayReadPlans {
-		return r, err
-	}
-	for i, e := range r.Entries {
-		r.Entries[i] = api.RedactedEntry(e)
-	}
-	return r, nil
-}
-
 func (a Client) ReceiptsShow(ctx context.Context, req api.ReceiptsShowRequest) (*api.ReceiptsShowResult, error) {
 	var r api.ReceiptsShowResult
-	if err := a.call(ctx, "receipts-show", req, &r); err != nil {
+	if err := callInto(ctx, a, api.CallReceiptsShow, req, nil, &r); err != nil {
 		return nil, err
 	}
 	for _, e := range r.Entries {

@@ -68,7 +68,7 @@ func (a API) ReceiptsList(_ context.Context, req api.ReceiptsListRequest) (*api.
 		// is reviewed may be said by any later line. A caller with no key
 		// of the policy reads no breaker's reason or incident: free text
 		// about the plan, as the evidence is (ADR 0040).
-		r.Redacted = !a.Env.MayReadPlans()
+		r.Redacted = a.Redact
 		var warning string
 		r.BreakGlass, warning, err = breakGlassRunsOf(a.Env, io.NewSectionReader(fl, page.From, page.To-page.From), r.Redacted)
 		if err != nil {
@@ -145,7 +145,7 @@ func checkListPage(fl io.ReaderAt, size int64, p *api.ReceiptsListPage) error {
 
 func (a Client) ReceiptsList(ctx context.Context, req api.ReceiptsListRequest) (*api.ReceiptsListResult, error) {
 	var r api.ReceiptsListResult
-	if err := a.call(ctx, "receipts-list", req, &r); err != nil {
+	if err := callInto(ctx, a, api.CallReceiptsList, req, nil, &r); err != nil {
 		return nil, err
 	}
 	for _, e := range r.Entries {

@@ -140,7 +140,7 @@ func (a API) ReceiptsConsistency(_ context.Context, req api.ReceiptsConsistencyR
 
 func (a Client) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
 	var r api.ReceiptsProveResult
-	if err := a.call(ctx, "receipts-prove", req, &r); err != nil {
+	if err := callInto(ctx, a, api.CallProve, req, nil, &r); err != nil {
 		return nil, err
 	}
 	// What the client prints, it checks: the proof against the root it
@@ -154,7 +154,7 @@ func (a Client) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequest)
 
 func (a Client) ReceiptsConsistency(ctx context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
 	var r api.ReceiptsConsistencyResult
-	if err := a.call(ctx, "receipts-consistency", req, &r); err != nil {
+	if err := callInto(ctx, a, api.CallConsistency, req, nil, &r); err != nil {
 		return nil, err
 	}
 	// What the client prints, it checks: the proof between the trees the

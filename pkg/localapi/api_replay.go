@@ -34,7 +34,7 @@ func (a Client) Replay(ctx context.Context, req api.ReplayRequest) (*api.ReplayR
 	g := *a.Env
 	g.IO = &Streams{Out: lw, Err: a.Env.IO.Err, ErrTTY: a.Env.IO.ErrTTY}
 	var r api.ReplayResult
-	err := (Client{Env: &g}).call(ctx, "replay", req, &r)
+	err := callInto(ctx, Client{Env: &g}, api.CallReplay, req, nil, &r)
 	if lw.err != nil {
 		return nil, lw.err
 	}

@@ -60,7 +60,7 @@ func (a Client) Run(ctx context.Context, req api.RunRequest) (*api.RunResult, er
 		g.IO.ErrTTY = a.Env.IO.ErrTTY
 	}
 	var r api.RunResult
-	if err := (Client{Env: &g}).call(context.WithoutCancel(ctx), "run", api.RunRequest{Fingerprint: req.Fingerprint}, &r); err != nil {
+	if err := callInto(context.WithoutCancel(ctx), Client{Env: &g}, api.CallRun, api.RunRequest{Fingerprint: req.Fingerprint}, nil, &r); err != nil {
 		return nil, err
 	}
 	if r.Outcome != "ran" {

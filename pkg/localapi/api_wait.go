@@ -86,7 +86,7 @@ func (a Client) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResult,
 				req.Progress(s)
 			}
 		}
-		err := a.call(withHeld(ctx, held), "status-wait", api.WaitRequest{Fingerprint: req.Fingerprint, Timeout: slice}, &r)
+		err := callInto(withHeld(ctx, held), a, api.CallWait, api.WaitRequest{Fingerprint: req.Fingerprint, Timeout: slice}, nil, &r)
 		if ctx.Err() != nil {
 			// Ended as pending, with the status as it was last judged.
 			return &api.WaitResult{Status: s, Pending: true}, nil

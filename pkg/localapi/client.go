@@ -36,6 +36,7 @@ func (f *Env) CallService(ctx context.Context, c *config.Config, op string, args
 		Stdin: f.IO.In, Stdout: f.IO.Out, Stderr: f.IO.Err,
 		Cwd: cwd, Key: f.KeyFile(),
 		LookupEnv: f.LookupEnv, OnHeld: heldHook(ctx),
+		RelaySignals: op == api.CallRun.Op,
 	}
 	for _, h := range extra {
 		call.Files = append(call.Files, service.HandOver{Name: h.name, Path: h.path})

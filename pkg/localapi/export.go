@@ -16,7 +16,7 @@ func (a Client) ReceiptsExport(ctx context.Context, req api.ReceiptsExportReques
 		g.IO.Out = io.Discard
 	}
 	var r api.ReceiptsExportResult
-	if err := (Client{Env: &g}).call(ctx, "receipts-export", req, &r); err != nil {
+	if err := callInto(ctx, Client{Env: &g}, api.CallExport, req, nil, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil

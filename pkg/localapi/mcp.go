@@ -56,9 +56,27 @@ func (b *MCPBackend) with(out, errOut io.Writer) *Env {
 	return &g
 }
 
+// reach is the API a tool's call c goes to: the runner service's client
+// (the service authorizes the call there), or, in this process, the
+// application once Authorize let the backend's caller make c (over HTTP,
+// the token's principal).
+func (b *MCPBackend) reach(c api.CallInfo, waitSlice time.Duration) (api.API, error) {
+	if b.remote {
+		return Client{Env: b.with(io.Discard, io.Discard), WaitSlice: waitSlice}, nil
+	}
+	redact, err := b.f.authorize(c)
+	if err != nil {
+		return nil, err
+	}
+	return API{Env: b.f, Redact: redact}, nil
+}
+
 func (b *MCPBackend) Registry() (*operations.Registry, error) {
 	if b.remote {
 		return b.remoteRegistry()
+	}
+	if _, err := b.f.authorize(api.CallOps.CallInfo); err != nil {
+		return nil, err
 	}
 	return LoadRegistry(b.f)
 }
@@ -70,7 +88,11 @@ func (b *MCPBackend) Principal() (*approval.Principal, error) {
 	if b.remote {
 		return b.remotePrincipal()
 	}
-	r, err := API{Env: b.f}.Whoami(context.Background())
+	a, err := b.reach(api.CallWhoami.CallInfo, 0)
+	if err != nil {
+		return nil, err
+	}
+	r, err := a.Whoami(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +105,9 @@ func (b *MCPBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
 	}
 	// The API the CLI's plan calls: in-process, or the service's, which
 	// the client hands each file over to.
-	var a api.API = API{Env: b.f}
-	if b.remote {
-		a = Client{Env: b.with(io.Discard, io.Discard)}
+	a, err := b.reach(api.CallPlan.CallInfo, 0)
+	if err != nil {
+		return nil, err
 	}
 	return a.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: req.Files})
 }
@@ -94,9 +116,9 @@ func (b *MCPBackend) Status(fp string) (any, *refusal.Error, error) {
 	// The API the CLI's status calls: in-process, or the service's
 	// (whose answer is typed: nothing of it reaches the MCP server's
 	// stdout, the protocol's channel).
-	var a api.API = API{Env: b.f}
-	if b.remote {
-		a = Client{Env: b.with(io.Discard, io.Discard)}
+	a, err := b.reach(api.CallStatus.CallInfo, 0)
+	if err != nil {
+		return nil, nil, err
 	}
 	r, err := a.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
 	if err != nil {
@@ -108,9 +130,9 @@ func (b *MCPBackend) Status(fp string) (any, *refusal.Error, error) {
 func (b *MCPBackend) Receipt(id string) ([]json.RawMessage, error) {
 	// The API the CLI's receipts show calls: in-process, or the
 	// service's, which redacts for a caller with no key of the policy.
-	var a api.API = API{Env: b.f}
-	if b.remote {
-		a = Client{Env: b.with(io.Discard, io.Discard)}
+	a, err := b.reach(api.CallReceiptsShow.CallInfo, 0)
+	if err != nil {
+		return nil, err
 	}
 	r, err := a.ReceiptsShow(context.Background(), api.ReceiptsShowRequest{ID: id})
 	if err != nil {
@@ -139,9 +161,9 @@ func (b *MCPBackend) Run(fp string, inline map[string][]byte) (*mcpapi.RunResult
 	// relays the program's output. No stdin (the program reads
 	// /dev/null), and the output goes to buffers: the MCP stream is never
 	// the program's.
-	var a api.API = API{Env: b.f}
-	if b.remote {
-		a = Client{Env: b.with(io.Discard, io.Discard)}
+	a, err := b.reach(api.CallRun.CallInfo, 0)
+	if err != nil {
+		return nil, err
 	}
 	stdout, stderr := &capture{limit: runOutputLimit}, &capture{limit: runOutputLimit}
 	r, err := a.Run(context.Background(), api.RunRequest{Fingerprint: fp, Stdout: stdout, Stderr: stderr})
@@ -229,9 +251,9 @@ const remoteWaitSlice = 10 * time.Second
 func (b *MCPBackend) Wait(ctx context.Context, fp string, timeout time.Duration, progress func(string)) (any, *refusal.Error, bool, error) {
 	// The API the CLI's status --wait calls: in-process, or the
 	// service's, whose client asks again after each bounded wait.
-	var a api.API = API{Env: b.f}
-	if b.remote {
-		a = Client{Env: b.with(io.Discard, io.Discard), WaitSlice: remoteWaitSlice}
+	a, err := b.reach(api.CallWait.CallInfo, remoteWaitSlice)
+	if err != nil {
+		return nil, nil, false, err
 	}
 	r, err := a.Wait(ctx, api.WaitRequest{Fingerprint: fp, Timeout: timeout, Progress: func(s *api.StatusResult) {
 		if s.Request != nil {

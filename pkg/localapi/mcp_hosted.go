@@ -94,7 +94,11 @@ func (h *hostedBackend) Plan(req mcpapi.PlanRequest) (*api.PlanResult, error) {
 	for name := range req.Inline {
 		files[name] = operations.InlinePath(name)
 	}
-	return API{Env: b.f}.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: files})
+	a, err := b.reach(api.CallPlan.CallInfo, 0)
+	if err != nil {
+		return nil, err
+	}
+	return a.Plan(context.Background(), api.PlanRequest{Operation: req.Operation, Target: req.Target, Params: req.Params, Files: files})
 }
 
 // Run runs the plan: with the content of its files supplied inline that

@@ -270,7 +270,7 @@ func ReadDefinitions(dir string) ([]*operations.Operation, error) {
 
 func (a Client) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
 	var r api.ReceiptsCheckpointResult
-	if err := a.call(ctx, "receipts-checkpoint", req, &r); err != nil {
+	if err := callInto(ctx, a, api.CallCheckpoint, req, nil, &r); err != nil {
 		return nil, err
 	}
 	if r.Envelope == nil || (req.Note && r.Note == "") {

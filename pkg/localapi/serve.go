@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prod-write/prod-write/pkg/api"
 	"log"
 	"log/slog"
 	"os"
@@ -150,7 +151,7 @@ func Serve(f *Env, ready func()) error {
 	}
 	// The socket's server counts the calls of MCP over HTTP too: a stop
 	// treats them alike (docs/adr/0031-waits-through-the-service.md).
-	srv := &service.Server{Handler: &ServiceHandler{State: st, Base: f}, Log: st.Log, Classify: st.Pools}
+	srv := &service.Server{Handler: &ServiceHandler{State: st, Base: f}, Ops: api.Ops(), Log: st.Log, Classify: st.Pools}
 	// Done once the service has no call left: MCP over HTTP then shuts
 	// down. Its listener closes as the service stops (srv.OnStop), before
 	// any call learns of the stop.

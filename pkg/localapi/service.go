@@ -2,6 +2,7 @@ package localapi
 
 import (
 	"context"
+	"github.com/prod-write/prod-write/pkg/api"
 	"io"
 	"os"
 	"strings"
@@ -41,14 +42,6 @@ type ServiceHandler struct {
 	Base  *Env
 }
 
-// StatusArgs are the status call's arguments as the socket client sends
-// them: StatusOptions' fields, by name.
-type StatusArgs struct {
-	Fingerprint string
-	Wait        bool
-	Timeout     string
-}
-
 // RelayGrace is how long a run's outcome receipt waits, at most, for a
 // client to take the output still buffered for it.
 const RelayGrace = time.Second
@@ -85,7 +78,7 @@ func (h *ServiceHandler) Serve(ctx context.Context, c *service.Call) int {
 	// output is relayed through a bounded buffer the program never waits
 	// on; a command's result is sent with a deadline.
 	f.IO.ErrTTY = c.Request.ErrTTY
-	if c.Request.Op == "run" {
+	if c.Request.Op == api.CallRun.Op {
 		relay := c.Relay()
 		defer relay.Finish(RelayGrace)
 		f.IO.Out, f.IO.Err = relay.Writer(1), relay.Writer(2)

@@ -18,6 +18,11 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
+// RunOp is the run call's name on the socket: pkg/api's table of calls
+// declares the run call with it (api.CallRun), and the small run client
+// (pkg/fastrun), which links nothing of pkg/api, sends it.
+const RunOp = "run"
+
 // Version is the version of the types on the socket. A field is only ever
 // added under one version, never renamed or given another meaning.
 const Version = 1

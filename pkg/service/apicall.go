@@ -39,6 +39,10 @@ type APICall struct {
 	LookupEnv func(string) (string, bool)
 	// OnHeld, when set, runs once the service holds the call ([Held]).
 	OnHeld func()
+	// RelaySignals relays this process's SIGINT and SIGTERM to the
+	// service while the call is in progress (a run: its program gets
+	// them).
+	RelaySignals bool
 }
 
 // HandOver is a file the caller named, handed over as a descriptor under
@@ -79,7 +83,7 @@ func (e *UnansweredError) Error() string { return "" }
 // Do makes the call and returns the service's typed reply (an api.Answer,
 // refusals and errors included). When ctx is done the connection is
 // closed, so the service sees its client go and ends a wait at once; a run
-// carries on in the service. For op "run", SIGINT and SIGTERM are relayed
+// carries on in the service. With RelaySignals, SIGINT and SIGTERM are relayed
 // to the service while it runs.
 func (a APICall) Do(ctx context.Context) ([]byte, error) {
 	req := Request{Op: a.Op, JSON: a.JSON, API: a.API, ErrTTY: a.ErrTTY}
@@ -135,7 +139,7 @@ func (a APICall) Do(ctx context.Context) ([]byte, error) {
 		add(h.Name, fl)
 	}
 	var sigs chan os.Signal
-	if a.Op == "run" {
+	if a.RelaySignals {
 		// ^C and kill reach the program as requests to the service; a
 		// client that dies anyway changes nothing in the service's order.
 		sigs = make(chan os.Signal, 4)

@@ -226,6 +226,9 @@ func (c *Call) Signals() <-chan os.Signal {
 // was read: never a reset.
 type Server struct {
 	Handler Handler
+	// Ops are the calls the server takes (api.Ops); a request naming
+	// another is refused bad_request.
+	Ops []string
 	// MaxCalls bounds the connections still sending their request; one
 	// more is answered busy. 0 means 256.
 	MaxCalls int
@@ -547,7 +550,7 @@ func (s *Server) serveConn(ctx context.Context, uc *net.UnixConn, peer Peer, end
 		conn.SendWithin(WriteTimeout, Failure{T: "failure", Code: pe.Code, Error: pe.Msg})
 		return
 	}
-	req, err := DecodeRequest(b, len(files))
+	req, err := DecodeRequest(b, len(files), s.Ops)
 	if err != nil {
 		closeAll(files)
 		pe := err.(*Error)

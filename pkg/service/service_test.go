@@ -67,6 +67,10 @@ func (h *echoHandler) Serve(ctx context.Context, c *Call) int {
 	return a.Code
 }
 
+// testOps are the calls the tests' servers take (the service's are
+// api.Ops).
+var testOps = []string{"plan", "run", "status"}
+
 func startServer(t *testing.T, h Handler, tune func(*Server)) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
@@ -77,7 +81,7 @@ func startServer(t *testing.T, h Handler, tune func(*Server)) string {
 	// Long enough that a client slowed by a loaded machine (CI runs every
 	// package at once, under -race) is never cut off; the tests of the
 	// timeout itself set their own.
-	s := &Server{Handler: h, RequestTimeout: 10 * time.Second}
+	s := &Server{Handler: h, Ops: testOps, RequestTimeout: 10 * time.Second}
 	if tune != nil {
 		tune(s)
 	}
@@ -430,7 +434,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"v":2,"op":"run","fds":["cwd"]}`), 1)
 	f.Add([]byte(`{"v":2}`), 0)
 	f.Fuzz(func(t *testing.T, b []byte, nfds int) {
-		r, err := DecodeRequest(b, nfds)
+		r, err := DecodeRequest(b, nfds, testOps)
 		if err != nil {
 			var pe *Error
 			if !errors.As(err, &pe) {
@@ -510,7 +514,7 @@ func TestOtherAccountServedWhileOneIsAtItsCap(t *testing.T) {
 	}
 	uids := make(chan uint32, 8)
 	h := HandlerFunc(func(ctx context.Context, c *Call) int { uids <- c.Peer.UID; return 0 })
-	s := &Server{Handler: h, MaxCalls: 8, MaxPendingPerAccount: 2, RequestTimeout: 10 * time.Second}
+	s := &Server{Handler: h, Ops: testOps, MaxCalls: 8, MaxPendingPerAccount: 2, RequestTimeout: 10 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, l) }()
@@ -711,7 +715,7 @@ func TestStopEndsWaitsNotRuns(t *testing.T) {
 			return 0
 		}
 	})
-	s := &Server{Handler: h, RequestTimeout: 10 * time.Second}
+	s := &Server{Handler: h, Ops: testOps, RequestTimeout: 10 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -769,7 +773,7 @@ func TestStopTreatsJoinedCallsAsSocketCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Handler: &echoHandler{}, RequestTimeout: 10 * time.Second}
+	s := &Server{Handler: &echoHandler{}, Ops: testOps, RequestTimeout: 10 * time.Second}
 	// Joined before Serve starts, as MCP over HTTP starts first.
 	runCtx, runDone, ok := s.Join()
 	if !ok {

@@ -60,14 +60,6 @@ const (
 	MaxFDs = 32
 )
 
-// Ops are the operations a request may name.
-var Ops = []string{
-	"plan", "status", "status-wait", "file", "decide", "gera", "freeze-grant", "break-glass", "break-glass-review", "withdraw", "run",
-	"ops-list", "ops-show", "receipts-list", "receipts-show", "receipts-checkpoint", "receipts-export", "receipts-prove", "receipts-consistency", "replay",
-	"whoami", "plans-complete", "answer-attested", "decision-data", "passkey-code", "passkey-enroll-begin", "passkey-enroll-finish",
-	"passkey-challenge", "passkey-attested",
-}
-
 // Request opens a call.
 type Request struct {
 	V    int             `json:"v"`
@@ -206,11 +198,12 @@ func validFDName(n string) bool {
 	return true
 }
 
-// DecodeRequest decodes and checks a request carrying nfds descriptors.
-// It is strict: unknown fields, another version, an unknown op, a
-// descriptor name that is malformed or repeated, or a count that does not
-// match the descriptors attached, are each a *Error.
-func DecodeRequest(b []byte, nfds int) (*Request, error) {
+// DecodeRequest decodes and checks a request carrying nfds descriptors,
+// for a server of ops (the table of calls, api.Ops). It is strict:
+// unknown fields, another version, an op not among ops, a descriptor name
+// that is malformed or repeated, or a count that does not match the
+// descriptors attached, are each a *Error.
+func DecodeRequest(b []byte, nfds int, ops []string) (*Request, error) {
 	var r Request
 	if err := strictJSON(b, &r); err != nil {
 		return nil, protoErr(CodeBadRequest, "%v", err)
@@ -218,7 +211,7 @@ func DecodeRequest(b []byte, nfds int) (*Request, error) {
 	if r.V != Version {
 		return nil, protoErr(CodeVersion, "protocol version %d; this service speaks %d", r.V, Version)
 	}
-	if !slices.Contains(Ops, r.Op) {
+	if !slices.Contains(ops, r.Op) {
 		return nil, protoErr(CodeBadRequest, "unknown op %q", r.Op)
 	}
 	if len(r.FDs) != nfds {

@@ -251,8 +251,8 @@ type Call struct {
 	// Hosted is a call of MCP over HTTP: no client, no directory but
 	// [service] mcp_cwd.
 	Hosted bool
-	// mayRead memoizes mayReadPlans.
-	mayRead *bool
+	// keyed memoizes Keyed.
+	keyed *bool
 	// Inline are the files a hosted call supplied inline, by name: sealed
 	// memfds of that call alone (hostedBackend.forCall). A plan's kept
 	// content is fetched by localapi's inlineFile.
@@ -517,12 +517,16 @@ func (s *State) PrincipalOf(kf *os.File) *approval.Principal {
 // handed over a key of the policy, or it is root or the service's own
 // account, which can read the store's files anyway.
 func (sc *Call) MayReadPlans() bool {
-	if sc.mayRead == nil {
-		p := sc.Socket.Peer.UID
-		ok := p == 0 || p == sc.State.UID || sc.State.PrincipalOf(sc.Key) != nil
-		sc.mayRead = &ok
+	return sc.IsOperator() || sc.Keyed()
+}
+
+// Keyed reports whether the caller handed over a key of the policy.
+func (sc *Call) Keyed() bool {
+	if sc.keyed == nil {
+		ok := sc.State.PrincipalOf(sc.Key) != nil
+		sc.keyed = &ok
 	}
-	return *sc.mayRead
+	return *sc.keyed
 }
 
 // IsOperator reports whether the caller runs the service: root or the
