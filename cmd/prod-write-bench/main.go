@@ -395,7 +395,7 @@ func runOverhead(dir string, service bool) result {
 		// written alike: how a binary's file was written weighs on its
 		// start (the linker's output, a cp copy and a single write
 		// differ by up to 0.7 ms a run here, in A/A rounds), and the
-		// ratios are the copies' (docs/PERFORMANCE.md, session 19).
+		// ratios are the copies' (docs/PERFORMANCE.md, "Comparing two clients").
 		floor = freshCopy(dir, "floor", *floorBin)
 		thisBin, otherBin = freshCopy(dir, "this", *bin), freshCopy(dir, "baseline", *baseline)
 	}

@@ -97,7 +97,7 @@ func TestLinksNoDomain(t *testing.T) {
 // package variable's value nor an init function calls it. fmt's first
 // call in a process runs its code cold, and one such variable (pkg/service's
 // errEOF) cost the client's runs 0.25–0.5 ms each (docs/PERFORMANCE.md,
-// session 19); nothing else on the client's way to its request uses fmt.
+// "No fmt before main"); nothing else on the client's way to its request uses fmt.
 func TestOwnPackagesCallNoFmtBeforeMain(t *testing.T) {
 	out, err := osexec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{.Dir}} {{join .GoFiles \" \"}}{{end}}", ".").Output()
 	if err != nil {

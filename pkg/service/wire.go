@@ -348,7 +348,7 @@ var errEOF error = closedError{}
 // fmt.Errorf: as a package variable, that ran fmt's code, cold, before
 // main in every process that links this package. The small client
 // (pkg/fastrun) runs no fmt otherwise before its request is sent, and its
-// runs took 0.25–0.5 ms less without it (docs/PERFORMANCE.md, session 19).
+// runs took 0.25–0.5 ms less without it (docs/PERFORMANCE.md, "No fmt before main").
 type closedError struct{}
 
 func (closedError) Error() string {
