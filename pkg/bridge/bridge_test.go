@@ -18,7 +18,7 @@ import (
 )
 
 func TestSecretNeverPrints(t *testing.T) {
-	s := bridge.NewSecret("xoxb-very-secret")
+	s := bridgetest.Secret("xoxb-very-secret")
 	for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%v %+v %#v %s %q %x", s, s, s, s, s, s), fmt.Sprintf("%v", struct{ S bridge.Secret }{s})} {
 		if strings.Contains(out, "very-secret") || strings.Contains(out, "766572792d736563726574") {
 			t.Errorf("printed %q", out)

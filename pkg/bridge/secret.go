@@ -23,9 +23,6 @@ const (
 // value is had only through [Secret.Reveal].
 type Secret struct{ v string }
 
-// NewSecret wraps v.
-func NewSecret(v string) Secret { return Secret{v: v} }
-
 // Reveal returns the secret's value, for the one call that needs it.
 func (s Secret) Reveal() string { return s.v }
 

@@ -51,6 +51,17 @@ func Key(id string) *keys.Private {
 	return keys.FromSeed(seed[:])
 }
 
+// Secret returns v as a bridge secret, loaded as the bridges load theirs
+// ([bridge.LoadSecret], here from a variable set to v). v must be what
+// LoadSecret keeps: not empty, no space at either end.
+func Secret(v string) bridge.Secret {
+	s, err := bridge.LoadSecret(func(string) (string, bool) { return v, true }, "PROD_WRITE_TEST_SECRET", "test_secret_file", "")
+	if err != nil || s.Reveal() != v {
+		panic(fmt.Sprintf("bridgetest.Secret: %q is not a secret LoadSecret keeps as it is (%v)", v, err))
+	}
+	return s
+}
+
 // PolicyTOML renders members as trust.toml.
 func PolicyTOML(members []Member) string {
 	var b strings.Builder

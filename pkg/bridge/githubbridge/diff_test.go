@@ -18,7 +18,7 @@ func TestDecisionIssueShowsTheDiffAndTheUse(t *testing.T) {
 	w := bridgetest.NewWithFile(t, 1)
 	gh := bridgetest.NewFakeGitHub("acme", "prod-decisions", token)
 	t.Cleanup(gh.Close)
-	client, err := githubbridge.NewClient(gh.APIURL(), bridge.NewSecret(token), nil)
+	client, err := githubbridge.NewClient(gh.APIURL(), bridgetest.Secret(token), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func rigOn(t *testing.T, w *bridgetest.World, pr int) *rig {
 	t.Helper()
 	r := &rig{w: w, gh: bridgetest.NewFakeGitHub("acme", "prod-decisions", token), log: &strings.Builder{}}
 	t.Cleanup(r.gh.Close)
-	client, err := githubbridge.NewClient(r.gh.APIURL(), bridge.NewSecret(token), nil)
+	client, err := githubbridge.NewClient(r.gh.APIURL(), bridgetest.Secret(token), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func (r *rig) notify(t *testing.T) bridge.Post {
 
 func (r *rig) poller(t *testing.T) *githubbridge.Poller {
 	return &githubbridge.Poller{Client: r.poster.Client, Owner: "acme", Repo: "prod-decisions", Attestor: r.w.Attestor(t),
-		Ledger: r.w.Ledger, Log: slog.New(slog.NewTextHandler(r.log, nil)), Token: bridge.NewSecret(token)}
+		Ledger: r.w.Ledger, Log: slog.New(slog.NewTextHandler(r.log, nil)), Token: bridgetest.Secret(token)}
 }
 
 func (r *rig) comment(login, body string) int64 {
@@ -334,7 +334,7 @@ func TestParseCommand(t *testing.T) {
 
 func TestBadToken(t *testing.T) {
 	r := newRig(t, 1, 0)
-	client, _ := githubbridge.NewClient(r.gh.APIURL(), bridge.NewSecret("wrong-token-value"), nil)
+	client, _ := githubbridge.NewClient(r.gh.APIURL(), bridgetest.Secret("wrong-token-value"), nil)
 	p := &githubbridge.Poster{Client: client, Owner: "acme", Repo: "prod-decisions"}
 	v, _ := bridge.Describe(r.w.Source(), r.w.FP, r.w.Record, time.Now())
 	_, err := p.Post(context.Background(), v)

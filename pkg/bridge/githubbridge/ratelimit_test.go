@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prod-write/prod-write/pkg/bridge"
+	"github.com/prod-write/prod-write/pkg/bridge/bridgetest"
 	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
 )
 
@@ -42,7 +42,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 func (r *rig) limitedPoller(t *testing.T, clock *fakeClock) *githubbridge.Poller {
 	t.Helper()
 	lim := &githubbridge.Limiter{Now: clock.Now, Jitter: func(time.Duration) time.Duration { return 0 }}
-	client, err := githubbridge.NewClient(r.gh.APIURL(), bridge.NewSecret(token), &http.Client{Transport: lim})
+	client, err := githubbridge.NewClient(r.gh.APIURL(), bridgetest.Secret(token), &http.Client{Transport: lim})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/bridge/bridgetest"
 	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
 	"github.com/prod-write/prod-write/pkg/refusal"
@@ -26,7 +25,7 @@ const hookSecret = "webhook-secret-0123456789"
 
 // hook is the rig's webhook endpoint, sharing the poller p.
 func (r *rig) hook(p *githubbridge.Poller) *githubbridge.Webhook {
-	return &githubbridge.Webhook{Secret: bridge.NewSecret(hookSecret), Poller: p}
+	return &githubbridge.Webhook{Secret: bridgetest.Secret(hookSecret), Poller: p}
 }
 
 type delivered struct {
@@ -369,7 +368,7 @@ func hmacHex(h func() hash.Hash, secret string, body []byte) string {
 // 415, never 401); the same with one digit changed does not.
 func TestWebhookSignatureVector(t *testing.T) {
 	r := newRig(t, 1, 0)
-	h := &githubbridge.Webhook{Secret: bridge.NewSecret("It's a Secret to Everybody"), Poller: r.poller(t)}
+	h := &githubbridge.Webhook{Secret: bridgetest.Secret("It's a Secret to Everybody"), Poller: r.poller(t)}
 	const sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
 	for _, tc := range []struct {
 		sig  string

@@ -66,7 +66,7 @@ func outbox(w *bridgetest.World) string {
 
 // newUpdater returns an updater on the world's outbox, retrying quickly.
 func newUpdater(w *bridgetest.World, api *slack.Client, log io.Writer) *slackbridge.Updater {
-	u := slackbridge.NewUpdater(outbox(w), api, w.Source(), slog.New(slog.NewTextHandler(log, nil)), bridge.NewSecret(signingSecret), bridge.NewSecret(botToken))
+	u := slackbridge.NewUpdater(outbox(w), api, w.Source(), slog.New(slog.NewTextHandler(log, nil)), bridgetest.Secret(signingSecret), bridgetest.Secret(botToken))
 	u.MinBackoff, u.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
 	return u
 }
@@ -137,7 +137,7 @@ func newRig(t *testing.T, approvers int) *rig {
 	r.updates = newUpdater(r.w, api, r.log)
 	r.stop = run(t, r.updates)
 	h := &slackbridge.Handler{
-		SigningSecret: bridge.NewSecret(signingSecret), Updates: r.updates,
+		SigningSecret: bridgetest.Secret(signingSecret), Updates: r.updates,
 		Attestor: r.w.Attestor(t), Log: slog.New(slog.NewTextHandler(r.log, nil)),
 	}
 	srv := httptest.NewServer(h)
@@ -499,7 +499,7 @@ func TestDenyVetoesAndRemovesTheButtons(t *testing.T) {
 
 func TestWrongWorkspaceIsRefused(t *testing.T) {
 	r := newRig(t, 1)
-	h := &slackbridge.Handler{SigningSecret: bridge.NewSecret(signingSecret), Updates: r.updates,
+	h := &slackbridge.Handler{SigningSecret: bridgetest.Secret(signingSecret), Updates: r.updates,
 		Attestor: r.w.Attestor(t), Team: "T0OTHER", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
