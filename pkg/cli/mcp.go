@@ -9,7 +9,6 @@ import (
 
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/pkg/localapi"
-	"github.com/prod-write/prod-write/pkg/mcpapi"
 )
 
 // MCPOptions are mcp's inputs.
@@ -76,7 +75,3 @@ func mcpRun(o *MCPOptions) error {
 	b.Drain()
 	return err
 }
-
-// MCPBackend returns the backend of `prod-write mcp`: the API's calls,
-// under f's configuration and key (localapi.MCPBackend).
-func MCPBackend(f *Factory) mcpapi.Backend { return localapi.NewMCPBackend(&f.Env) }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/prod-write/prod-write/pkg/cli"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
 )
 
@@ -49,7 +49,7 @@ type elicitations struct {
 func (d *deployment) connectEliciting(t *testing.T, who string, url bool, version string) (*mcp.ClientSession, *elicitations) {
 	t.Helper()
 	f, _, _ := d.factory(d.key(who))
-	srv, err := mcpserver.New(cli.MCPBackend(f), mcpserver.Options{})
+	srv, err := mcpserver.New(localapi.NewMCPBackend(&f.Env), mcpserver.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

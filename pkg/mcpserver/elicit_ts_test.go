@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/prod-write/prod-write/pkg/api"
-	"github.com/prod-write/prod-write/pkg/cli"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
 )
 
@@ -228,7 +228,7 @@ func (d *deployment) serveHTTP(t *testing.T, who string) (endpoint, bearer strin
 	t.Helper()
 	bearer = "ts-elicit-" + who + "-token"
 	f, _, _ := d.factory(d.key(who))
-	b := &inlineToPaths{Backend: cli.MCPBackend(f), dir: t.TempDir()}
+	b := &inlineToPaths{Backend: localapi.NewMCPBackend(&f.Env), dir: t.TempDir()}
 	h := mcpserver.NewHTTPHandler(loadTokens(t, tokenEntry(bearer, who, agent)), func(mcpserver.Token) (mcpserver.Backend, error) {
 		return b, nil
 	}, mcpserver.Options{})

@@ -136,7 +136,7 @@ func (r *recorder) Run(fp string, inline map[string][]byte) (*mcpserver.RunResul
 func (d *deployment) connect(t *testing.T, who string, o mcpserver.Options) (*mcp.ClientSession, *recorder) {
 	t.Helper()
 	f, _, _ := d.factory(d.key(who))
-	rec := &recorder{Backend: cli.MCPBackend(f)}
+	rec := &recorder{Backend: localapi.NewMCPBackend(&f.Env)}
 	srv, err := mcpserver.New(rec, o)
 	if err != nil {
 		t.Fatalf("mcpserver.New: %v", err)
