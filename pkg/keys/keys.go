@@ -7,7 +7,6 @@ package keys
 import (
 	"bytes"
 	"context"
-	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -270,23 +269,16 @@ func LoadFile(f *os.File, path string) (*Private, error) {
 // key in PKCS#8 PEM form.
 var ErrNotAKey = errors.New("not an ed25519 private key")
 
-// Verifier checks signatures made by one public key; it implements
-// dsse.Verifier.
+// Verifier checks signatures made by one public key.
 type Verifier struct{ Key Public }
 
-// Verify implements dsse.Verifier, by the rule of [Verify].
+// Verify checks sig over data, by the rule of [Verify].
 func (v Verifier) Verify(_ context.Context, data, sig []byte) error {
 	if !Verify(v.Key, data, sig) {
 		return errors.New("ed25519: invalid signature")
 	}
 	return nil
 }
-
-// KeyID implements dsse.Verifier.
-func (v Verifier) KeyID() (string, error) { return v.Key.ID(), nil }
-
-// Public implements dsse.Verifier.
-func (v Verifier) Public() crypto.PublicKey { return ed25519.PublicKey(v.Key) }
 
 // Warm builds, ahead of their first use, the tables ed25519 signing and
 // verification use: crypto/ed25519's base-point table (about a millisecond

@@ -226,9 +226,7 @@ func TestSignVerify(t *testing.T) {
 	if err := (keys.Verifier{Key: k.Public()}).Verify(context.Background(), []byte("payloaD"), sig); err == nil {
 		t.Error("a signature verified over other bytes")
 	}
-	id, _ := k.KeyID()
-	vid, _ := keys.Verifier{Key: k.Public()}.KeyID()
-	if id != vid || id != k.Public().ID() {
-		t.Errorf("key ids differ: signer %s, verifier %s", id, vid)
+	if id, _ := k.KeyID(); id != k.Public().ID() {
+		t.Errorf("key ids differ: signer %s, its public key %s", id, k.Public().ID())
 	}
 }

@@ -43,9 +43,6 @@ func (b *Batch) Add(pub Public, msg, sig []byte) {
 	b.n++
 }
 
-// Len is the number of signatures added.
-func (b *Batch) Len() int { return b.n }
-
 // Verify reports whether every signature of the batch verifies; an empty
 // batch does not.
 func (b *Batch) Verify() bool { return b.n > 0 && b.bv.Verify() }
