@@ -29,7 +29,8 @@ type Introspection struct {
 	Issuer   string
 	Endpoint string
 	ClientID string
-	// SecretFile holds the client's secret, read by [LoadTokens].
+	// SecretFile holds the client's secret, read when the service
+	// loads the tokens file ([OpenTokensFile]).
 	SecretFile string
 	// TokenPrefix, when set, is how this issuer's opaque tokens begin:
 	// only a token that begins so is sent to Endpoint, so that no token

@@ -47,7 +47,7 @@
 // # Tokens
 //
 // Over HTTP, a [Tokens] file maps the sha256 of each bearer token, never
-// the token, to a principal and a scope ([LoadTokens]). A request without
+// the token, to a principal and a scope ([OpenTokensFile]). A request without
 // a known bearer gets 401 and reaches no backend; the bearer is dropped
 // from the request once resolved, and appears in no log, error or
 // response. Each token has its own server and session table, so a session

@@ -145,16 +145,6 @@ func (t *Tokens) Resolve(bearer string) (Token, bool) {
 	return t.list[found], true
 }
 
-// LoadTokens reads a tokens file, refusing one that group or others can
-// write: whoever can add a line to it can give themselves a principal.
-func LoadTokens(path string) (*Tokens, error) {
-	data, _, err := readTokensFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return parseTokensFile(path, data, true)
-}
-
 // parseTokensFile parses the tokens file read from path. At the
 // service's start (start), a file without a token is refused and the
 // introspection clients' secrets are read; when the file is read again,
@@ -216,17 +206,13 @@ type tokenEntry struct {
 	AllowRun  bool   `toml:"allow_run"`
 }
 
-// ParseTokens decodes a tokens file strictly: an unknown key, a missing or
-// malformed hash, a duplicate hash, a missing principal, a scope that is
-// neither read-only nor agent, or allow_run on a read-only token is an
-// error naming the file and, where it can, the line.
-func ParseTokens(name string, data []byte) (*Tokens, error) {
-	return parseTokens(name, data, false)
-}
-
-// parseTokens is ParseTokens; with none, a file that declares no token
-// at all is no error: all its tokens were revoked, and every request is
-// refused (TokensFile, RevokeToken). Only the service's start refuses it.
+// parseTokens decodes a tokens file strictly: an unknown key, a missing
+// or malformed hash, a duplicate hash, a missing principal, a scope that
+// is neither read-only nor agent, or allow_run on a read-only token is an
+// error naming the file and, where it can, the line. With none, a file
+// that declares no token at all is no error: all its tokens were revoked,
+// and every request is refused (TokensFile, RevokeToken). Only the
+// service's start refuses it.
 func parseTokens(name string, data []byte, none bool) (*Tokens, error) {
 	var f tokensFile
 	if err := tomlpos.Decode(data, &f); err != nil {

@@ -37,7 +37,7 @@ const NewFileMode = 0o644
 
 // TokensEditor reads and edits tokens files for `prod-write mcp token`
 // (docs/adr/0061-mcp-tokens-on-the-cli.md). Every file it writes is one
-// [ParseTokens] accepts, written durably (pkg/durable) with the mode, owner
+// the service's own parser accepts, written durably (pkg/durable) with the mode, owner
 // and group it had, while it holds an exclusive lock on the file's
 // directory, so that two edits at once do not lose one. It edits the text,
 // adding or removing one [[token]] table: comments, origins and the

@@ -45,8 +45,12 @@ type TokensFile struct {
 // was (git's "racily clean" entries). Until then, the bytes are compared.
 const racyWindow = 2 * time.Second
 
-// OpenTokensFile loads the tokens file at path as [LoadTokens] does.
-// log, when not nil, gets a line for each change read and each refused.
+// OpenTokensFile loads the tokens file at path, refusing anything but a
+// regular file that neither group nor others can write (whoever can add a
+// line to it can give themselves a principal), a file that declares no
+// token and no [oauth], and one whose introspection clients' secrets
+// cannot be read. log, when not nil, gets
+// a line for each change read and each refused.
 func OpenTokensFile(path string, log *slog.Logger) (*TokensFile, error) {
 	data, fi, err := readTokensFile(path)
 	if err != nil {
