@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -65,16 +64,6 @@ func DecodeChecked(data []byte, as, v any) error {
 }
 
 var exacts sync.Map // reflect.Type → bool
-
-// Exact reports whether [DecodeChecked] with as of v's type decodes with
-// json.Unmarshal (see there).
-func Exact(v any) bool {
-	t := reflect.TypeOf(v)
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return exact(t)
-}
 
 // exact reports whether Check's field names for t and every type it
 // reaches are exactly those encoding/json matches: every JSON name of a
@@ -622,10 +611,4 @@ func (c *checker) array(s *schema, depth int) error {
 			return c.fail("expected ',' or ']'")
 		}
 	}
-}
-
-// IsStrict reports whether err came from [Check].
-func IsStrict(err error) bool {
-	var e *Error
-	return errors.As(err, &e)
 }

@@ -89,7 +89,7 @@ func TestCheck(t *testing.T) {
 			if err := reference([]byte(tc.in), reflect.TypeFor[outer]()); (err == nil) != tc.ok {
 				t.Fatalf("reference(%s) = %v, want ok %v", tc.in, err, tc.ok)
 			}
-			if err != nil && !IsStrict(err) {
+			if e := (*Error)(nil); err != nil && !errors.As(err, &e) {
 				t.Fatalf("error %v is not a strictjson.Error", err)
 			}
 		})
