@@ -9,7 +9,7 @@ import (
 	"github.com/prod-write/prod-write/approval"
 	"github.com/prod-write/prod-write/operations"
 	"github.com/prod-write/prod-write/pkg/config"
-	"github.com/prod-write/prod-write/pkg/tomlpos"
+	"github.com/prod-write/prod-write/pkg/tomlpos/tomlpostest"
 )
 
 // TestConfigDocumentsEveryKey: docs/CONFIG.md has a row for every key
@@ -52,7 +52,7 @@ func undocumented(t *testing.T, doc, section string, typ reflect.Type) []string 
 		text = text[:j]
 	}
 	var missing []string
-	for _, key := range tomlpos.Paths(typ) {
+	for _, key := range tomlpostest.Paths(typ) {
 		if !strings.Contains(text, "\n| `"+key+"` |") {
 			missing = append(missing, key)
 		}

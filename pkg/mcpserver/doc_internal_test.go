@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/prod-write/prod-write/pkg/tomlpos"
+	"github.com/prod-write/prod-write/pkg/tomlpos/tomlpostest"
 )
 
 // TestTokensFileDocumented: docs/CONFIG.md has a row for every key of a
@@ -25,12 +26,12 @@ func TestTokensFileDocumented(t *testing.T) {
 	if !strings.Contains(section, "[[token]]") {
 		t.Error("docs/CONFIG.md does not name the [[token]] table")
 	}
-	for _, key := range tomlpos.Paths(reflect.TypeFor[tokenEntry]()) {
+	for _, key := range tomlpostest.Paths(reflect.TypeFor[tokenEntry]()) {
 		if !strings.Contains(section, "\n| `"+key+"` |") {
 			t.Errorf("docs/CONFIG.md, MCP tokens file: no row for key %q", key)
 		}
 	}
-	for _, key := range tomlpos.Paths(reflect.TypeFor[oauthTable]()) {
+	for _, key := range tomlpostest.Paths(reflect.TypeFor[oauthTable]()) {
 		if key == "principal" {
 			continue // the table, whose keys follow
 		}

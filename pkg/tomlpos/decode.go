@@ -491,35 +491,3 @@ func sortedKeys(m map[string]any) []string {
 	sort.Strings(out)
 	return out
 }
-
-// Paths returns every key a TOML file decoding into t accepts, dotted,
-// with NAME standing for a key of a map of tables (params.NAME.min) and
-// tables that hold keys of their own left out; a table of tables
-// ([[operation]]) gives its tables' keys. docs/CONFIG.md is checked
-// against it.
-func Paths(t reflect.Type) []string {
-	var out []string
-	var walk func(prefix string, t reflect.Type)
-	walk = func(prefix string, t reflect.Type) {
-		for t.Kind() == reflect.Pointer && !t.Implements(textUnmarshaler) {
-			t = t.Elem()
-		}
-		text := t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler)
-		switch {
-		case !text && t.Kind() == reflect.Struct:
-			for _, f := range Fields(t) {
-				walk(prefix+f.Name+".", f.Type)
-			}
-			return
-		case !text && t.Kind() == reflect.Map && !scalar(t.Elem()):
-			walk(prefix+"NAME.", t.Elem())
-			return
-		case !text && t.Kind() == reflect.Slice && !scalar(t.Elem()) && t.Elem().Kind() != reflect.Slice:
-			walk(prefix, t.Elem())
-			return
-		}
-		out = append(out, strings.TrimSuffix(prefix, "."))
-	}
-	walk("", t)
-	return out
-}

@@ -3,7 +3,6 @@ package tomlpos
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,14 +159,6 @@ func TestDecode(t *testing.T) {
 		if !errors.As(err, &e) || e.Line != tc.line || !strings.Contains(e.Msg, tc.want) {
 			t.Errorf("Decode(%q) = %v, want line %d: %s", tc.src, err, tc.line, tc.want)
 		}
-	}
-}
-
-func TestPaths(t *testing.T) {
-	got := strings.Join(Paths(reflect.TypeFor[file]()), " ")
-	want := "title item.name item.tags item.count item.small item.on item.wait item.size item.sub.level item.sub.note item.subs.NAME.level item.subs.NAME.note item.vars item.ratio item.parts.level item.parts.note"
-	if got != want {
-		t.Errorf("Paths =\n%s\nwant\n%s", got, want)
 	}
 }
 
