@@ -67,7 +67,7 @@ func TestRunBundlesVerifyAlone(t *testing.T) {
 			t.Fatalf("bundle %d: %s, %d proofs, checkpoint %q; want %s, 2 and the head's %q", i, b.MediaType, len(b.Inclusion), b.Checkpoint, receipts.RunBundleV1, head)
 		}
 		// Each bundle alone.
-		v, err := receipts.VerifyExport(bytes.NewReader(encodeBundles(t, b)), w.runner.Public())
+		v, err := receipts.VerifyExportWitnessed(bytes.NewReader(encodeBundles(t, b)), w.runner.Public(), receipts.WitnessQuorum{})
 		if err != nil || v.Runs != 1 || v.Proved != 1 || v.TreeSize != uint64(len(w.journal)) {
 			t.Fatalf("bundle %d alone: %+v, %v; want 1 run proved in the tree of %d", i, v, err, len(w.journal))
 		}
@@ -115,7 +115,7 @@ func TestRunBundlesVerifyAlone(t *testing.T) {
 		{"another media type", edit(func(b *receipts.RunBundle) { b.MediaType = "application/vnd.dev.sigstore.bundle.v0.3+json" }), "mediaType"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := receipts.VerifyExport(bytes.NewReader(tc.b), w.runner.Public())
+			_, err := receipts.VerifyExportWitnessed(bytes.NewReader(tc.b), w.runner.Public(), receipts.WitnessQuorum{})
 			var re *receipts.ExportRefusedError
 			if !errors.As(err, &re) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("%v: want an ExportRefusedError saying %q", err, tc.want)

@@ -21,9 +21,9 @@ import (
 // its argv, cwd and evidence ids, far below this.
 const maxExportLine = 16 << 20
 
-// ExportRefusedError is returned by [VerifyExport] for a line that is a
-// well-formed envelope but does not verify: Reason says which check
-// failed.
+// ExportRefusedError is returned by [VerifyExportWitnessed] for a line
+// that is a well-formed envelope but does not verify: Reason says which
+// check failed.
 type ExportRefusedError struct {
 	Line   int
 	Reason string
@@ -33,8 +33,8 @@ func (e *ExportRefusedError) Error() string {
 	return fmt.Sprintf("export line %d refused: %s", e.Line, e.Reason)
 }
 
-// MalformedExportError is returned by [VerifyExport] for a line that is not
-// a strict DSSE envelope of a run statement at all.
+// MalformedExportError is returned by [VerifyExportWitnessed] for a line
+// that is not a strict DSSE envelope of a run statement at all.
 type MalformedExportError struct {
 	Line int
 	Err  error
@@ -55,23 +55,6 @@ type runStatement struct {
 	Predicate     RunPredicate `json:"predicate"`
 }
 
-// VerifyExport reads what [ExportInToto] wrote, one envelope a line, and
-// checks each line exactly: a strict DSSE envelope of [InTotoPayloadType]
-// with one signature, by pub, over its PAE; an in-toto Statement v1 of
-// [RunPredicateV1] that decodes strictly; at least one subject, each a
-// sha256 in lowercase hex; and no run id twice. It returns what it
-// verified; a [*MalformedExportError] or [*ExportRefusedError] names
-// the first line that fails. An empty export verifies no runs and is not
-// an error.
-//
-// A line that is a [RunBundle] (`export --proofs`) is checked the same way
-// for its envelope, and its proofs too: the checkpoint is a note signed by
-// pub for the run's host, and the run's intent (and outcome) receipts,
-// as the attestation names them, are leaves of the tree it signs.
-func VerifyExport(r io.Reader, pub keys.Public) (*ExportVerified, error) {
-	return VerifyExportWitnessed(r, pub, WitnessQuorum{})
-}
-
 // WitnessQuorum is how many witnesses of Policy ([[witness]]) must
 // cosign a bundle's checkpoint ([VerifyCosignatures]), counting only
 // cosignatures made at or after Since when it is set.
@@ -81,11 +64,25 @@ type WitnessQuorum struct {
 	Since  time.Time
 }
 
-// VerifyExportWitnessed is [VerifyExport] at a gate that also asks for
-// q: with q.K above 0, every line must be a [RunBundle] whose checkpoint
-// K witnesses cosign. Then a run the runner key's holder made up, with a
-// tree and checkpoint of its own, is refused unless the witnesses
-// collude: they cosign only checkpoints consistent with all they saw.
+// VerifyExportWitnessed reads what [ExportInToto] wrote, one envelope a
+// line, and checks each line exactly: a strict DSSE envelope of
+// [InTotoPayloadType] with one signature, by pub, over its PAE; an in-toto
+// Statement v1 of [RunPredicateV1] that decodes strictly; at least one
+// subject, each a sha256 in lowercase hex; and no run id twice. It returns
+// what it verified; a [*MalformedExportError] or [*ExportRefusedError]
+// names the first line that fails. An empty export verifies no runs and is
+// not an error.
+//
+// A line that is a [RunBundle] (`export --proofs`) is checked the same way
+// for its envelope, and its proofs too: the checkpoint is a note signed by
+// pub for the run's host, and the run's intent (and outcome) receipts,
+// as the attestation names them, are leaves of the tree it signs.
+//
+// The zero q asks for no witness. With q.K above 0, every line must be a
+// [RunBundle] whose checkpoint K witnesses cosign. Then a run the runner
+// key's holder made up, with a tree and checkpoint of its own, is refused
+// unless the witnesses collude: they cosign only checkpoints consistent
+// with all they saw.
 func VerifyExportWitnessed(r io.Reader, pub keys.Public, q WitnessQuorum) (*ExportVerified, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	seen := map[string]int{}
@@ -177,9 +174,9 @@ func VerifyExportWitnessed(r io.Reader, pub keys.Public, q WitnessQuorum) (*Expo
 	}
 }
 
-// ExportVerified is what [VerifyExport] verified: how many runs, how many
-// of them with inclusion proofs ([RunBundle]), and the largest tree those
-// proofs are against.
+// ExportVerified is what [VerifyExportWitnessed] verified: how many runs,
+// how many of them with inclusion proofs ([RunBundle]), and the largest
+// tree those proofs are against.
 type ExportVerified struct {
 	Runs     int
 	Proved   int

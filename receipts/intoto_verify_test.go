@@ -28,8 +28,9 @@ func vectorExport(t testing.TB) ([]byte, *keys.Private) {
 }
 
 // resign decodes line's statement, lets edit change it, and signs it again
-// with k: a forgery only the key's holder could make, so what VerifyExport
-// must refuse in it is the content, not the signature.
+// with k: a forgery only the key's holder could make, so what
+// VerifyExportWitnessed must refuse in it is the content, not the
+// signature.
 func resign(t *testing.T, k *keys.Private, line []byte, edit func(map[string]any)) []byte {
 	t.Helper()
 	var env dsse.Envelope
@@ -58,11 +59,11 @@ func TestVerifyExport(t *testing.T) {
 	export, k := vectorExport(t)
 	lines := bytes.SplitAfter(export, []byte("\n"))
 	lines = lines[:len(lines)-1]
-	v, err := receipts.VerifyExport(bytes.NewReader(export), k.Public())
+	v, err := receipts.VerifyExportWitnessed(bytes.NewReader(export), k.Public(), receipts.WitnessQuorum{})
 	if err != nil || v.Runs != len(lines) || v.Proved != 0 {
 		t.Fatalf("the vectors' export: %+v, %v; want %d runs, none proved", v, err, len(lines))
 	}
-	if v, err := receipts.VerifyExport(strings.NewReader(""), k.Public()); v.Runs != 0 || err != nil {
+	if v, err := receipts.VerifyExportWitnessed(strings.NewReader(""), k.Public(), receipts.WitnessQuorum{}); v.Runs != 0 || err != nil {
 		t.Errorf("an empty export: %+v, %v; want 0, nil", v, err)
 	}
 	other, err := keys.Generate()
@@ -108,7 +109,7 @@ func TestVerifyExport(t *testing.T) {
 			export: append(resign(t, k, first, func(st map[string]any) { st["predicate"].(map[string]any)["approved"] = true }), '\n')},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := receipts.VerifyExport(bytes.NewReader(tc.export), tc.pub)
+			_, err := receipts.VerifyExportWitnessed(bytes.NewReader(tc.export), tc.pub, receipts.WitnessQuorum{})
 			var me *receipts.MalformedExportError
 			var re *receipts.ExportRefusedError
 			switch {
@@ -135,7 +136,7 @@ func FuzzVerifyExport(f *testing.F) {
 	f.Add([]byte(""))
 	pub := k.Public()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := receipts.VerifyExport(bytes.NewReader(b), pub)
+		v, err := receipts.VerifyExportWitnessed(bytes.NewReader(b), pub, receipts.WitnessQuorum{})
 		if err != nil || v.Runs == 0 {
 			return
 		}
