@@ -27,9 +27,9 @@ func section(page, name string) string {
 
 // The generated prod-write(1) has EXIT STATUS, ENVIRONMENT and FILES
 // before SEE ALSO, which links prod-write.toml(5); every exit status of
-// cli.ExitStatuses (which a pkg/cli test holds to exit.go's constants) is
-// a tagged paragraph of EXIT STATUS; groff reads every page without a
-// warning.
+// cli.ExitStatuses (which a pkg/cli test holds to pkg/localapi's exit
+// codes) is a tagged paragraph of EXIT STATUS; groff reads every page
+// without a warning.
 func TestManRootPage(t *testing.T) {
 	dir := t.TempDir()
 	if err := generate(dir, filepath.Join("..", "..")); err != nil {

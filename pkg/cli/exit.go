@@ -32,8 +32,9 @@ type ExitStatus struct {
 }
 
 // ExitStatuses documents every exit code above, in order: the man page's
-// EXIT STATUS is generated from it (cmd/prod-write-docs), and a test holds
-// it to the constants, so the two cannot drift.
+// EXIT STATUS is generated from it (cmd/prod-write-docs), and a test
+// (exit_doc_test.go) holds it to the constants pkg/localapi defines, so
+// the two cannot drift.
 var ExitStatuses = []ExitStatus{
 	{Code: ExitOK, Meaning: "Success; for run, the program ran and exited 0."},
 	{Code: ExitInvalid, Meaning: "replay found a receipt that does not verify."},
