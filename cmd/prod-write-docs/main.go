@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra/doc"
 
 	"github.com/prod-write/prod-write/pkg/cli"
+	"github.com/prod-write/prod-write/pkg/version"
 )
 
 func main() {
@@ -41,7 +42,7 @@ func generate(dir, root string) error {
 	}
 	cmd := cli.NewCmdRoot(cli.NewFactory())
 	cmd.DisableAutoGenTag = true
-	header := &doc.GenManHeader{Title: "PROD-WRITE", Section: "1", Source: "prod-write " + cli.Version}
+	header := &doc.GenManHeader{Title: "PROD-WRITE", Section: "1", Source: "prod-write " + version.Version}
 	if err := doc.GenManTree(cmd, header, dir); err != nil {
 		return fmt.Errorf("section 1: %w", err)
 	}
@@ -60,7 +61,7 @@ func generate(dir, root string) error {
 	if err != nil {
 		return fmt.Errorf("prod-write.toml(5): %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "prod-write.toml.5"), configMan(md, cli.Version), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "prod-write.toml.5"), configMan(md, version.Version), 0o644); err != nil {
 		return fmt.Errorf("prod-write.toml(5): %w", err)
 	}
 	return nil

@@ -6,10 +6,6 @@ import (
 	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
-// SlackInteractionsPath is where bridge serve takes Slack's interaction
-// requests: the Request URL of the Slack app is https://HOST/slack/interactions.
-const SlackInteractionsPath = "/slack/interactions"
-
 // BridgeServeOptions are bridge serve's inputs. It takes no flags: its
 // configuration is prod-write.toml's [bridge] and its secrets come from the
 // environment or files named there, never from the command line.

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -26,70 +25,9 @@ import (
 	"github.com/prod-write/prod-write/pkg/keys"
 	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/refusal"
+	"github.com/prod-write/prod-write/pkg/version"
 	"github.com/prod-write/prod-write/pkg/visible"
 )
-
-// Version is what `--version`, the man pages and MCP's serverInfo report:
-// set at build time with -ldflags "-X ...cli.Version=…", else read from the
-// build info (the module version for `go install …@vX`, and the VCS
-// revision the binary was built from), never just "dev".
-var Version = buildVersion()
-
-// buildVersion describes the build from its embedded build info.
-func buildVersion() string { return versionOf(debug.ReadBuildInfo()) }
-
-// versionOf describes a build from its build info: the module version,
-// and the VCS revision when the version does not name it. A build from a
-// clone without a tag, which an older go (or one not told the version)
-// calls "(devel)", gets the pseudo-version go 1.24 and later stamps itself,
-// v0.0.0-YYYYMMDDhhmmss-REVISION, +dirty when the tree was modified; or
-// v0.0.0-devel-REVISION without the commit's time. "(devel)" is left only
-// to a build with no VCS information at all (go test, -buildvcs=false, a
-// git worktree).
-func versionOf(bi *debug.BuildInfo, ok bool) string {
-	if !ok || bi == nil {
-		return "unknown (no build info)"
-	}
-	var rev, modified, when string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			modified = s.Value
-		case "vcs.time":
-			when = s.Value
-		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	v := bi.Main.Version
-	if v == "" || v == "(devel)" {
-		if rev == "" {
-			return "(devel)"
-		}
-		stamp := "devel"
-		if t, err := time.Parse(time.RFC3339, when); err == nil {
-			stamp = t.UTC().Format("20060102150405")
-		}
-		v = "v0.0.0-" + stamp + "-" + rev
-		if modified == "true" {
-			v += "+dirty"
-		}
-		return v
-	}
-	if rev != "" && !strings.Contains(v, rev) {
-		v += " rev " + rev
-		if modified == "true" {
-			v += "+modified"
-		}
-		if when != "" {
-			v += " (" + when + ")"
-		}
-	}
-	return v
-}
 
 // IOStreams are a command's standard streams.
 type IOStreams = localapi.Streams
@@ -235,7 +173,7 @@ plus a human's approval. Every run leaves a signed, fsynced receipt that CI
 replays.`,
 		Example: `  prod-write init --demo ./pw && cd ./pw
   prod-write plan config-push --target staging --param service=api --file config=app.toml --key keys/agent.key`,
-		Version:       Version,
+		Version:       version.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}

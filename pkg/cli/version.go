@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/spf13/cobra"
+
+	"github.com/prod-write/prod-write/pkg/localapi"
+	"github.com/prod-write/prod-write/pkg/version"
 )
 
 // binary is the name of the binary this process is: prod-write-net is the
@@ -33,14 +35,14 @@ type versionDoc struct {
 // one JSON document: `version` and `--version` print exactly this.
 func writeVersion(w io.Writer, binary string, asJSON bool) error {
 	if asJSON {
-		b, err := json.Marshal(versionDoc{localapi.FormatVersion, binary, Version})
+		b, err := json.Marshal(versionDoc{localapi.FormatVersion, binary, version.Version})
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s version %s\n", binary, Version)
+	_, err := fmt.Fprintf(w, "%s version %s\n", binary, version.Version)
 	return err
 }
 

@@ -1,6 +1,6 @@
 // Package netbackend is what prod-write-net adds to prod-write besides the
 // AWS backends: the Slack and GitHub bridges' clients and servers, and the
-// MCP server, behind [cli.Net]. It links net/http, TLS and the MCP SDK,
+// MCP server, behind [localapi.Net]. It links net/http, TLS and the MCP SDK,
 // which prod-write itself does without (docs/adr/0010-network-binary.md).
 package netbackend
 
@@ -25,17 +25,18 @@ import (
 	"github.com/prod-write/prod-write/pkg/bridge"
 	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
 	"github.com/prod-write/prod-write/pkg/bridge/slackbridge"
-	"github.com/prod-write/prod-write/pkg/cli"
 	"github.com/prod-write/prod-write/pkg/config"
 	"github.com/prod-write/prod-write/pkg/httplimit"
+	"github.com/prod-write/prod-write/pkg/localapi"
 	"github.com/prod-write/prod-write/pkg/mcpapi"
 	"github.com/prod-write/prod-write/pkg/mcpserver"
+	"github.com/prod-write/prod-write/pkg/version"
 )
 
-// Backend implements [cli.Net].
+// Backend implements [localapi.Net].
 type Backend struct{}
 
-var _ cli.Net = Backend{}
+var _ localapi.Net = Backend{}
 
 // httpClient is the bridges' client: no proxy from anyone's environment
 // (http.DefaultTransport reads HTTP_PROXY/HTTPS_PROXY), so a caller's
@@ -57,7 +58,7 @@ func slackClient(b config.Bridge, token bridge.Secret) *slack.Client {
 	return slack.New(token.Reveal(), slack.OptionAPIURL(api), slack.OptionHTTPClient(httpClient()))
 }
 
-// SlackPoster implements [cli.Net].
+// SlackPoster implements [localapi.Net].
 func (Backend) SlackPoster(b config.Bridge, token bridge.Secret) bridge.Poster {
 	return &slackbridge.Poster{API: slackClient(b, token), Channel: b.SlackChannel}
 }
@@ -65,12 +66,12 @@ func (Backend) SlackPoster(b config.Bridge, token bridge.Secret) bridge.Poster {
 // slackUpdater delivers what the interactions endpoint queues: message
 // updates and ephemeral replies, after the endpoint has answered Slack.
 // Pending ones are kept beside the ledger, in STATE/bridge/slack-outbox.
-func slackUpdater(b config.Bridge, s *cli.BridgeService) *slackbridge.Updater {
+func slackUpdater(b config.Bridge, s *localapi.BridgeService) *slackbridge.Updater {
 	dir := filepath.Join(filepath.Dir(s.Ledger.Dir), "slack-outbox")
 	return slackbridge.NewUpdater(dir, slackClient(b, s.SlackToken), s.Attestor.Source, s.Log, s.SlackSigning, s.SlackToken)
 }
 
-// GitHubPoster implements [cli.Net].
+// GitHubPoster implements [localapi.Net].
 func (Backend) GitHubPoster(b config.Bridge, token bridge.Secret) (bridge.Poster, error) {
 	return githubPoster(b, token)
 }
@@ -87,10 +88,10 @@ func githubPoster(b config.Bridge, token bridge.Secret) (*githubbridge.Poster, e
 	return &githubbridge.Poster{Client: client, Owner: owner, Repo: repo, PR: b.GitHubPR}, nil
 }
 
-// ServeBridge implements [cli.Net]: Slack's interactions endpoint on
+// ServeBridge implements [localapi.Net]: Slack's interactions endpoint on
 // s.Bridge.Listen when the Slack bridge is on, and the GitHub poller when
 // the GitHub bridge is.
-func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
+func (Backend) ServeBridge(ctx context.Context, s *localapi.BridgeService) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	b, log := s.Bridge, s.Log
@@ -114,7 +115,7 @@ func (Backend) ServeBridge(ctx context.Context, s *cli.BridgeService) error {
 		if srv, ln, mux, err = bridgeListener(b.Listen, log); err != nil {
 			return err
 		}
-		mux.Handle(cli.SlackInteractionsPath, &slackbridge.Handler{
+		mux.Handle(slackbridge.InteractionsPath, &slackbridge.Handler{
 			SigningSecret: s.SlackSigning, Updates: updates, Attestor: s.Attestor, Team: b.SlackTeam, Log: log,
 		})
 	}
@@ -252,10 +253,10 @@ func addrOf(ln net.Listener) string {
 	return ln.Addr().String()
 }
 
-// MCPTokens implements [cli.Net].
+// MCPTokens implements [localapi.Net].
 func (Backend) MCPTokens() mcpapi.TokensFile { return mcpserver.TokensEditor{} }
 
-// ServeMCPHTTP implements [cli.Net].
+// ServeMCPHTTP implements [localapi.Net].
 func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor func(string) (mcpapi.Backend, error), calls mcpapi.Calls, log *slog.Logger, ready func()) error {
 	// The file is read again at the first request after it changes:
 	// `prod-write mcp token add` and `revoke` take effect without a
@@ -280,7 +281,7 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 		}
 	}
 	h := mcpserver.NewFileHTTPHandler(file, func(t mcpserver.Token) (mcpserver.Backend, error) { return backendFor(t.Principal) },
-		mcpserver.Options{AllowRun: s.MCPAllowRun, Version: cli.Version, Logger: log, Calls: calls,
+		mcpserver.Options{AllowRun: s.MCPAllowRun, Version: version.Version, Logger: log, Calls: calls,
 			Rate: rate.Limit(s.MCPRate), Burst: s.MCPBurst})
 	// The issuers are known before the first token names them.
 	h.Discover(ctx)
@@ -362,9 +363,9 @@ func (Backend) ServeMCPHTTP(ctx context.Context, s config.Service, backendFor fu
 // read its last answer.
 var mcpShutdownGrace = 5 * time.Second
 
-// ServeMCP implements [cli.Net].
+// ServeMCP implements [localapi.Net].
 func (Backend) ServeMCP(ctx context.Context, b mcpapi.Backend, allowRun bool, in io.Reader, out io.Writer) error {
-	srv, err := mcpserver.New(b, mcpserver.Options{AllowRun: allowRun, Version: cli.Version})
+	srv, err := mcpserver.New(b, mcpserver.Options{AllowRun: allowRun, Version: version.Version})
 	if err != nil {
 		return err
 	}

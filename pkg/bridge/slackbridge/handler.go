@@ -23,6 +23,11 @@ import (
 // minutes. A captured request is useless after it.
 const MaxSkew = 5 * time.Minute
 
+// InteractionsPath is where bridge serve takes Slack's interaction
+// requests, to [Handler]: the Request URL of the Slack app is
+// https://HOST/slack/interactions.
+const InteractionsPath = "/slack/interactions"
+
 // maxBody bounds an interaction payload; Slack's carry the whole message.
 const maxBody = 1 << 20
 
