@@ -70,7 +70,7 @@ install: build man
 demo: build
 	./scripts/demo.sh $(BIN)
 
-## bench: the performance goals of SPEC §15, as ratios measured in one run.
+## bench: the performance goals of docs/DESIGN.md §15, as ratios measured in one run.
 bench: build
 	./scripts/bench.sh $(BIN)
 

@@ -26,7 +26,7 @@ type Explanation struct {
 	Relied          []Reliance `json:"relied"`
 	PolicyDigest    string     `json:"policy_digest"`
 	OperationDigest string     `json:"operation_digest"`
-	// Checked lists the veto rules the gate applied (SPEC §3 rule 3,
+	// Checked lists the veto rules the gate applied (docs/DESIGN.md §3 rule 3,
 	// docs/adr/0012-veto-rules.md) and what each found.
 	Checked []Check        `json:"checked"`
 	Refusal *refusal.Error `json:"refusal,omitempty"`
@@ -222,7 +222,7 @@ func useWord(n int) string {
 	return fmt.Sprint(n)
 }
 
-// vetoChecks reports the veto rules of SPEC §3 rule 3 against the evidence
+// vetoChecks reports the veto rules of docs/DESIGN.md §3 rule 3 against the evidence
 // the decision saw (an intent keeps every veto and withdrawal the gate saw).
 func vetoChecks(in ExplainInput) []Check {
 	var inForce, expired []*Assessed

@@ -131,7 +131,7 @@ type Decision struct {
 	BreakGlassReviews []*Signed `json:"-"`
 }
 
-// Evaluate is the gate of SPEC §3. It returns the decision and, when the
+// Evaluate is the gate of docs/DESIGN.md §3. It returns the decision and, when the
 // plan may not run, a *refusal.Error. The decision is returned either way
 // (nil only when the plan itself cannot be opened), so status can show
 // every piece of evidence and why it does or does not count.
@@ -176,7 +176,7 @@ func Evaluate(in Input) (*Decision, error) {
 		}
 	}
 	// Evidence that cannot be decoded or verified may be a veto: refuse
-	// rather than drop it (SPEC §3 rule 3).
+	// rather than drop it (docs/DESIGN.md §3 rule 3).
 	for _, a := range d.Evidence {
 		if a.Problem != nil && *a.Problem == refusal.EvidenceUnreadable {
 			return d, refuse(refusal.EvidenceUnreadable, "%s record %.12s… cannot be verified: %s; it may be a veto, so nothing runs until it is repaired or removed", a.Kind, a.ID, a.Why).Needs("readable evidence (prod-write status, prod-write doctor)")
@@ -186,7 +186,7 @@ func Evaluate(in Input) (*Decision, error) {
 		if a.Kind != KindAnswer || !a.Valid || a.Record == "" {
 			continue
 		}
-		// No principal approves the record it filed (SPEC §3 rule 6); a
+		// No principal approves the record it filed (docs/DESIGN.md §3 rule 6); a
 		// deny is a veto, which the filer may cast.
 		if filers[a.Record] == a.By && a.Verdict == Approve {
 			c := refusal.SelfApproval

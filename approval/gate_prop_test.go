@@ -14,7 +14,7 @@ import (
 )
 
 // The property: for any set of evidence, Evaluate lets the plan run exactly
-// when a reference model of SPEC §3, written here from the spec and not
+// when a reference model of docs/DESIGN.md §3, written here from the spec and not
 // from gate.go, says it may; and when it refuses, it says why with one of
 // the spec's refusal codes (vetoed whenever the model sees a veto).
 
@@ -284,7 +284,7 @@ func TestEvaluateMatchesModel(t *testing.T) {
 	})
 }
 
-// gateCodes are the codes of SPEC §3 that explain why evidence was missing
+// gateCodes are the codes of docs/DESIGN.md §3 that explain why evidence was missing
 // or did not count.
 var gateCodes = []refusal.Code{refusal.NoApproval, refusal.SelfApproval, refusal.EvidenceExpired,
 	refusal.EvidenceConsumed, refusal.SignatureInvalid, refusal.PrincipalUnknown, refusal.RoleMissing,
@@ -334,7 +334,7 @@ func hasRole(id, role string) bool {
 	return ok && slices.Contains(m.Roles, role)
 }
 
-// model is SPEC §3, rules 3 to 6, over generated evidence.
+// model is docs/DESIGN.md §3, rules 3 to 6, over generated evidence.
 type model struct {
 	planner   string
 	fp        string

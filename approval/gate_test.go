@@ -59,7 +59,7 @@ func (w *world) goIssued(issued time.Time) {
 	w.add("gera", approval.TypeGera, g)
 }
 
-// TestEvaluate checks each rule of SPEC §3 that Evaluate owns, one case a
+// TestEvaluate checks each rule of docs/DESIGN.md §3 that Evaluate owns, one case a
 // defence: each case fails if the defence it names is removed.
 func TestEvaluate(t *testing.T) {
 	policy := mustPolicy(t, demoCast)
@@ -117,7 +117,7 @@ func TestEvaluate(t *testing.T) {
 			ng.Issued, ng.Expires = testNow.Add(-2*time.Hour), testNow.Add(-time.Hour)
 			w.add("gera", approval.TypeGera, ng)
 		}, wantPath: gera},
-		// A veto never lapses into a yes (SPEC §3 rule 3): a go (24h) at
+		// A veto never lapses into a yes (docs/DESIGN.md §3 rule 3): a go (24h) at
 		// 10:00, a deny at 10:01 expiring at 11:01; at 11:01:30 the go
 		// still does not count.
 		{name: "a go issued before a deny expired never counts", build: func(w *world) {
@@ -588,7 +588,7 @@ func TestEvaluateOrder(t *testing.T) {
 
 // TestEvaluatePlanVersion: a signed plan of a version this build does not
 // know is refused like any record that does not decode, with a typed
-// refusal (SPEC §3: every refusal is typed), not an untyped error that the
+// refusal (docs/DESIGN.md §3: every refusal is typed), not an untyped error that the
 // CLI reports as an internal failure.
 func TestEvaluatePlanVersion(t *testing.T) {
 	policy := mustPolicy(t, demoCast)

@@ -18,7 +18,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
-// DSSE payload types, one per kind of record (SPEC §5).
+// DSSE payload types, one per kind of record (docs/DESIGN.md §5).
 const (
 	TypePlan     = "application/vnd.prod-write.plan+json"
 	TypeGera     = "application/vnd.prod-write.gera+json"
@@ -63,7 +63,7 @@ type CertaintyRecord struct {
 	Expires     time.Time `json:"expires"`
 }
 
-// DefaultAnswerTTL is how long a Trinity answer lives by default (SPEC §5).
+// DefaultAnswerTTL is how long a Trinity answer lives by default (docs/DESIGN.md §5).
 const DefaultAnswerTTL = time.Hour
 
 // Answers to a decision.

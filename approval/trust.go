@@ -1,5 +1,5 @@
-// Package approval holds the trust policy, the signed evidence of SPEC §5
-// and the gate of SPEC §3: one pure function, [Evaluate], that every
+// Package approval holds the trust policy, the signed evidence of docs/DESIGN.md §5
+// and the gate of docs/DESIGN.md §3: one pure function, [Evaluate], that every
 // surface (run, status, replay, MCP, bridges) calls.
 package approval
 
@@ -24,7 +24,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/tomlpos"
 )
 
-// Roles a principal may hold (SPEC §2).
+// Roles a principal may hold (docs/DESIGN.md §2).
 const (
 	RoleAgent    = "agent"
 	RoleOperator = "operator"

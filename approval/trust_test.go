@@ -17,7 +17,7 @@ func principal(id, roles, key, extra string) string {
 }
 
 // TestParsePolicy: the trust policy is decoded strictly, and one identity,
-// whatever its form, maps to exactly one principal (SPEC §3 rule 6).
+// whatever its form, maps to exactly one principal (docs/DESIGN.md §3 rule 6).
 func TestParsePolicy(t *testing.T) {
 	ka, kb := keyFor("a").Public().String(), keyFor("b").Public().String()
 	ok := principal("a", `"agent"`, ka, `slack = "UA"`+"\n"+`github = "Alice"`+"\n"+`github_id = 101`)
@@ -106,7 +106,7 @@ func TestParsePolicyLookups(t *testing.T) {
 }
 
 // TestParsePolicyUnknownKeyLine: an unknown key is an error naming the file
-// and the line, as the registry reports its unknown keys (SPEC §9).
+// and the line, as the registry reports its unknown keys (docs/DESIGN.md §9).
 func TestParsePolicyUnknownKeyLine(t *testing.T) {
 	src := principal("a", `"agent"`, keyFor("a").Public().String(), "") + principal("b", `"approver"`, keyFor("b").Public().String(), `slak = "UB"`)
 	_, err := approval.ParsePolicy("trust.toml", []byte(src))
@@ -143,7 +143,7 @@ func TestParsePolicySmallOrderKey(t *testing.T) {
 }
 
 // TestLoadPolicyPermissions: like ssh and sudo, prod-write refuses a trust
-// policy that group or others can write (SPEC §9), and reads one that they
+// policy that group or others can write (docs/DESIGN.md §9), and reads one that they
 // can only read.
 func TestLoadPolicyPermissions(t *testing.T) {
 	data := []byte(policyTOML(demoCast))

@@ -11,7 +11,7 @@ import (
 
 // TestFingerprintBindsEnvAndFileNames: renaming a variable or a file
 // parameter, with its kind, value, size and digest kept, changes the
-// fingerprint (SPEC §4 binds the names). TestFingerprintBindsEveryInput
+// fingerprint (docs/DESIGN.md §4 binds the names). TestFingerprintBindsEveryInput
 // changes values and drops entries, which a fingerprint blind to names still
 // notices; only a rename tells whether the name itself is bound: without it a
 // plan made with API_URL=x would pass for one with PROXY_URL=x, and a secret

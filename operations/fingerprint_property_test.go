@@ -84,7 +84,7 @@ func other(t *rapid.T, label, old string) string {
 }
 
 // TestFingerprintBindsEveryInput changes one bound input at a time and
-// checks that the fingerprint changes (SPEC §4). Every kind of change that
+// checks that the fingerprint changes (docs/DESIGN.md §4). Every kind of change that
 // applies to a drawn bound is made, each on its own copy: a kind drawn at
 // random was drawn too rarely (rapid favours a list's first elements), and
 // a fingerprint without the files' sizes passed a full mutants run.

@@ -20,7 +20,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
-// Bound is everything the fingerprint binds (SPEC §4).
+// Bound is everything the fingerprint binds (docs/DESIGN.md §4).
 type Bound struct {
 	Operation       string            `json:"operation"`
 	OperationDigest string            `json:"operation_digest"`

@@ -1,6 +1,6 @@
-// Package operations holds the operation registry (SPEC §9), the plan a
+// Package operations holds the operation registry (docs/DESIGN.md §9), the plan a
 // caller resolves from it, and the fingerprint that binds a plan to reality
-// (SPEC §4).
+// (docs/DESIGN.md §4).
 //
 // # Registry
 //
@@ -31,7 +31,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/tomlpos"
 )
 
-// Approval paths an operation may accept (SPEC §3 rule 4), as stored: in
+// Approval paths an operation may accept (docs/DESIGN.md §3 rule 4), as stored: in
 // an operation's definition (so in its digest, in every fingerprint made
 // from it and in receipts) and in an intent receipt's path. People type and
 // read PathRecordApprovals for PathSmithTrinity (ADR 0014): the loader
@@ -75,7 +75,7 @@ func PathNames(paths []string) []string {
 }
 
 // DefaultApprovalTTL is how long evidence lives when neither the operation
-// nor the command line says otherwise (SPEC §5).
+// nor the command line says otherwise (docs/DESIGN.md §5).
 const DefaultApprovalTTL = time.Hour
 
 // Operation is one declared production write.
@@ -89,7 +89,7 @@ type Operation struct {
 	Timeout     *Duration `toml:"timeout" json:"timeout,omitempty"`
 	Cwd         string    `toml:"cwd" json:"cwd,omitempty"`
 	// RunAs is the account the program runs as under the runner service
-	// (SPEC §13); in local mode, with no service, it is not used.
+	// (docs/DESIGN.md §13); in local mode, with no service, it is not used.
 	RunAs    string            `toml:"run_as" json:"run_as,omitempty"`
 	Params   map[string]Param  `toml:"params" json:"params,omitempty"`
 	Files    map[string]FileIn `toml:"files" json:"files,omitempty"`

@@ -353,7 +353,7 @@ func TestUnavailableKeepsTheRegistryDigest(t *testing.T) {
 	}
 }
 
-// TestMutatingFlagDecides checks SPEC §3: the flag, never the name, decides,
+// TestMutatingFlagDecides checks docs/DESIGN.md §3: the flag, never the name, decides,
 // and an operation that does not say is mutating.
 func TestMutatingFlagDecides(t *testing.T) {
 	src := `

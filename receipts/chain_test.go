@@ -14,7 +14,7 @@ import (
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// The hash chain (SPEC §7) against a holder of the runner key: every entry
+// The hash chain (docs/DESIGN.md §7) against a holder of the runner key: every entry
 // below is signed by a key the policy trusts as the runner and carries the
 // right sequence number, so that the link to the line before (Prev) is the
 // only thing left to catch the edit. Issue 23: with the Prev comparison

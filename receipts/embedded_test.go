@@ -67,7 +67,7 @@ func TestReplayJudgesEmbeddedEvidence(t *testing.T) {
 }
 
 // TestReplayDecodesStrictly: what replay accepts is what an independent,
-// strict verifier would (SPEC §7): a field no receipt has, in the receipt
+// strict verifier would (docs/DESIGN.md §7): a field no receipt has, in the receipt
 // or in the operation definition it carries, makes the entry malformed,
 // though the runner signed it.
 func TestReplayDecodesStrictly(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
-// History is what replay judges receipts by (SPEC §7, docs/adr/0017):
+// History is what replay judges receipts by (docs/DESIGN.md §7, docs/adr/0017):
 // every version of the protected trust policy, by digest, and every
 // operation definition the protected registry holds or held, by digest.
 // A receipt naming a policy digest or carrying a definition that is not

@@ -1,5 +1,5 @@
-// Package receipts holds the journal of runs (SPEC §6) and its replay
-// (SPEC §7). Every run leaves an intent receipt, fsynced before the program
+// Package receipts holds the journal of runs (docs/DESIGN.md §6) and its replay
+// (docs/DESIGN.md §7). Every run leaves an intent receipt, fsynced before the program
 // starts, and an outcome receipt after it exits. Receipts are DSSE
 // envelopes signed by the runner key, one per line of an append-only,
 // hash-chained journal.

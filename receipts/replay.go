@@ -18,7 +18,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
-// Problem codes replay reports (SPEC §7). docs/REPLAY.md explains each.
+// Problem codes replay reports (docs/DESIGN.md §7). docs/REPLAY.md explains each.
 const (
 	BadSignature        = "bad_signature"
 	UnknownSigner       = "unknown_signer"

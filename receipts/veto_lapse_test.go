@@ -13,7 +13,7 @@ import (
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// Replay judges the veto rule as the gate does (SPEC §3, ADR 0012): a run
+// Replay judges the veto rule as the gate does (docs/DESIGN.md §3, ADR 0012): a run
 // on a Gera go issued before a deny expired fails, even though the deny had
 // expired by the run's time. (Run B of newWorld ran on one Gera go; the
 // runner re-signs its intent with a deny it carried.)

@@ -84,7 +84,7 @@ step "15. The secret's value is nowhere in the state directory"
 if grep -rq "$DEPLOY_TOKEN" state; then echo "demo: secret leaked" >&2; exit 1; fi
 echo "no trace of DEPLOY_TOKEN's value under state/"
 
-step "16. The same story through the runner service (SPEC §13)"
+step "16. The same story through the runner service (docs/DESIGN.md §13)"
 # A deployment runs \`prod-write serve\` as its own account and programs as
 # each operation's run_as account (docs/DEPLOYMENT.md). Here, in one
 # temporary directory: as root, programs run as nobody; as anyone else the

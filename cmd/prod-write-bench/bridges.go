@@ -19,7 +19,7 @@ import (
 const slackDelay = 4 * time.Second
 
 // benchBridges times Slack's interactions endpoint (`bridge serve`) while
-// the Web API takes 4 s per call: SPEC §15 wants every click answered in
+// the Web API takes 4 s per call: docs/DESIGN.md §15 wants every click answered in
 // < 100 ms whatever Slack's latency. Each click is a new approval of a
 // distinct plan, so each signs and stores an answer and queues a message
 // update.

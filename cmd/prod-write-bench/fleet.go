@@ -12,7 +12,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/testservers"
 )
 
-// benchFleet measures the fleet store's cost model (SPEC §15): the
+// benchFleet measures the fleet store's cost model (docs/DESIGN.md §15): the
 // DynamoDB requests a `run` makes, and the conditional writes that fail
 // under 64 concurrent runs of one many-use Gera go. Every request passes
 // through a counting proxy in front of dynalite (pkg/testservers); the

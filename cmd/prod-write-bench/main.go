@@ -1,4 +1,4 @@
-// Command prod-write-bench measures the performance goals of SPEC §15, each
+// Command prod-write-bench measures the performance goals of docs/DESIGN.md §15, each
 // as a ratio against its floor measured in the same run. `make bench` runs
 // it; it is not part of prod-write itself.
 package main
@@ -362,7 +362,7 @@ func benchRunService(dir string) result { return runOverhead(dir, true) }
 
 // runOverhead times prod-write run of an approved /bin/true against the
 // floor, interleaved so drift hits both alike; as a client of a running
-// service when service is set (SPEC §15's figure).
+// service when service is set (docs/DESIGN.md §15's figure).
 func runOverhead(dir string, service bool) result {
 	uses := *runs + 10
 	if service && *baseline != "" {
@@ -458,7 +458,7 @@ type timed func() (time.Duration, time.Duration)
 
 // againstFloor times run (which returns its wall time and its CPU) -runs
 // times, each round also the floor program at floor running /bin/true, the
-// peer of SPEC §15, sudo -n /bin/true by the same account, when sudo is
+// peer of docs/DESIGN.md §15, sudo -n /bin/true by the same account, when sudo is
 // here and lets this account, and other when it is not nil (-baseline):
 // after five rounds of warming up, in an order shuffled each round, so
 // that neither drift nor what ran just before favours one side.
@@ -576,7 +576,7 @@ func benchParallel(dir string) result        { return parallelRuns(dir, false) }
 func benchParallelService(dir string) result { return parallelRuns(dir, true) }
 
 // parallelRuns compares 32 distinct approved runs made all at once with
-// the same 32 one at a time (group commit: SPEC §15); through a running
+// the same 32 one at a time (group commit: docs/DESIGN.md §15); through a running
 // service when service is set.
 func parallelRuns(dir string, service bool) result {
 	const n, rounds = 32, 3
@@ -699,7 +699,7 @@ func benchReplay(dir string) result {
 		fail(err)
 	}
 	writeReplayConfig(dir)
-	// Every mode SPEC §15 bounds: replay and receipts list, table and
+	// Every mode docs/DESIGN.md §15 bounds: replay and receipts list, table and
 	// JSON; and the reads that must cost what they return.
 	type replayMode struct {
 		name string

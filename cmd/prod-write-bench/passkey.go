@@ -240,7 +240,7 @@ func p256Rate() float64 {
 }
 
 // benchReplayPasskey replays a journal whose approvals are all passkey
-// decisions against SPEC §15's limit for it: ed25519 and P-256
+// decisions against docs/DESIGN.md §15's limit for it: ed25519 and P-256
 // verification across all cores, each at its own rate, over the
 // signatures of each kind a receipt carries (issue 30: at least 0.8×).
 // Both rates are measured right before and right after each replay and

@@ -1,4 +1,4 @@
-// Package api is prod-write's application API (SPEC §13, §14; docs/API.md):
+// Package api is prod-write's application API (docs/DESIGN.md §13, §14; docs/API.md):
 // each call's request, result and refusal as Go types, which every front
 // end drives and renders for itself. Two implementations share [API]: one
 // in-process, for local mode, and the runner service's socket client, for

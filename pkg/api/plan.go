@@ -8,7 +8,7 @@ import (
 // PlanRequest is one invocation of an operation to plan. Files name each
 // file parameter's path, relative to the caller's working directory; in
 // service mode the client opens each one and hands it over, and the
-// service reads the descriptor, never the path (SPEC §13). Over MCP HTTP a
+// service reads the descriptor, never the path (docs/DESIGN.md §13). Over MCP HTTP a
 // file is supplied inline instead, and its path is
 // [operations.InlinePath] (docs/adr/0039-inline-files-over-mcp-http.md).
 type PlanRequest struct {

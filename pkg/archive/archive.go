@@ -1,4 +1,4 @@
-// Package archive is the S3 receipt archive (SPEC §7, §10): a copy of the
+// Package archive is the S3 receipt archive (docs/DESIGN.md §7, §10): a copy of the
 // receipt journal held somewhere the runner host cannot rewrite, so that
 // receipts survive the host and cutting off the newest ones is detectable.
 //

@@ -1,4 +1,4 @@
-// Package awsbackend is prod-write's distributed half (SPEC §10,
+// Package awsbackend is prod-write's distributed half (docs/DESIGN.md §10,
 // docs/DISTRIBUTED.md): the DynamoDB store and the S3 receipt archive as the
 // commands use them, behind [cli.AWS]. Only prod-write-net links it, so the
 // AWS SDK's start-up cost stays out of every embedded deployment's commands

@@ -186,7 +186,7 @@ func (s Source) check(req Request, now time.Time) (*checked, error) {
 	}
 	// A deny is a veto, which anyone holding the role may cast, the
 	// planner and the filer included; nobody approves their own plan or
-	// record (SPEC §3).
+	// record (docs/DESIGN.md §3).
 	veto := req.Verdict == approval.Deny
 	if pr.ID == v.Plan.Planner && !veto {
 		return nil, refuse(refusal.SelfApproval, "%s planned this and cannot also approve it", pr.ID)

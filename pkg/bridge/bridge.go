@@ -1,4 +1,4 @@
-// Package bridge holds what Trinity's bridges (SPEC §11) share, whatever the
+// Package bridge holds what Trinity's bridges (docs/DESIGN.md §11) share, whatever the
 // channel: the [View] of a decision they show (built from the signed plan,
 // the certainty record and the gate's own verdict), the [Attestor] that
 // turns an approver's authenticated click or comment into an answer signed

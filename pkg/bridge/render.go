@@ -18,7 +18,7 @@ import (
 // would not show as itself is escaped and every argv element is quoted on
 // its own, so what the approver reads is what runs.
 
-// VetoRule states the veto rule of SPEC §3 as every surface shows it (the
+// VetoRule states the veto rule of docs/DESIGN.md §3 as every surface shows it (the
 // GitHub issue, Slack's confirm dialog, decide --help).
 const VetoRule = "A deny is a veto: it wins over every approval, and approvals given before the veto expires never count again; anyone holding the approver role may deny, the planner and the filer included. Nobody approves a plan they planned or a record they filed."
 

@@ -1,4 +1,4 @@
-// Package cli wires prod-write's commands (SPEC §8). Each command has one
+// Package cli wires prod-write's commands (docs/DESIGN.md §8). Each command has one
 // constructor, NewCmdX(f, runF), whose RunE only copies flags into an
 // options struct; the work is in a run function that tests can call with
 // fakes. Errors are printed once, by [Main], and mapped to exit codes by

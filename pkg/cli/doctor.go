@@ -22,7 +22,7 @@ func NewCmdDoctor(f *Factory, runF func(*DoctorOptions) error) *cobra.Command {
 		Use:   "doctor [--as USER]",
 		Short: "Check a deployment against the trust boundary and name each weakness",
 		Long: `doctor checks the deployment it runs in against the trust boundary of
-SPEC §13 and names each weakness with its fix. Run it on the service host with
+docs/DESIGN.md §13 and names each weakness with its fix. Run it on the service host with
 the service's configuration, as root, with --as naming the agent's account:
 it then reports what that account can reach.
 

@@ -4,7 +4,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/localapi"
 )
 
-// Exit codes (SPEC §8, sysexits.h), listed in README.md: pkg/localapi's,
+// Exit codes (docs/DESIGN.md §8, sysexits.h), listed in README.md: pkg/localapi's,
 // which the in-process API decides by.
 const (
 	ExitOK        = localapi.ExitOK

@@ -63,7 +63,7 @@ func mcpRun(o *MCPOptions) error {
 			}
 		}
 		if len(other) > 0 {
-			// SPEC §13: whatever the agent can read, it can use elsewhere.
+			// docs/DESIGN.md §13: whatever the agent can read, it can use elsewhere.
 			fmt.Fprintf(f.IO.Err, "prod-write: warning: %s also holds %s; this server serves none of those roles, but whoever can read its key can act as %s on the CLI\n",
 				pr.ID, strings.Join(other, ", "), pr.ID)
 		}

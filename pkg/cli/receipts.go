@@ -365,7 +365,7 @@ type replayOutput struct {
 
 // tableBlock is how many rows a table aligns at once: tabwriter holds
 // every row until it is flushed, and a million receipts must not be held
-// (SPEC §15). Columns are aligned within each block of rows.
+// (docs/DESIGN.md §15). Columns are aligned within each block of rows.
 const tableBlock = 1024
 
 func newReplayOutput(f *Factory, hosts bool) *replayOutput {

@@ -29,7 +29,7 @@ targets = ["staging"]
 	return marker
 }
 
-// The whole product's promise (SPEC §6): never an execution without a
+// The whole product's promise (docs/DESIGN.md §6): never an execution without a
 // durable intent receipt. When the intent cannot be made durable, run
 // fails saying nothing ran, and the program leaves no trace. The approval
 // is spent all the same: consumption comes first and is never undone, so a

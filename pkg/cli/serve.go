@@ -18,7 +18,7 @@ func NewCmdServe(f *Factory, runF func(*ServeOptions) error) *cobra.Command {
 	opts := &ServeOptions{F: f}
 	return &cobra.Command{
 		Use:   "serve",
-		Short: "Run the runner service: the trust boundary between agents and production (SPEC §13)",
+		Short: "Run the runner service: the trust boundary between agents and production (docs/DESIGN.md §13)",
 		Long: `serve is the runner service. It runs under a dedicated account, loads the
 policy, registry, runner key and secrets it alone owns, keeps them warm, and
 serves prod-write's commands on the Unix socket named by [service] socket in

@@ -10,7 +10,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/admin"
 )
 
-// The distributed backends (SPEC §10, docs/DISTRIBUTED.md): the DynamoDB
+// The distributed backends (docs/DESIGN.md §10, docs/DISTRIBUTED.md): the DynamoDB
 // store, `store init`, the S3 receipt archive, `receipts sync` and
 // `replay s3://…`.
 

@@ -156,7 +156,7 @@ const (
 	MinDecisionsMaxSize = 16 << 10
 )
 
-// Service configures the runner service of SPEC §13
+// Service configures the runner service of docs/DESIGN.md §13
 // (docs/adr/0011-runner-service.md). On a caller's host only Socket is
 // read: a configuration that names a socket makes every command that acts
 // on plans, evidence or receipts a client of the service there.

@@ -1,4 +1,4 @@
-// Package doctor checks a deployment against the trust boundary of SPEC §13
+// Package doctor checks a deployment against the trust boundary of docs/DESIGN.md §13
 // and names each weakness with a fix: what an agent account could read,
 // change, replace or become that decides what runs, or that would let it
 // do the production write itself.
@@ -277,7 +277,7 @@ const maxEvidenceChecked = 10000
 
 // unreadableEvidence names every evidence record of the embedded store that
 // cannot be read, decoded or verified: the gate refuses a plan while it has
-// one (evidence_unreadable, SPEC §3), since it may be a veto.
+// one (evidence_unreadable, docs/DESIGN.md §3), since it may be a veto.
 func (d *doctor) unreadableEvidence() {
 	if d.c.Store.Backend != "embedded" {
 		return
@@ -416,7 +416,7 @@ func rank(s string) int {
 }
 
 // setuidBinaries flags a setuid or setgid prod-write: there is no setuid mode
-// (SPEC §13). Such a binary runs whatever its invoker asks with its owner's
+// (docs/DESIGN.md §13). Such a binary runs whatever its invoker asks with its owner's
 // privilege and no boundary at all: it no longer drops privilege, opens
 // files as the caller or runs programs as anyone else.
 func (d *doctor) setuidBinaries() {

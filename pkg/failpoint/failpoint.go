@@ -1,6 +1,6 @@
 //go:build !failpoints
 
-// Package failpoint marks the places where a crash matters most (SPEC §6).
+// Package failpoint marks the places where a crash matters most (docs/DESIGN.md §6).
 // In a build with the failpoints tag, [Hit] kills the process with SIGKILL
 // when $PROD_WRITE_FAILPOINT names the point; in a release build it does
 // nothing and compiles away.

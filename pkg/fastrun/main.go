@@ -36,7 +36,7 @@ func Main(tree func() int) int {
 // which it prints: exit 78, the installation is incomplete.
 //
 // Like prod-write-net's hand-off (pkg/localapi), it grants nothing:
-// neither binary is ever setuid (SPEC §13), and the process keeps its
+// neither binary is ever setuid (docs/DESIGN.md §13), and the process keeps its
 // caller's arguments, environment and descriptors, which are the caller's
 // own.
 func ExecTree() int {

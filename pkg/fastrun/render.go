@@ -97,7 +97,7 @@ func PrintRan(w io.Writer, r *runapi.RunResult) {
 	fmt.Fprintf(w, "%s\n", b)
 }
 
-// PrintRefusal prints a refusal: SPEC §8's JSON object with --json (then
+// PrintRefusal prints a refusal: docs/DESIGN.md §8's JSON object with --json (then
 // the exit status and format_version, docs/JSON.md), else the code, the
 // reason and what is missing.
 func PrintRefusal(w io.Writer, asJSON bool, r *refusal.Error, exit int) {

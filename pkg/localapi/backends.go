@@ -16,7 +16,7 @@ import (
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// AWS is what the commands need of the distributed backends (SPEC §10):
+// AWS is what the commands need of the distributed backends (docs/DESIGN.md §10):
 // the DynamoDB store and the S3 receipt archive. They link the AWS SDK,
 // whose package initialisation alone costs more than the whole of a run's
 // durable writes, so they live in a second binary, prod-write-net, and

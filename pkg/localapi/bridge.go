@@ -124,7 +124,7 @@ func notifyFiled(f *Env, pc *planContext, record string) {
 	}
 }
 
-// notifyWithdrawn marks the plan's posted decisions withdrawn (SPEC §3: its
+// notifyWithdrawn marks the plan's posted decisions withdrawn (docs/DESIGN.md §3: its
 // pending decisions on the bridges are closed). The withdrawal is stored
 // already; a bridge that cannot be reached is a warning.
 func notifyWithdrawn(f *Env, pc *planContext) {

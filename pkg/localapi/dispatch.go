@@ -52,7 +52,9 @@ func handle[Req, Res any](c api.Call[Req, Res], fn func(ctx context.Context, a A
 }
 
 func init() {
-	handle(api.CallOps, func(ctx context.Context, a API, _ *servicecall.Call, _ api.None) (*api.OpsResult, error) { return a.Ops(ctx) })
+	handle(api.CallOps, func(ctx context.Context, a API, _ *servicecall.Call, _ api.None) (*api.OpsResult, error) {
+		return a.Ops(ctx)
+	})
 	handle(api.CallOpsShow, method(API.OpsShow))
 	handle(api.CallWhoami, func(ctx context.Context, a API, _ *servicecall.Call, _ api.None) (*api.WhoamiResult, error) {
 		return a.Whoami(ctx)

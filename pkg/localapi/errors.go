@@ -5,7 +5,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/runner"
 )
 
-// Exit codes (SPEC §8, sysexits.h), listed in README.md.
+// Exit codes (docs/DESIGN.md §8, sysexits.h), listed in README.md.
 const (
 	ExitOK        = 0
 	ExitInvalid   = 1                   // replay found a receipt that does not verify

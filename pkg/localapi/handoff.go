@@ -36,7 +36,7 @@ func needsAWS(c *config.Config) string {
 // input or changed anything, so running it again from the start is exact.
 // It returns only on failure.
 //
-// prod-write is never setuid (SPEC §13: the boundary is the runner
+// prod-write is never setuid (docs/DESIGN.md §13: the boundary is the runner
 // service), so the binary that takes over gets no privilege the caller
 // lacks.
 func (f *Env) HandOff(why string) error {

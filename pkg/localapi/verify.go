@@ -53,7 +53,7 @@ func VerifyVSA(req api.VerifyVSARequest) (*api.VerifyVSAResult, error) {
 }
 
 // VerifyExport checks a bundle receipts export wrote under the runner's
-// public key req.Pub (receipts.VerifyExport). Offline, as VerifyVSA.
+// public key req.Pub (receipts.VerifyExportWitnessed). Offline, as VerifyVSA.
 func VerifyExport(req api.VerifyExportRequest) (*api.VerifyExportResult, error) {
 	pub, err := ReadPublic(req.Pub)
 	if err != nil {

@@ -33,7 +33,7 @@ import (
 const sessionIdle = 30 * time.Minute
 
 // NewHTTPHandler serves MCP over Streamable HTTP for the runner service
-// (SPEC §12, §13). Every request must carry `Authorization: Bearer TOKEN`
+// (docs/DESIGN.md §12, §13). Every request must carry `Authorization: Bearer TOKEN`
 // for a token of tokens; any other request gets 401 with
 // `WWW-Authenticate: Bearer` and no word on what was wrong. A token's server
 // is built on its first request, by the code path of [New], for the

@@ -1,5 +1,5 @@
 // Package mcpserver serves prod-write's agent surface over the Model Context
-// Protocol (SPEC §12), over stdio and, in the runner service (SPEC §13),
+// Protocol (docs/DESIGN.md §12), over stdio and, in the runner service (docs/DESIGN.md §13),
 // over Streamable HTTP.
 //
 // # Tools

@@ -3,7 +3,7 @@
 // precondition, derive its decision request), judge its status as run
 // would now, with its decision request, and wait for that decision.
 //
-// It knows no command line, no command factory and no terminal (SPEC §14,
+// It knows no command line, no command factory and no terminal (docs/DESIGN.md §14,
 // docs/adr/0038-one-typed-api.md): the CLI in local mode and the runner
 // service each hand in the [Deps] they have, and render the result on
 // their side.

@@ -1,5 +1,5 @@
 // Package refusal holds the typed "no" that every gate in prod-write returns
-// (SPEC §3). A refusal is not a failure: the command never ran. It carries a
+// (docs/DESIGN.md §3). A refusal is not a failure: the command never ran. It carries a
 // stable code, what was refused and what is missing, and never a secret
 // value or a protected payload.
 package refusal
@@ -12,7 +12,7 @@ import (
 // Code is a stable, documented refusal code.
 type Code string
 
-// The refusal codes of SPEC §3.
+// The refusal codes of docs/DESIGN.md §3.
 const (
 	OperationAbsent     Code = "operation_absent"
 	TargetNotAllowed    Code = "target_not_allowed"
@@ -33,7 +33,7 @@ const (
 	StoreUnavailable    Code = "store_unavailable"
 	// EvidenceUnreadable: a piece of evidence for the plan cannot be read,
 	// decoded or verified. The gate refuses rather than drop it: a corrupt
-	// veto must never silently stop counting (SPEC §3).
+	// veto must never silently stop counting (docs/DESIGN.md §3).
 	EvidenceUnreadable Code = "evidence_unreadable"
 	// RunAsRefused: under the runner service, the operation's run_as is
 	// missing, unknown, the caller's or the service's own account, or root

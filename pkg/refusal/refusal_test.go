@@ -38,7 +38,7 @@ func TestForKeepsFirst(t *testing.T) {
 	}
 }
 
-// TestJSONShape: the machine form of a refusal (SPEC §8) always has a code,
+// TestJSONShape: the machine form of a refusal (docs/DESIGN.md §8) always has a code,
 // a reason and a missing list, an empty list rather than null.
 func TestJSONShape(t *testing.T) {
 	b, err := json.Marshal(refusal.New(refusal.SignatureInvalid, "bad %d", 1))
@@ -60,7 +60,7 @@ func TestJSONShape(t *testing.T) {
 	}
 }
 
-// TestCodesAreStable: the codes are part of the CLI contract (SPEC §3); a
+// TestCodesAreStable: the codes are part of the CLI contract (docs/DESIGN.md §3); a
 // rename breaks every script and dashboard that reads them.
 func TestCodesAreStable(t *testing.T) {
 	for code, want := range map[refusal.Code]string{

@@ -28,7 +28,7 @@ const RunOp = "run"
 const Version = 1
 
 // RunRequest asks for a run of the approved plan stored under Fingerprint
-// (SPEC §6). Only Fingerprint is sent: the streams say where the program's
+// (docs/DESIGN.md §6). Only Fingerprint is sent: the streams say where the program's
 // own input comes from and where its output goes, which is never part of
 // the result (docs/adr/0036-the-service-never-waits-on-a-caller.md). In
 // process they are the program's; through the runner service the client

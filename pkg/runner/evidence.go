@@ -17,7 +17,7 @@ import (
 // policy, with its role), and the clock, then signed with that key and
 // stored. Loading the key and telling anyone are the caller's.
 
-// Acts refuses pr acting in role on a plan it planned (SPEC §3 rule 6),
+// Acts refuses pr acting in role on a plan it planned (docs/DESIGN.md §3 rule 6),
 // unless the act is a veto, which anyone holding the role may cast, the
 // planner included: a veto only reduces what may run.
 func (pc *PlanContext) Acts(pr *approval.Principal, role string, veto bool) error {

@@ -343,7 +343,7 @@ func (d *pkDeployment) replay(t *testing.T) (codes [][]string, ok bool) {
 }
 
 // forgetfulStore keeps no sign counts: a store that lost them, or one
-// that lies (the store is not trusted, SPEC §2).
+// that lies (the store is not trusted, docs/DESIGN.md §2).
 type forgetfulStore struct{ store.Store }
 
 func (forgetfulStore) AdvanceSignCount(string, uint32, string) error { return nil }

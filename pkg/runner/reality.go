@@ -9,7 +9,7 @@ import (
 )
 
 // Reality recomputes the fingerprint from the program, files, cwd and
-// environment as they are now (SPEC §3 rule 2), hashing through d (file
+// environment as they are now (docs/DESIGN.md §3 rule 2), hashing through d (file
 // parameters read as r's caller has them).
 func (pc *PlanContext) Reality(r *Runner, d operations.Digester) error {
 	req := pc.Plan.Request(r.PassEnv)

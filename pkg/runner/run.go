@@ -39,7 +39,7 @@ type Ran struct {
 
 // snapshotDigester hashes what will run: each file and the program are
 // copied into sealed memory, hashed on the way, and those copies are what
-// the program gets (SPEC §6).
+// the program gets (docs/DESIGN.md §6).
 type snapshotDigester struct {
 	progress func(string, int64, int64)
 	cache    *execute.SnapshotCache // programs' snapshots kept by the service
@@ -116,7 +116,7 @@ func (s *snapshotDigester) Close() {
 	}
 }
 
-// Run runs the plan stored under fp in the order of SPEC §6. It returns
+// Run runs the plan stored under fp in the order of docs/DESIGN.md §6. It returns
 // what ran once the outcome receipt is durable, whatever the program's
 // exit status; an error means a refusal (nothing ran), a failure before
 // the program started, or one after it (the error says which receipts it
@@ -164,7 +164,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	// 3. The gate, and 4. the consumption of the approval, atomically.
 	// What is spent is not read before the gate: the consumption is the
 	// authority, and asking it alone keeps a run on a shared store to
-	// three requests (plan, evidence, consume; SPEC §15). The gate first
+	// three requests (plan, evidence, consume; docs/DESIGN.md §15). The gate first
 	// counts nothing as spent; an anchor the store finds spent is counted
 	// so and the gate asked again, so the run relies on the next unspent
 	// approval if there is one, and is otherwise refused as the gate

@@ -1,9 +1,9 @@
-// Package runner holds the run order of an approved plan (SPEC §6) and the
+// Package runner holds the run order of an approved plan (docs/DESIGN.md §6) and the
 // plan context it needs: the configuration, trust policy, store, registry
 // and the plan as stored, and reality recomputed from the files as they are
 // now.
 //
-// It knows no command line, no command factory and no terminal (SPEC §14):
+// It knows no command line, no command factory and no terminal (docs/DESIGN.md §14):
 // the CLI in local mode, the runner service and the tests each build a
 // [Runner] of what they have (a clock, loaders, the caller's stdio and
 // files, the service's credential and secret hooks) and call [Runner.Run]
@@ -267,7 +267,7 @@ func (pc *PlanContext) readPlan(r *Runner, fp string) error {
 }
 
 // CheckPins refuses to act on a trust policy or registry other than the
-// ones prod-write.toml pins (SPEC §13): a change that edits them cannot
+// ones prod-write.toml pins (docs/DESIGN.md §13): a change that edits them cannot
 // also be judged by them.
 func CheckPins(c *config.Config, p *approval.Policy, reg *operations.Registry) error {
 	if c.Pin.Trust != "" && c.Pin.Trust != p.Digest {

@@ -17,7 +17,7 @@ import (
 // APICall is one typed call (pkg/api) as a client makes it: the caller's
 // working directory, key and named files are opened here, with the
 // caller's own rights, and handed to the service as descriptors; the
-// service reads those, never a path (SPEC §13). What the service relays
+// service reads those, never a path (docs/DESIGN.md §13). What the service relays
 // of a program's output is written to Stdout and Stderr, in the caller's
 // process.
 type APICall struct {

@@ -21,7 +21,7 @@ var ErrNotThatPath = errors.New("not the object that path names in the runner se
 // namespace where it was opened, so a caller in a user namespace of its
 // own, with its directory bind-mounted over a reviewed one, hands over a
 // descriptor that reads back as the reviewed path. A descriptor stands for
-// a path only when this holds (SPEC §13,
+// a path only when this holds (docs/DESIGN.md §13,
 // docs/adr/0036-the-service-never-waits-on-a-caller.md):
 //
 //   - path, opened here with O_PATH|O_NOFOLLOW (never read; its last

@@ -72,7 +72,7 @@ var RelayBuffer = 1 << 20
 // delivering: the client has stopped reading.
 var RelayTimeout = 2 * time.Second
 
-// Relay carries a program's output to the client (SPEC §13). Its writers
+// Relay carries a program's output to the client (docs/DESIGN.md §13). Its writers
 // never block: what the client has not taken yet waits in a buffer of at
 // most [RelayBuffer] bytes, sent by a goroutine of the relay's own, and
 // output that finds the buffer full, or a client that stopped reading, is

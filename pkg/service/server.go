@@ -127,7 +127,7 @@ var NeedTimeout = 10 * time.Second
 var ErrClientGone = errors.New("runner service: the client went away")
 
 // Env asks the client for the value of an environment variable an
-// operation passes by value (SPEC §9 env.pass). It is the only part of the
+// operation passes by value (docs/DESIGN.md §9 env.pass). It is the only part of the
 // caller's environment the service ever sees, and it is bound into the
 // fingerprint by value.
 func (c *Call) Env(name string) (string, bool, error) {
@@ -214,7 +214,7 @@ func (c *Call) Signals() <-chan os.Signal {
 //
 // # Slots
 //
-// Slots are fair (SPEC §13, docs/adr/0036-the-service-never-waits-on-a-caller.md).
+// Slots are fair (docs/DESIGN.md §13, docs/adr/0036-the-service-never-waits-on-a-caller.md).
 // A connection still sending its request holds one of its account's
 // MaxPendingPerAccount slots, for at most RequestTimeout. Once the request
 // is read, [Server.Classify] names the pools the call draws on, for

@@ -1,5 +1,5 @@
 // Package service is the runner service's socket protocol and server
-// (SPEC §13, docs/adr/0011-runner-service.md): what crosses the Unix socket
+// (docs/DESIGN.md §13, docs/adr/0011-runner-service.md): what crosses the Unix socket
 // between a `prod-write` client and `prod-write serve`, and the accept loop
 // that keeps one misbehaving client from wedging the others. It knows no
 // command: a [Handler] (package cli's) does the work of each call.

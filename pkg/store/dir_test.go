@@ -105,7 +105,7 @@ func TestDirEvidenceProblems(t *testing.T) {
 
 // TestDirCrashedWriteLeavesNoRecord: a write that fails or crashes
 // half-way leaves no record, nothing reported as a problem, and nothing
-// that stops the same write from succeeding later. SPEC §10: every write
+// that stops the same write from succeeding later. docs/DESIGN.md §10: every write
 // of the embedded store is atomic.
 func TestDirCrashedWriteLeavesNoRecord(t *testing.T) {
 	d := openDir(t)

@@ -1,5 +1,5 @@
 // Package store holds where plans and evidence live and how evidence is
-// consumed exactly once. The store is not trusted (SPEC §2): what it returns
+// consumed exactly once. The store is not trusted (docs/DESIGN.md §2): what it returns
 // is judged by signatures. What it must get right is consumption: of any
 // number of concurrent consumers of one record slot, exactly one succeeds.
 package store

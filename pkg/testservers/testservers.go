@@ -1,5 +1,5 @@
 // Package testservers starts the real local servers that the distributed
-// backends are tested against (SPEC §10, docs/DISTRIBUTED.md): dynalite for
+// backends are tested against (docs/DESIGN.md §10, docs/DISTRIBUTED.md): dynalite for
 // DynamoDB and versitygw for S3. scripts/test-deps.sh installs both, pinned,
 // into the repository's .cache directory.
 //

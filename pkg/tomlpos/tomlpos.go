@@ -1,6 +1,6 @@
 // Package tomlpos finds where things are in a TOML file: BurntSushi/toml
 // reports positions for syntax errors but keeps key positions private, and
-// an error about a key must still name its file and line (SPEC §9).
+// an error about a key must still name its file and line (docs/DESIGN.md §9).
 package tomlpos
 
 import (

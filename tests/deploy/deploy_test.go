@@ -1,4 +1,4 @@
-// Package deploy proves the three-account deployment of SPEC §13 and
+// Package deploy proves the three-account deployment of docs/DESIGN.md §13 and
 // docs/adr/0011-runner-service.md with real accounts and a real runner
 // service: `prod-write serve` runs as a service account holding only
 // CAP_SETUID, CAP_SETGID and CAP_KILL, the agent is a client over the Unix socket, and
@@ -1164,7 +1164,7 @@ func TestRunnerServiceBoundary(t *testing.T) {
 
 	// Defence: the service's order does not depend on the client: a client
 	// that dies or is stopped changes nothing, the outcome receipt is still
-	// written (SPEC §13). Were the run tied to the client's connection (the
+	// written (docs/DESIGN.md §13). Were the run tied to the client's connection (the
 	// program killed, or the outcome left unwritten when the client goes),
 	// no outcome would appear. (A service that killed the program when the
 	// client goes is caught by the exit status only once the service can
@@ -1203,8 +1203,8 @@ func TestRunnerServiceBoundary(t *testing.T) {
 	})
 
 	// Defences: the operation's timeout kills the program's process group
-	// (SPEC §6), and a client's SIGINT is relayed to the program as a
-	// request (SPEC §13). Under the service the program runs as run_as, a
+	// (docs/DESIGN.md §6), and a client's SIGINT is relayed to the program as a
+	// request (docs/DESIGN.md §13). Under the service the program runs as run_as, a
 	// uid the service account may not signal without CAP_KILL: the kill
 	// must still happen, or a hung write holds production (and the
 	// service's call) for ever while its receipt says it was stopped.

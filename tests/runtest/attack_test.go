@@ -38,7 +38,7 @@ func readJSON(t *testing.T, path string, v any) {
 
 // TestShellMetacharactersAreLiteral passes parameters a shell would act on
 // and checks that the program gets them as the exact bytes planned, and
-// that nothing a shell would have done happened (SPEC §6: never a shell).
+// that nothing a shell would have done happened (docs/DESIGN.md §6: never a shell).
 func TestShellMetacharactersAreLiteral(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t, "")
@@ -74,7 +74,7 @@ func TestShellMetacharactersAreLiteral(t *testing.T) {
 // TestEnvironmentIsBuiltFromScratch runs a program that records its whole
 // environment, from a caller whose environment carries LD_PRELOAD,
 // BASH_ENV, a hijacked PATH and IFS: the program sees exactly the declared
-// variables (SPEC §6).
+// variables (docs/DESIGN.md §6).
 func TestEnvironmentIsBuiltFromScratch(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t, "")

@@ -16,7 +16,7 @@ import (
 )
 
 // TestCrashAtFailpoints kills prod-write with SIGKILL at each failpoint of
-// run (SPEC §6) and checks what a crash may leave: either nothing ran, or
+// run (docs/DESIGN.md §6) and checks what a crash may leave: either nothing ran, or
 // it ran with a durable intent receipt; earlier receipts are untouched; the
 // spent approval stays spent; and the next run appends to an intact chain.
 func TestCrashAtFailpoints(t *testing.T) {
@@ -128,7 +128,7 @@ func TestCrashAtFailpoints(t *testing.T) {
 
 // TestKillAtRandomMoments SIGKILLs prod-write at random moments of runs of
 // a program that marks a file as soon as it starts, and checks the
-// invariant of SPEC §6 after every kill: whenever the program's mark
+// invariant of docs/DESIGN.md §6 after every kill: whenever the program's mark
 // exists, the journal holds an intent receipt for its plan. Whatever the
 // kills leave, the next run appends to an intact chain.
 func TestKillAtRandomMoments(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package runtest drives the real prod-write binary, built with the
-// failpoints tag, through the situations SPEC §6 makes promises about: a
+// failpoints tag, through the situations docs/DESIGN.md §6 makes promises about: a
 // crash or kill -9 at any point, many concurrent runs, and a caller who
 // tries to slip something past the gate.
 //

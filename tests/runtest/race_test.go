@@ -40,7 +40,7 @@ func (d *deployment) startAll(argss [][]string) []*result {
 }
 
 // TestParallelRunsOfOneApproval starts 32 runs of one approval at once: the
-// program runs exactly as many times as the approval allows (SPEC §3 rule
+// program runs exactly as many times as the approval allows (docs/DESIGN.md §3 rule
 // 7), and every other run is refused as evidence_consumed, leaving no
 // receipt.
 func TestParallelRunsOfOneApproval(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/bridge/githubbridge"
 )
 
-// The decision issue states the veto rule as the gate applies it (SPEC §3,
+// The decision issue states the veto rule as the gate applies it (docs/DESIGN.md §3,
 // ADR 0012), in the words every surface uses.
 func TestIssueBodyStatesTheVetoRule(t *testing.T) {
 	w := bridgetest.New(t, 1)

@@ -1,4 +1,4 @@
-// Package githubbridge is Trinity's bridge on GitHub (SPEC §11): `file`
+// Package githubbridge is Trinity's bridge on GitHub (docs/DESIGN.md §11): `file`
 // opens a decision issue (or comments on a pull request), and the bridge
 // reads `/approve FINGERPRINT` and `/deny FINGERPRINT` comments (and, on a
 // pull request, reviews), which the [bridge.Attestor] turns into signed

@@ -1,4 +1,4 @@
-// Package slackbridge is Trinity's bridge on Slack (SPEC §11): it posts a
+// Package slackbridge is Trinity's bridge on Slack (docs/DESIGN.md §11): it posts a
 // decision as a Block Kit message with Approve and Deny buttons, and serves
 // Slack's interactivity endpoint, where it verifies the request signature,
 // maps the clicking Slack user to an approver and has the

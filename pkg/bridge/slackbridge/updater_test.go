@@ -17,7 +17,7 @@ import (
 )
 
 // Slack shows the user an error when the interactions endpoint does not
-// answer within three seconds; SPEC §15 asks for 100 ms whatever the Web
+// answer within three seconds; docs/DESIGN.md §15 asks for 100 ms whatever the Web
 // API's latency. The issue this guards: a click on a withdrawn plan took
 // 4.05 s against a slow API, because the handler called the API first.
 const answerBudget = 100 * time.Millisecond

@@ -9,7 +9,7 @@ import (
 )
 
 // Anyone holding the approver role may veto, the filer and the planner
-// included (SPEC §3): a deny only reduces what may run. Their approvals
+// included (docs/DESIGN.md §3): a deny only reduces what may run. Their approvals
 // stay refused (TestClicksThatMakeNoAnswer).
 func TestFilerAndPlannerMayDeny(t *testing.T) {
 	for _, user := range []string{"USMITH", "UAGENT"} {

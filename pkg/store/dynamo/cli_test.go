@@ -97,7 +97,7 @@ func journal(t *testing.T, d *testservers.Deployment) []*receipts.Receipt {
 // Two runner hosts (two state directories, two runner keys, two
 // journals) share one DynamoDB table; 16 runs of one single-use approval,
 // split across both and released at once, execute the program exactly
-// once (SPEC §3 rule 7).
+// once (docs/DESIGN.md §3 rule 7).
 func TestMultiHostRace(t *testing.T) {
 	bin := testservers.Binary(t)
 	a := hostA(t, bin, testservers.Dynalite(t))

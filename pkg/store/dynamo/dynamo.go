@@ -1,4 +1,4 @@
-// Package dynamo is the DynamoDB backend of [store.Store] (SPEC §10): plans,
+// Package dynamo is the DynamoDB backend of [store.Store] (docs/DESIGN.md §10): plans,
 // evidence and consumption in one table shared by every runner host, so
 // that an approval is spent exactly once however many hosts race for it.
 //

@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite of [store.Store]: the
 // behaviour every backend must show, the embedded directory store and the
-// DynamoDB one alike (SPEC §10). A backend's test calls [RunConformance]
+// DynamoDB one alike (docs/DESIGN.md §10). A backend's test calls [RunConformance]
 // with a function that opens a fresh, empty store:
 //
 //	func TestConformance(t *testing.T) {

@@ -1,4 +1,4 @@
-// Command floor is the physical limit of `prod-write run` (SPEC §15): a
+// Command floor is the physical limit of `prod-write run` (docs/DESIGN.md §15): a
 // minimal Go program that makes two durable writes (write, fsync the file,
 // fsync the directory) around running the same program.
 package main
