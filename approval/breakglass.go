@@ -13,7 +13,7 @@ import (
 )
 
 // RoleBreakGlass may let a plan of an operation that allows it run without
-// the usual approvals (issue 22, docs/adr/0028-break-glass.md).
+// the usual approvals (docs/adr/0028-break-glass.md).
 const RoleBreakGlass = "break-glass"
 
 // DSSE payload types of break-glass records.

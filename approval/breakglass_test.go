@@ -167,12 +167,13 @@ func mustPlanFP(t tb, p *approval.Policy, env *approval.Envelope) string {
 	return plan.Fingerprint
 }
 
-// TestBreakGlassNeverTwice is the property of issue 22: whatever records
-// are signed, reviews recorded and runs attempted, in any interleaving of
-// gate decisions and consumptions (two runs may both pass the gate before
-// either consumes), a break-glass record runs at most once, and a breaker
-// never has two runs that no approver other than the breaker reviewed.
-// Consumption is the store's rule: each anchor and each link once.
+// TestBreakGlassNeverTwice is the property of break-glass
+// (docs/adr/0028-break-glass.md): whatever records are signed, reviews
+// recorded and runs attempted, in any interleaving of gate decisions and
+// consumptions (two runs may both pass the gate before either consumes), a
+// break-glass record runs at most once, and a breaker never has two runs
+// that no approver other than the breaker reviewed. Consumption is the
+// store's rule: each anchor and each link once.
 func TestBreakGlassNeverTwice(t *testing.T) {
 	p := mustPolicy(t, bgCast)
 	op := mustOp(t, 1, []string{gera, smith, breakGlassPath}, true)

@@ -11,10 +11,11 @@ import (
 	"github.com/prod-write/prod-write/pkg/strictjson"
 )
 
-// Explanation answers "why was this allowed?" (issue 20): the path the
-// gate took, who it relied on and through which channel, the policy and
-// registry it judged by, and the veto rules it checked, as one sentence a
-// person can check against the records and as fields for tools.
+// Explanation answers "why was this allowed?" (docs/JSON.md,
+// `explanation`): the path the gate took, who it relied on and through
+// which channel, the policy and registry it judged by, and the veto rules
+// it checked, as one sentence a person can check against the records and as
+// fields for tools.
 type Explanation struct {
 	Allowed  bool   `json:"allowed"`
 	Sentence string `json:"sentence"`

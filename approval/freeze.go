@@ -18,7 +18,7 @@ import (
 	_ "time/tzdata"
 )
 
-// RoleFreeze may grant one plan through a freeze (issue 22).
+// RoleFreeze may grant one plan through a freeze (docs/adr/0021-freezes.md).
 const RoleFreeze = "freeze"
 
 // Freeze is a window during which the mutating operations it covers do not

@@ -12,12 +12,13 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
-// TestFreezeWinsOverGo is the property of issue 22: whatever freezes the
-// policy declares and whatever grants are filed, a plan with a valid Gera
-// go runs exactly when no freeze covers it now, or every freeze that does
-// has a valid grant of this plan (freeze role, not the planner, bound to
-// this fingerprint and freeze, in time). Otherwise the gate refuses it as
-// frozen, naming a freeze that has no grant.
+// TestFreezeWinsOverGo is the property of freezes
+// (docs/adr/0021-freezes.md): whatever freezes the policy declares and
+// whatever grants are filed, a plan with a valid Gera go runs exactly when
+// no freeze covers it now, or every freeze that does has a valid grant of
+// this plan (freeze role, not the planner, bound to this fingerprint and
+// freeze, in time). Otherwise the gate refuses it as frozen, naming a
+// freeze that has no grant.
 func TestFreezeWinsOverGo(t *testing.T) {
 	op := mustOp(t, 1, []string{gera, smith}, true)
 	names := []string{"a", "b", "c"}

@@ -31,7 +31,7 @@ type Input struct {
 	Used map[string]int
 	// Precondition is what the caller saw when it ran the plan's
 	// precondition check just now (run), or what an intent recorded that
-	// run saw (replay). Issue 22, docs/adr/0025-preconditions.md.
+	// run saw (replay). See docs/adr/0025-preconditions.md.
 	Precondition *operations.PreconditionSeen
 	// PreconditionUnchecked says the caller did not run the check (status,
 	// the bridges): the gate judges everything else and marks the
@@ -40,7 +40,7 @@ type Input struct {
 	PreconditionUnchecked bool
 	// BreakGlass is what is known of the earlier break-glass runs of the
 	// principals who signed a break-glass record of this plan, and of the
-	// reviews of them (issue 22, docs/adr/0028-break-glass.md). Run
+	// reviews of them (docs/adr/0028-break-glass.md). Run
 	// reads it from the store, replay from the journal.
 	BreakGlass BreakGlassHistory
 	// SignCounts is the highest sign count seen of each passkey credential
@@ -239,7 +239,7 @@ func Evaluate(in Input) (*Decision, error) {
 	}
 
 	// A freeze wins over any approval: only a grant of this plan through
-	// each freeze in force opens it (issue 22, docs/adr/0021-freezes.md).
+	// each freeze in force opens it (docs/adr/0021-freezes.md).
 	if frozen := in.Policy.Frozen(plan.Operation, plan.Target, in.Now); len(frozen) > 0 {
 		var held []*Freeze
 		for _, fr := range frozen {
@@ -301,7 +301,7 @@ func Evaluate(in Input) (*Decision, error) {
 		missing = append(missing, "a gera go")
 	}
 	// The break-glass path, last: an escape when no usual path opens the
-	// gate (issue 22, docs/adr/0028-break-glass.md).
+	// gate (docs/adr/0028-break-glass.md).
 	if in.Op.Accepts(operations.PathBreakGlass) {
 		bg, r := breakGlassRule(in, plan, d)
 		if r != nil {
@@ -340,7 +340,8 @@ func Evaluate(in Input) (*Decision, error) {
 	return d, refuse(code, "%s", why).Needs(missing...)
 }
 
-// judgePrecondition is the rule of issue 22: a plan of an operation with a
+// judgePrecondition is the precondition rule
+// (docs/adr/0025-preconditions.md): a plan of an operation with a
 // precondition binds the check and its output, and opens the gate only when
 // the check, run again now, ran the same check plan and printed the same
 // bytes with exit status 0. It comes before vetoes, freezes and approvals,

@@ -85,7 +85,8 @@ func checkPlan(t tb, c checkSpec) (*operations.Plan, *approval.Envelope) {
 	return plan, mustSign(t, c.planner, approval.TypePlan, plan)
 }
 
-// TestPreconditionRule is the gate's rule of issue 22, case by case.
+// TestPreconditionRule is the gate's precondition rule, case by case
+// (docs/adr/0025-preconditions.md).
 func TestPreconditionRule(t *testing.T) {
 	p := mustPolicy(t, demoCast)
 	op := preOp(t)
@@ -193,11 +194,12 @@ func TestPreconditionCheckPlanRule(t *testing.T) {
 	}
 }
 
-// TestChangedPreconditionNeverRuns is the property of issue 22: whatever
-// the check printed, exited or was, and whatever approvals there are, the
-// gate opens a plan with a precondition only when what run saw is exactly
-// what the plan binds: the same check plan, which is the operation's
-// precondition for the plan, exit 0, the same output digest.
+// TestChangedPreconditionNeverRuns is the property of preconditions
+// (docs/adr/0025-preconditions.md): whatever the check printed, exited or
+// was, and whatever approvals there are, the gate opens a plan with a
+// precondition only when what run saw is exactly what the plan binds: the
+// same check plan, which is the operation's precondition for the plan, exit
+// 0, the same output digest.
 func TestChangedPreconditionNeverRuns(t *testing.T) {
 	p := mustPolicy(t, demoCast)
 	op := preOp(t)

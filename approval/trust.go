@@ -50,10 +50,11 @@ type Principal struct {
 	// with one must have the other (docs/BRIDGES.md, "Identity").
 	GitHubID int64 `toml:"github_id" json:"github_id,omitempty"`
 	// Since and RevokedAt bound when the principal's signatures count
-	// (issue 19): a record it signed before Since or at or after
-	// RevokedAt is judged as signed by no principal, by the gate and by
-	// replay. A principal removed after a compromise keeps its entry with
-	// revoked_at, so that replay can tell "valid then, revoked since".
+	// (docs/adr/0017-replay-history.md): a record it signed before Since or
+	// at or after RevokedAt is judged as signed by no principal, by the
+	// gate and by replay. A principal removed after a compromise keeps its
+	// entry with revoked_at, so that replay can tell "valid then, revoked
+	// since".
 	Since     time.Time `toml:"since" json:"since,omitzero"`
 	RevokedAt time.Time `toml:"revoked_at" json:"revoked_at,omitzero"`
 	// Passkeys are the principal's enrolled WebAuthn credentials
@@ -78,7 +79,7 @@ func (p *Principal) Public() keys.Public { return p.pub }
 type Policy struct {
 	Principals []*Principal `toml:"principal"`
 	// Freezes are the policy's freeze windows, inline and from its
-	// calendars, sorted by start (issue 22, docs/adr/0021-freezes.md).
+	// calendars, sorted by start (docs/adr/0021-freezes.md).
 	Freezes   []*Freeze         `toml:"freeze"`
 	Calendars []*FreezeCalendar `toml:"freeze_calendar"`
 	// Passkey is the approval page's origin and where approvals need a
@@ -122,7 +123,7 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // PolicyReadError is the error for a trust policy at path that cannot be
 // read (missing, a directory, unreadable): a configuration error naming
 // the file, as a prod-write.toml that cannot be read is, never a bare I/O
-// error (issue 29).
+// error.
 func PolicyReadError(path string, err error) *ConfigError {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {

@@ -182,7 +182,7 @@ func TestLoadPolicyPermissions(t *testing.T) {
 		})
 	}
 	// A policy that cannot be read is a configuration error naming the
-	// file, as one that does not parse is (issue 29); the cause still
+	// file, as one that does not parse is; the cause still
 	// unwraps.
 	t.Run("missing", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "nope.toml")

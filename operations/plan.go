@@ -35,8 +35,8 @@ type Bound struct {
 	Env           []EnvVar `json:"env"`
 	Files         []File   `json:"files"`
 	// Precondition is the operation's precondition check as planned
-	// (issue 22). Absent for an operation without one, and then the
-	// fingerprint is what it always was.
+	// (docs/adr/0025-preconditions.md). Absent for an operation without
+	// one, and then the fingerprint is what it always was.
 	Precondition *PreconditionBound `json:"precondition,omitempty"`
 	// Interpreter is the "#!" interpreter of a program that is a script:
 	// part of what runs, so bound by path and hash (docs/FORMAT.md, field

@@ -10,7 +10,8 @@ import (
 	"github.com/prod-write/prod-write/operations"
 )
 
-// TestPreconditionDefinitions: what a precondition may name (issue 22).
+// TestPreconditionDefinitions: what a precondition may name
+// (docs/adr/0025-preconditions.md).
 // A check that writes, takes files, has a precondition itself, misses a
 // target, or whose params do not match is a definition error with file and
 // line; a good one loads.

@@ -45,7 +45,7 @@ const (
 	PathRecordApprovals = "record+approvals"
 	// PathBreakGlass lets a principal with the break-glass role run a
 	// plan without the usual approvals, with compensating controls
-	// (issue 22, docs/adr/0028-break-glass.md). Only ever beside a usual
+	// (docs/adr/0028-break-glass.md). Only ever beside a usual
 	// path: it is an escape from one, not a way of working.
 	PathBreakGlass = "break-glass"
 )
@@ -96,7 +96,7 @@ type Operation struct {
 	Env      Env               `toml:"env" json:"env"`
 	Approval Approval          `toml:"approval" json:"approval"`
 	// Precondition, when set, is a read-only check whose output the plan
-	// binds and run re-checks (issue 22, docs/adr/0025-preconditions.md).
+	// binds and run re-checks (docs/adr/0025-preconditions.md).
 	// Absent, it leaves the definition's digest as it was.
 	Precondition *Precondition `toml:"precondition" json:"precondition,omitempty"`
 	// Requests override the deployment's [requests] for this operation's
@@ -162,9 +162,10 @@ type Approval struct {
 	Paths     []string  `toml:"paths" json:"paths"`
 	Approvers int       `toml:"approvers" json:"approvers"`
 	TTL       *Duration `toml:"ttl" json:"ttl,omitempty"`
-	// BreakGlassTTL caps a break-glass record's lifetime (issue 22);
-	// absent, DefaultBreakGlassTTL. Omitted from the definition when
-	// unset, so digests of operations without it are unchanged.
+	// BreakGlassTTL caps a break-glass record's lifetime
+	// (docs/adr/0028-break-glass.md); absent, DefaultBreakGlassTTL. Omitted
+	// from the definition when unset, so digests of operations without it
+	// are unchanged.
 	BreakGlassTTL *Duration `toml:"break_glass_ttl" json:"break_glass_ttl,omitempty"`
 }
 

@@ -230,7 +230,7 @@ func referenceEncoding(t *testing.T, bound json.RawMessage) []byte {
 		str(strconv.FormatInt(size, 10))
 		str(f["sha256"].(string))
 	}
-	// Field 11, only when present (issue 22).
+	// Field 11, only when present (docs/FORMAT.md §1.2).
 	if pc := in.Precondition; pc != nil {
 		str("precondition")
 		str(pc.Check)
