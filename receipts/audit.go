@@ -9,7 +9,8 @@ import (
 )
 
 // WouldRefuse is an audit finding: a run the proposed policy or registry
-// would have refused. It never fails a replay (issue 22).
+// would have refused. It never fails a replay
+// (docs/adr/0022-policy-dry-run.md).
 const WouldRefuse = "would_refuse"
 
 // Audit is a proposed trust policy and/or registry: replay asks the gate

@@ -11,7 +11,7 @@ import (
 
 // breakGlassEntry notes a break-glass run the gate let through: what it
 // relied on and what it knew of the breaker's earlier runs, for the
-// in-order stage (issue 22, docs/adr/0028-break-glass.md).
+// in-order stage (docs/adr/0028-break-glass.md).
 func (rp *Replayer) breakGlassEntry(e *entry, in *Intent, dec *approval.Decision) {
 	bg := &bgEntry{line: e.line.No, id: dec.Anchor, seen: map[string]bool{}}
 	if len(dec.Relied) > 0 {

@@ -19,8 +19,9 @@ import (
 
 // RunBundleV1 is the media type of a run bundle: one run's in-toto
 // attestation with the proofs that its receipts are in the journal's
-// Merkle tree, and the runner-signed checkpoint of that tree (issue 32),
-// so that one run can be verified alone, from the runner's public key.
+// Merkle tree, and the runner-signed checkpoint of that tree
+// (docs/adr/0044-journal-merkle-log.md), so that one run can be verified
+// alone, from the runner's public key.
 const RunBundleV1 = "application/vnd.prod-write.run-bundle.v1+json"
 
 // RunBundle is one line of `receipts export --in-toto --proofs`.

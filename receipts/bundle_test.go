@@ -54,7 +54,7 @@ func encodeBundles(t *testing.T, bs ...receipts.RunBundle) []byte {
 // attestation, and its intent and outcome receipts as leaves of the tree
 // the runner-signed checkpoint names, which is the journal's head (the
 // note receipts checkpoint --note signs). Each proof that does not hold is
-// refused, though the envelope's signature still verifies (issue 32).
+// refused, though the envelope's signature still verifies.
 func TestRunBundlesVerifyAlone(t *testing.T) {
 	w := newWorld(t)
 	bs := w.bundles()

@@ -17,7 +17,7 @@ import (
 // The hash chain (docs/DESIGN.md §7) against a holder of the runner key: every entry
 // below is signed by a key the policy trusts as the runner and carries the
 // right sequence number, so that the link to the line before (Prev) is the
-// only thing left to catch the edit. Issue 23: with the Prev comparison
+// only thing left to catch the edit. With the Prev comparison
 // removed from replay, each of these tests fails.
 
 // chReplay runs the package's Replayer over lines and returns every
@@ -93,7 +93,7 @@ func TestChainEditedEntryResigned(t *testing.T) {
 		{"an outcome's exit status", 2, func(r *receipts.Receipt) { r.Outcome.ExitCode = 1 }, nil},
 		{"an outcome's stdout digest", 4, func(r *receipts.Receipt) { r.Outcome.Stdout.SHA256 = "sha256:" + strings.Repeat("0", 64) }, nil},
 		// The next line is the run's outcome, which names the intent's
-		// old hash (issue 19).
+		// old hash.
 		{"who invoked a run", 5, func(r *receipts.Receipt) { r.Intent.Invoker.UID, r.Intent.Invoker.Principal = 4242, "someone-else" }, []string{receipts.WrongIntent}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,8 +186,7 @@ func TestChainSplicedJournals(t *testing.T) {
 		t.Run(fmt.Sprintf("at seq %d", cut+1), func(t *testing.T) {
 			spliced := append(append([]string(nil), a[:cut]...), b[cut:]...)
 			res, sum := chReplay(t, policy, nil, spliced)
-			// Every entry of B names host-b in host-a's journal
-			// (issue 19).
+			// Every entry of B names host-b in host-a's journal.
 			want := map[string][]string{fmt.Sprint(cut + 1): {receipts.ChainBroken, receipts.WrongHost}}
 			for l := cut + 2; l <= n; l++ {
 				want[fmt.Sprint(l)] = []string{receipts.WrongHost}

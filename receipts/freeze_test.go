@@ -13,9 +13,9 @@ import (
 )
 
 // Replay judges each run by the freezes of the policy version it ran under
-// (issue 22), with the gate itself: a freeze declared later does not fail
-// earlier runs, a policy that froze them fails every run it does not
-// grant, and a grant the intent carries lets its run through.
+// (docs/adr/0021-freezes.md), with the gate itself: a freeze declared later
+// does not fail earlier runs, a policy that froze them fails every run it
+// does not grant, and a grant the intent carries lets its run through.
 func TestReplayJudgesFreezes(t *testing.T) {
 	w, old := chWorld(t)
 	seed := sha256.Sum256([]byte("prod-write freeze replay test: cab"))
@@ -85,8 +85,9 @@ func TestReplayJudgesFreezes(t *testing.T) {
 	}
 }
 
-// replay --policy (issue 22): a proposed policy's verdicts are reported
-// per run and fail nothing; they are the gate's own verdicts.
+// replay --policy (docs/adr/0022-policy-dry-run.md): a proposed policy's
+// verdicts are reported per run and fail nothing; they are the gate's own
+// verdicts.
 func TestReplayAuditsAProposedPolicy(t *testing.T) {
 	w, old := chWorld(t)
 	trust, err := os.ReadFile(filepath.Join(w.dir, "trust.toml"))

@@ -89,10 +89,10 @@ func (w *world) times(t *testing.T) (first, last time.Time) {
 }
 
 // TestHistoryRecordSupersedes: `history record` writes when each version
-// came into force, and replay judges by it (issue 19): a receipt naming a
-// trust policy or an operation definition after its replacement fails
-// superseded, one naming it before it came into force not_yet_in_force,
-// with the runner's own key.
+// came into force, and replay judges by it
+// (docs/adr/0023-history-record.md): a receipt naming a trust policy or an
+// operation definition after its replacement fails superseded, one naming
+// it before it came into force not_yet_in_force, with the runner's own key.
 func TestHistoryRecordSupersedes(t *testing.T) {
 	w := newWorld(t)
 	first, last := w.times(t)

@@ -17,7 +17,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/dsse"
 )
 
-// in-toto attestations of runs (issue 20, docs/FORMAT.md §4,
+// in-toto attestations of runs (docs/FORMAT.md §4,
 // docs/adr/0019-in-toto-export.md): the journal stays in its own format,
 // and `receipts export --in-toto` restates each run as an in-toto
 // Statement v1 in a DSSE envelope, signed by the runner key, for tools that

@@ -14,7 +14,7 @@ import (
 
 // An append that a full disk cuts short leaves no torn line: the journal
 // is cut back to its last complete line, so replay does not fail until the
-// next run repairs it (issue 18). The disk is filled with a file-size limit
+// next run repairs it. The disk is filled with a file-size limit
 // on a child process (prlimit), the way ulimit -f would.
 func TestFailedAppendLeavesNoTornLine(t *testing.T) {
 	if path := os.Getenv("PW_JOURNAL_CHILD"); path != "" {

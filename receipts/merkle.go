@@ -10,7 +10,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 )
 
-// Tree is the journal as an RFC 6962 Merkle log (issue 32): leaf i is the
+// Tree is the journal as an RFC 6962 Merkle log: leaf i is the
 // 32-byte LineHash of journal line i, hashed as an RFC 6962 leaf. The tree
 // is derived from the journal, so it is durable exactly when the line is
 // (docs/adr/0044-journal-merkle-log.md). Torn tails are not leaves.

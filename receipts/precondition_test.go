@@ -12,10 +12,11 @@ import (
 )
 
 // TestReplayJudgesPreconditions: replay gives the gate what the intent says
-// run saw of the precondition (issue 22), so it agrees with the gate. A run
-// whose intent records another output, a failed check, another check, or
-// no check at all fails replay as the gate refused it; the untouched
-// journal (the check's runs at plan and run time, then the deploy) passes.
+// run saw of the precondition (docs/adr/0025-preconditions.md), so it
+// agrees with the gate. A run whose intent records another output, a failed
+// check, another check, or no check at all fails replay as the gate refused
+// it; the untouched journal (the check's runs at plan and run time, then
+// the deploy) passes.
 func TestReplayJudgesPreconditions(t *testing.T) {
 	w := &world{t: t, dir: t.TempDir()}
 	w.pw("init", "--demo", w.dir)

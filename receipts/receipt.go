@@ -28,7 +28,7 @@ const (
 	KindOutcome = "outcome"
 	KindRepair  = "repair"
 	// KindReview carries a review of a break-glass run earlier in the
-	// journal (issue 22, docs/adr/0028-break-glass.md); RunID is that
+	// journal (docs/adr/0028-break-glass.md); RunID is that
 	// run's. Absent from journals written before it.
 	KindReview = "review"
 )
@@ -75,16 +75,17 @@ type Intent struct {
 	// evidence, so a verifier can tell which key was used.
 	Signers map[string]string `json:"signers"`
 	Invoker Invoker           `json:"invoker"`
-	// DecisionID is the gate decision's id in the decision log (issue 20;
-	// absent in intents written before it).
+	// DecisionID is the gate decision's id in the decision log
+	// (docs/DECISIONS.md; absent in intents written before it).
 	DecisionID string `json:"decision_id,omitempty"`
 	// Precondition is what run saw when it ran the plan's precondition
-	// check again before consuming (issue 22): the gate judged it, and
-	// replay gives it to the gate again. Absent for a plan without one.
+	// check again before consuming (docs/adr/0025-preconditions.md): the
+	// gate judged it, and replay gives it to the gate again. Absent for a
+	// plan without one.
 	Precondition *operations.PreconditionSeen `json:"precondition,omitempty"`
 	// BreakGlass is, on the break-glass path, the breaker's earlier
 	// break-glass runs the gate saw and the reviews that let it break glass
-	// again (issue 22, docs/adr/0028-break-glass.md): replay gives them
+	// again (docs/adr/0028-break-glass.md): replay gives them
 	// to the gate again, and checks them against the journal's own.
 	BreakGlass *BreakGlassSeen `json:"break_glass,omitempty"`
 }
@@ -139,8 +140,8 @@ type Checkpoint struct {
 	Head   string    `json:"head"`
 	Time   time.Time `json:"time"`
 	Runner string    `json:"runner"`
-	// Host is the journal's host (absent in checkpoints made before
-	// issue 19): replay refuses a checkpoint of another host's journal.
+	// Host is the journal's host (absent in older checkpoints): replay
+	// refuses a checkpoint of another host's journal.
 	Host string `json:"host,omitempty"`
 }
 

@@ -31,13 +31,14 @@ const (
 	Incomplete          = "incomplete"
 	OrphanOutcome       = "orphan_outcome"
 	Truncated           = "truncated"
-	// Issue 19: strictness, time and identity along the journal.
+	// Strictness, time and identity along the journal (docs/REPLAY.md).
 	Torn          = "torn"
 	TimeBackwards = "time_backwards"
 	WrongIntent   = "wrong_intent"
 	RunIDReused   = "run_id_reused"
 	WrongHost     = "wrong_host"
-	// Issue 19: judged by the protected history (Replayer.History).
+	// Judged by the protected history (Replayer.History,
+	// docs/adr/0017-replay-history.md).
 	UnknownPolicy     = "unknown_policy"
 	UnknownDefinition = "unknown_definition"
 	Revoked           = "revoked"
@@ -45,24 +46,24 @@ const (
 	// Replayer.StrictRevocation): the receipt relied on a principal who
 	// was in force at its time and no longer is.
 	RevokedSince = "revoked_since"
-	// Issue 19, history/versions.toml: a receipt naming a policy or
-	// definition after it was replaced (its interval closed), or before it
-	// came into force.
+	// history/versions.toml (docs/adr/0023-history-record.md): a receipt
+	// naming a policy or definition after it was replaced (its interval
+	// closed), or before it came into force.
 	Superseded    = "superseded"
 	NotYetInForce = "not_yet_in_force"
 	// BreakGlassUnreviewed: a break-glass run no valid review reviews
 	// (a failure only with Replayer.FailUnreviewedBreakGlass), or one the
 	// gate let a breaker make while an earlier run in the journal was not
-	// among the reviewed runs it saw (issue 22).
+	// among the reviewed runs it saw (docs/adr/0028-break-glass.md).
 	BreakGlassUnreviewed = "break_glass_unreviewed"
 	// ReviewInvalid: a review receipt whose review is not a valid review
 	// (by the gate's rule) of the break-glass run earlier in the journal
-	// that it names (issue 22).
+	// that it names.
 	ReviewInvalid = "review_invalid"
 	// SignCountBack: an intent spent a passkey approval whose sign count
 	// is not above the one an earlier intent of the journal spent of the
 	// same credential: a possible clone of the passkey, or a run whose
-	// store did not keep the count (issue 30, ADR 0043).
+	// store did not keep the count (ADR 0043).
 	SignCountBack = "sign_count_back"
 )
 

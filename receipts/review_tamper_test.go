@@ -20,7 +20,7 @@ import (
 // newReviewWorld makes a journal where the agent (break-glass and
 // approver) broke glass on a plan and ran it, a Gera go ran another, and
 // alice reviewed the break-glass run: intent, outcome, intent, outcome,
-// review (issue 22).
+// review (docs/adr/0028-break-glass.md).
 func newReviewWorld(t *testing.T) (*world, string) {
 	w := &world{t: t, dir: t.TempDir()}
 	w.pw("init", "--demo", w.dir)

@@ -83,8 +83,8 @@ func (w *world) rebuild(lines []string, fn func(rs []*receipts.Receipt) []*recei
 
 // TestTamperStrictPayloads: receipts signed with the real runner key whose
 // payload encoding/json would read one way and a strict verifier in
-// another language another way, or not at all (issue 19). Each is
-// malformed.
+// another language another way, or not at all (docs/REPLAY.md,
+// "Strict decoding"). Each is malformed.
 func TestTamperStrictPayloads(t *testing.T) {
 	w, policy := chWorld(t)
 	outcome := payloadOf(t, w.journal[1]) // line 2: run A's outcome, exit 0
@@ -146,7 +146,7 @@ func TestTamperStrictPayloads(t *testing.T) {
 
 // TestTamperTornFinalLine: a final line without its newline is torn, not
 // a receipt, though it is a complete, runner-signed one: the next append
-// cuts it off (issue 19).
+// cuts it off.
 func TestTamperTornFinalLine(t *testing.T) {
 	w, policy := chWorld(t)
 	var res []receipts.Result
@@ -198,8 +198,7 @@ func TestTamperLongLine(t *testing.T) {
 }
 
 // TestTamperTimeAndIdentity: runner-signed journals whose entries are each
-// well formed, but whose times, outcomes or run ids do not hold together
-// (issue 19).
+// well formed, but whose times, outcomes or run ids do not hold together.
 func TestTamperTimeAndIdentity(t *testing.T) {
 	w, policy := chWorld(t)
 	for _, tc := range []struct {

@@ -299,7 +299,7 @@ func TestTamperSuite(t *testing.T) {
 		}
 	})
 
-	// Issue 19: receipts are judged by the policy version they name,
+	// Receipts are judged by the policy version they name,
 	// kept in the history by digest, and by the current policy's
 	// since/revoked_at.
 	t.Run("signer dropped from the trust policy", func(t *testing.T) {
