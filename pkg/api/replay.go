@@ -34,7 +34,7 @@ type ReplayRequest struct {
 	Checkpoint string `json:"checkpoint,omitempty"`
 	// Witnesses is how many distinct witnesses of the trust policy must
 	// cosign the checkpoint note, each within WitnessMaxAge of now when
-	// that is set (issue 32, ADR 0044).
+	// that is set (ADR 0044).
 	Witnesses     int           `json:"witnesses,omitempty"`
 	WitnessMaxAge time.Duration `json:"witness_max_age,omitempty"`
 	// HostCheckpoints are checkpoint note files of hosts of an archive
@@ -46,16 +46,16 @@ type ReplayRequest struct {
 	StrictRevocation         bool `json:"strict_revocation,omitempty"`
 	FailUnreviewedBreakGlass bool `json:"fail_unreviewed_break_glass,omitempty"`
 	// Policy and PolicyRegistry are a proposed trust policy and registry
-	// to audit the journal against, reporting without failing (issue 22).
+	// to audit the journal against, reporting without failing (ADR 0022).
 	Policy         string `json:"policy,omitempty"`
 	PolicyRegistry string `json:"policy_registry,omitempty"`
 	// State and StateKey: resume from the replay state in the file State,
 	// sealed by StateKey (a key CI holds), and seal the state at the head
-	// there when no entry fails (issue 32, ADR 0044).
+	// there when no entry fails (ADR 0044).
 	State    string `json:"state,omitempty"`
 	StateKey string `json:"state_key,omitempty"`
 	// VSA and VSAKey: write a SLSA verification summary of the verdict,
-	// signed by VSAKey, to the file VSA (issue 20).
+	// signed by VSAKey, to the file VSA (docs/FORMAT.md §5).
 	VSA    string `json:"vsa,omitempty"`
 	VSAKey string `json:"vsa_key,omitempty"`
 

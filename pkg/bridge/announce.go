@@ -7,7 +7,8 @@ import (
 )
 
 // Announcer is a [Poster] that can post a notice that is not a decision:
-// no buttons, nothing to answer (a break-glass run, issue 22).
+// no buttons, nothing to answer (a break-glass run,
+// docs/adr/0028-break-glass.md).
 type Announcer interface {
 	Poster
 	// Announce posts n on its own and returns where it went; fp and

@@ -195,8 +195,9 @@ func TestLookAlikeAnswerDoesNotSwallowAClick(t *testing.T) {
 }
 
 // The decision's description shows the precondition the approval is given
-// for (issue 22): the check and the digest of what it printed, and, only
-// when the plan kept it (show_output), the output itself, quoted and cut.
+// for (docs/adr/0025-preconditions.md): the check and the digest of what it
+// printed, and, only when the plan kept it (show_output), the output
+// itself, quoted and cut.
 func TestPlanLinesShowThePrecondition(t *testing.T) {
 	p := &operations.Plan{}
 	p.Operation, p.Target, p.Planner = "migrate", "production", "agent"

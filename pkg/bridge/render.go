@@ -60,7 +60,8 @@ func PlanLines(p *operations.Plan) []string {
 	}
 	if pb := p.Precondition; pb != nil {
 		// What the approval is given for includes the state the check saw
-		// (issue 22): run checks it again and refuses if it changed.
+		// (docs/adr/0025-preconditions.md): run checks it again and refuses
+		// if it changed.
 		lines = append(lines, fmt.Sprintf("Precondition: %s printed %s when planned; run checks it again before anything is spent", visible.Word(pb.Check), pb.OutputSHA256))
 		if out := p.PreconditionOutput; out != nil {
 			shown := *out

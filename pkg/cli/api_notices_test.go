@@ -17,7 +17,7 @@ import (
 // whose skipped approvers no bridge could tell) is a typed notice, the same
 // in process and through the service. The service sends it in its answer
 // and writes no text onto the call's stderr; the client renders it on its
-// own side (issue 28: the service answers with data;
+// own side (the service answers with data,
 // docs/adr/0050-notices-are-data.md). Without the service's collector, the
 // warning would reach the client only as text on the call's stderr.
 func TestNoticesAreDataEverywhere(t *testing.T) {

@@ -203,7 +203,8 @@ func asJSON(t *testing.T, v any) any {
 
 // The same calls through the in-process API, the socket client and the MCP
 // backend (in-process and through the service) give the same typed
-// results, field by field: one API beneath every front end (issue 28).
+// results, field by field: one API beneath every front end
+// (docs/adr/0038-one-typed-api.md).
 func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 	w := newAPIWorld(t)
 	fp := w.h.plan("noop", "--param", "name=alpha")

@@ -16,7 +16,7 @@ import (
 // speak, an op it has no typed form of, arguments that do not decode) is
 // answered with its typed error on the call's own socket, as data: the
 // client says why on its side, and the service writes no text onto the
-// call's output (issue 28: the service answers with data).
+// call's output.
 func TestServiceAnswersAnUnmadeCallWithItsError(t *testing.T) {
 	w := newAPIWorld(t)
 	c, err := config.Load(w.clientConfig)

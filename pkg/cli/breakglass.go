@@ -32,8 +32,8 @@ type BreakGlassReviewOptions struct {
 	Notes string
 }
 
-// NewCmdBreakGlass builds `break-glass` and `break-glass review` (issue 22,
-// docs/adr/0028-break-glass.md).
+// NewCmdBreakGlass builds `break-glass` and `break-glass review`
+// (docs/adr/0028-break-glass.md).
 func NewCmdBreakGlass(f *Factory, runF func(*BreakGlassOptions) error, reviewF func(*BreakGlassReviewOptions) error) *cobra.Command {
 	opts := &BreakGlassOptions{F: f}
 	cmd := &cobra.Command{

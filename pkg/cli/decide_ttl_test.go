@@ -9,7 +9,7 @@ import (
 )
 
 // decide's answer lives as long as the operation's approval ttl unless
-// --ttl says otherwise, like file's record and gera's decision (issue 18).
+// --ttl says otherwise, like file's record and gera's decision.
 func TestDecideTTLDefaultsToTheOperations(t *testing.T) {
 	h := newRunHarness(t)
 	op := `

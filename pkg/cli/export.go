@@ -96,7 +96,7 @@ func receiptsExport(ctx context.Context, o *ExportOptions) error {
 		}
 		file = o.Out
 	}
-	// Nobody should have to guess how (issue 29): the command, with the
+	// Nobody should have to guess how: the command, with the
 	// key that signed, on stderr, away from the envelopes.
 	if r.Left > 0 {
 		fmt.Fprintf(o.F.IO.Err, "prod-write: %d runs after the witnessed checkpoint left out: send one of the head (prod-write receipts checkpoint --witness) and export again\n", r.Left)

@@ -23,7 +23,7 @@ type FreezeGrantOptions struct {
 }
 
 // NewCmdFreeze builds `freeze`: the policy's freezes, and a grant of one
-// plan through one of them (issue 22, docs/adr/0021-freezes.md).
+// plan through one of them (docs/adr/0021-freezes.md).
 func NewCmdFreeze(f *Factory, runF func(*FreezeGrantOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "freeze",

@@ -33,7 +33,7 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 // A flag's placeholder in --help is its type, or the word its usage puts in
 // backticks: pflag takes the first backticked words of a usage string as
 // the placeholder, so a command quoted that way showed as
-// "--checkpoint receipts checkpoint" (issue 29). Only metavariables such as
+// "--checkpoint receipts checkpoint". Only metavariables such as
 // FILE, N or NAME=VALUE go in backticks.
 func TestFlagPlaceholdersAreMetavariables(t *testing.T) {
 	root := NewCmdRoot(NewFactory())

@@ -189,7 +189,7 @@ func TestJSONDocumentsAsDocumented(t *testing.T) {
 		code, _ = run("setup service", "stdout", "setup", "service", "--root", t.TempDir(), "--user", "nobody", "--socket-group", "", "--agent", "")
 		mustExit(0, code, "setup service")
 	}
-	// The extra key grants through freezes and breaks glass (issue 22).
+	// The extra key grants through freezes and breaks glass.
 	opsFile := filepath.Join(dir, "operations", "config.toml")
 	ops, err := os.ReadFile(opsFile)
 	if err != nil {

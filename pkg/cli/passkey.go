@@ -19,8 +19,8 @@ import (
 // registration response, on the caller's side (the service bounds it too).
 const maxEnrollInput = 16 << 10
 
-// NewCmdPasskey builds `passkey`: enrolling a principal's passkey (issue
-// 30, docs/adr/0043-passkey-assertions-as-evidence.md).
+// NewCmdPasskey builds `passkey`: enrolling a principal's passkey
+// (docs/adr/0043-passkey-assertions-as-evidence.md).
 func NewCmdPasskey(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "passkey",

@@ -265,16 +265,15 @@ func chromiumWithAuthenticator(t *testing.T) (context.Context, webauthn.Authenti
 	return ctx, c.Authenticator
 }
 
-// Enrolment on the approval page, end to end in a real browser (issue 30:
-// `passkey enroll` starts an enrolment on the page). bob runs `passkey
+// Enrolment on the approval page, end to end in a real browser
+// (docs/adr/0051-enrolment-on-the-approval-page.md). bob runs `passkey
 // enroll` with his key and opens the link it prints in Chromium, whose
-// virtual authenticator holds no credential. The page shows whom he
-// enrols as, the authenticator makes the credential, the service verifies
-// it, and the page shows the trust.toml snippet of exactly that
-// credential. Until root pastes it, bob cannot sign in; once it is
-// pasted (and the page loads the policy anew), bob signs in with it and
-// approves, and the gate counts his passkey's approval. The link, opened
-// again, enrols nothing.
+// virtual authenticator holds no credential. The page shows whom he enrols
+// as, the authenticator makes the credential, the service verifies it, and
+// the page shows the trust.toml snippet of exactly that credential. Until
+// root pastes it, bob cannot sign in; once it is pasted (and the page loads
+// the policy anew), bob signs in with it and approves, and the gate counts
+// his passkey's approval. The link, opened again, enrols nothing.
 func TestEnrolmentOnTheApprovalPageInChromium(t *testing.T) {
 	origin, serve := pageOrigin(t)
 	p := newPageServerAt(t, origin)

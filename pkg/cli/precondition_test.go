@@ -38,7 +38,8 @@ params = { file = "version-{param.svc}.txt" }
 // an agent could sign a plan that binds the check of another plan (another
 // service's version, which does not change) with that check's output. Run
 // refuses it before anything is consumed: the check must be this plan's
-// own precondition, by operation, target and params (issue 22).
+// own precondition, by operation, target and params
+// (docs/adr/0032-the-gate-judges-the-precondition-check.md).
 func TestRunRefusesABorrowedCheck(t *testing.T) {
 	h := newRunHarness(t)
 	for name, body := range map[string]string{"operations/pre.toml": preconditionOps, "version-a.txt": "a1\n", "version-b.txt": "b1\n"} {

@@ -109,7 +109,7 @@ type receiptLine struct {
 	Runner        string    `json:"runner"`
 	// ExitCode is the program's exit status, on outcomes only.
 	ExitCode *int `json:"exit_code,omitempty"`
-	// BreakGlass marks a break-glass run's intent (issue 22).
+	// BreakGlass marks a break-glass run's intent (ADR 0028).
 	BreakGlass *receipts.BreakGlassRun `json:"break_glass,omitempty"`
 	// Redacted says the break-glass run's reason and incident were
 	// removed: the caller holds no key of the policy (ADR 0040).
@@ -182,7 +182,7 @@ type ReplayOptions struct {
 	Trust      string
 	Checkpoint string
 	// Witnesses is how many distinct witnesses of the trust policy must
-	// cosign the Checkpoint note (issue 32, ADR 0044).
+	// cosign the Checkpoint note (ADR 0044).
 	Witnesses int
 	// WitnessMaxAge counts only the cosignatures made within it of now.
 	WitnessMaxAge time.Duration
@@ -199,19 +199,19 @@ type ReplayOptions struct {
 	// since, instead of reporting them.
 	StrictRevocation bool
 	// VSA and VSAKey: write a SLSA verification summary of the verdict,
-	// signed by VSAKey, to VSA (issue 20).
+	// signed by VSAKey, to VSA (docs/FORMAT.md §5).
 	VSA    string `json:"-"`
 	VSAKey string `json:"-"`
 	// Policy and PolicyRegistry are a proposed trust policy and registry
-	// to audit the journal against, reporting without failing (issue 22).
+	// to audit the journal against, reporting without failing (ADR 0022).
 	Policy         string
 	PolicyRegistry string
 	// FailUnreviewedBreakGlass fails break-glass runs no approver has
-	// reviewed (issue 22); without it they are reported.
+	// reviewed (ADR 0028); without it they are reported.
 	FailUnreviewedBreakGlass bool
 	// State and StateKey: resume from the replay state in State, sealed
 	// by StateKey (a key CI holds), and write the state at the head
-	// there when no entry fails (issue 32, ADR 0044).
+	// there when no entry fails (ADR 0044).
 	State    string `json:"-"`
 	StateKey string `json:"-"`
 }

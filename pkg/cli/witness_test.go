@@ -250,13 +250,14 @@ func TestReceiptsCheckpointWitness(t *testing.T) {
 		!strings.Contains(says["witness-unkeyed"], "warning: witness nokey.test has no key") || strings.Contains(fmt.Sprint(says), "omni.test") || says["witness-ahead"] != "" {
 		t.Fatalf("doctor on the witnesses: %v", says)
 	}
-	// At the gate (issue 32): an export proved against the checkpoint
-	// the real witness cosigned carries its cosignature, and verifies
-	// alone with 1 of the policy's witnesses asked for, not 2. A run
-	// after that checkpoint is left out. An export the runner key signs
-	// of a head no witness saw has no quorum; and a journal rewritten by
-	// the runner key's holder is refused against the witnessed checkpoint
-	// at export, and its own checkpoint has no quorum at the gate.
+	// At the gate (docs/adr/0054-the-gate-asks-the-witnesses.md): an export
+	// proved against the checkpoint the real witness cosigned carries its
+	// cosignature, and verifies alone with 1 of the policy's witnesses
+	// asked for, not 2. A run after that checkpoint is left out. An export
+	// the runner key signs of a head no witness saw has no quorum; and a
+	// journal rewritten by the runner key's holder is refused against the
+	// witnessed checkpoint at export, and its own checkpoint has no quorum
+	// at the gate.
 	runNoops(t, w, "three")
 	pub := k.Public().String()
 	trust := filepath.Join(w.h.dir, "trust.toml")

@@ -40,7 +40,7 @@ type Config struct {
 	Requests   Requests `toml:"requests"`
 	Log        Log      `toml:"log"`
 	// Witnesses are where the service sends the receipts log's
-	// checkpoints ([[witness]], issue 32, ADR 0044): operational, each
+	// checkpoints ([[witness]], ADR 0044): operational, each
 	// named as its key is in trust.toml's [[witness]], which is trust.
 	Witnesses []Witness `toml:"witness"`
 

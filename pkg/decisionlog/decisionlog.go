@@ -1,6 +1,6 @@
 // Package decisionlog writes the gate's decision log: one JSON line per run
-// attempt, allowed or refused, for SIEMs and log shippers (issue 20,
-// docs/DECISIONS.md, docs/adr/0026-decision-log.md).
+// attempt, allowed or refused, for SIEMs and log shippers
+// (docs/DECISIONS.md, docs/adr/0026-decision-log.md).
 //
 // # Bounded
 //

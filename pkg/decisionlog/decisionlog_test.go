@@ -155,9 +155,9 @@ func TestCapProperty(t *testing.T) {
 // TestConcurrentWritersNeverTear: writers with their own descriptors (as
 // separate processes have: flock locks an open file description) append
 // and rotate at once; every line stays whole, no file is over the cap,
-// and with room for all of them, every line is there exactly once (issue
-// 29: a writer that found the file rotated under it 16 times dropped its
-// line).
+// and with room for all of them, every line is there exactly once
+// (docs/adr/0037-a-decision-log-that-never-drops-a-line.md: a writer that
+// found the file rotated under it 16 times dropped its line).
 func TestConcurrentWritersNeverTear(t *testing.T) {
 	const writers, each = 8, 200
 	for _, tc := range []struct {

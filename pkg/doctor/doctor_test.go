@@ -208,7 +208,7 @@ func TestCorrectDeploymentIsClean(t *testing.T) {
 
 // A [bridge] table whose bridges are off (no slack_channel, no
 // github_repo) names files nothing reads: their absence is no finding
-// (issue 29: DEPLOYMENT's "only with bridges" snippet, pasted, was a
+// (DEPLOYMENT's "only with bridges" snippet, pasted, was once a
 // critical).
 func TestBridgeFilesOfABridgeThatIsOff(t *testing.T) {
 	d := deployment(t, "")

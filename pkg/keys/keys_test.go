@@ -114,7 +114,7 @@ func TestLoadRefusesInsecureModes(t *testing.T) {
 }
 
 // The message says who may do what: a 0640 key is one its group may read,
-// not one "others" may (issue 29), and the fix takes away just that.
+// not one "others" may, and the fix takes away just that.
 func TestInsecureErrorNamesWhoMay(t *testing.T) {
 	for _, tc := range []struct {
 		mode os.FileMode

@@ -20,7 +20,7 @@ func (a API) ReceiptsShow(_ context.Context, req api.ReceiptsShowRequest) (*api.
 	}
 	r := &api.ReceiptsShowResult{Entries: make([]*api.ReceiptEntry, len(found))}
 	for i, rc := range found {
-		// For an intent, why it was allowed (issue 20; not signed:
+		// For an intent, why it was allowed (not signed:
 		// derived from what is).
 		r.Entries[i] = &api.ReceiptEntry{FormatVersion: FormatVersion, Receipt: rc, Explanation: receipts.Explain(rc)}
 		if a.Redact {

@@ -14,11 +14,11 @@ import (
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// decisionRecord is one run attempt's line in the decision log (issue 20,
-// docs/DECISIONS.md): written once, when the intent receipt of an allowed
+// decisionRecord is one run attempt's line in the decision log
+// (docs/DECISIONS.md): written once, when the intent receipt of an allowed
 // run is durable, or when run returns without one. It carries ids,
-// principals and digests, never a parameter, an argv, an environment
-// value or a file's content.
+// principals and digests, never a parameter, an argv, an environment value
+// or a file's content.
 type decisionRecord struct {
 	f      *Env
 	ID     string

@@ -44,7 +44,7 @@ func (e *noJournalError) Error() string { return noReceipts(e.path, true) }
 
 // noReceipts is how list and replay report a journal with no entry: an
 // empty or absent journal is one nothing has run against yet, which is no
-// error (issue 29).
+// error.
 func noReceipts(journal string, absent bool) string {
 	if absent {
 		return fmt.Sprintf("no receipts yet: %s does not exist", journal)

@@ -484,7 +484,7 @@ type CheckpointDoc struct {
 // --json: a DSSE envelope, or a document holding one in "envelope". Only
 // the envelope is used: what the document says beside it is not signed.
 func DecodeCheckpoint(b []byte) (*approval.Envelope, error) {
-	// Either form is read strictly (issue 19): exact keys, no duplicates,
+	// Either form is read strictly: exact keys, no duplicates,
 	// nothing after the value. Only the envelope is trusted.
 	var probe struct {
 		FormatVersion *int `json:"format_version"`

@@ -92,7 +92,8 @@ func (d *deployment) connectEliciting(t *testing.T, who string, url bool, versio
 }
 
 // A wait on a decision that needs a human shows the agent's user the
-// approval page, as a URL elicitation (issue 31), and says when it is
+// approval page, as a URL elicitation
+// (docs/adr/0047-mcp-http-limits-tls-origin-body.md), and says when it is
 // decided; never a form, which the agent's own client could answer. A
 // client without URL mode, or a deployment without a page, is asked
 // nothing.

@@ -24,12 +24,13 @@ import (
 
 // A wait on a decision that needs a human, asked by the TypeScript SDK's
 // Client over the service's MCP over HTTP, shows the approval page as a
-// URL elicitation the SDK takes (issue 31): one elicitation/create, mode
-// url, its URL the plan's page, no form anywhere on the wire; once an
-// approver decides, and not before, the SDK hears
-// notifications/elicitation/complete for it, and the wait ends approved.
-// A client that declares form mode only ({form: {}}, or {}, which the SDK
-// and the specification read as form) is asked nothing: the wait reports
+// URL elicitation the SDK takes
+// (docs/adr/0047-mcp-http-limits-tls-origin-body.md): one
+// elicitation/create, mode url, its URL the plan's page, no form anywhere
+// on the wire; once an approver decides, and not before, the SDK hears
+// notifications/elicitation/complete for it, and the wait ends approved. A
+// client that declares form mode only ({form: {}}, or {}, which the SDK and
+// the specification read as form) is asked nothing: the wait reports
 // progress and ends pending.
 //
 // TestWaitElicitsTheApprovalPage is the same over the go-sdk's client:

@@ -26,11 +26,11 @@ import (
 const inspectorVersion = "2.12.0"
 
 // The MCP Inspector's CLI (`npx @modelcontextprotocol/inspector --cli URL
-// --method tools/list --header "Authorization: Bearer …"`, as issue 31
-// tried it) connects with an access token a real authorization server
-// issued, or with a static token of the tokens file, and lists the tools
-// of the token's scope; without a token it ends at once, saying it needs
-// an OAuth flow it cannot run without a TTY.
+// --method tools/list --header "Authorization: Bearer …"`) connects with an
+// access token a real authorization server issued, or with a static token
+// of the tokens file, and lists the tools of the token's scope; without a
+// token it ends at once, saying it needs an OAuth flow it cannot run
+// without a TTY.
 func TestInspectorCLIListsTools(t *testing.T) {
 	node, launcher := inspectorOrSkip(t)
 	r := startASResource(t)

@@ -505,7 +505,7 @@ const approvalInput = "approval_page"
 
 // elicitApproval, for a client that takes URL-mode elicitation, shows
 // the agent's user the plan's approval page when a wait starts on a
-// decision that needs a human (issue 31, docs/adr/0048-approval-page.md):
+// decision that needs a human (docs/adr/0048-approval-page.md):
 // a link, never a form, since what an approver decides there is signed by
 // the approver's own passkey, which neither the agent nor its client can
 // answer for. Nothing is asked when the deployment serves no page, the

@@ -7,7 +7,7 @@ import (
 
 // The bridges' HTTP client takes no proxy from anyone's environment: a
 // caller's HTTPS_PROXY once routed the real GitHub and Slack tokens through
-// a proxy of the caller's (issue 15).
+// a proxy of the caller's.
 func TestBridgeClientTakesNoProxy(t *testing.T) {
 	t.Setenv("HTTPS_PROXY", "http://127.0.0.1:9")
 	t.Setenv("HTTP_PROXY", "http://127.0.0.1:9")

@@ -371,7 +371,7 @@ func (Backend) ServeMCP(ctx context.Context, b mcpapi.Backend, allowRun bool, in
 	}
 	// StdioTransport, not the SDK's IOTransport alone: it answers a
 	// malformed line instead of ending the session, and answers every
-	// request read before stdin ended before the session ends (issue 16).
+	// request read before stdin ended before the session ends.
 	err = srv.Run(ctx, mcpserver.StdioTransport(in, out))
 	if errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
 		return nil

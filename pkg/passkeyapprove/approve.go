@@ -1,11 +1,10 @@
 // Package passkeyapprove is the service's side of an approval made on the
-// approval page with an approver's passkey (issue 30,
-// docs/adr/0048-approval-page.md): it issues the v2 statement an
-// assertion signs, with a nonce of its own, and admits the
-// approval.PasskeyDecision the page's server signed with its bridge key
-// only once the nonce is this service's, for exactly that statement,
-// unspent and unexpired, and the assertion verifies in the gate as run
-// will verify it.
+// approval page with an approver's passkey
+// (docs/adr/0048-approval-page.md): it issues the v2 statement an assertion
+// signs, with a nonce of its own, and admits the approval.PasskeyDecision
+// the page's server signed with its bridge key only once the nonce is this
+// service's, for exactly that statement, unspent and unexpired, and the
+// assertion verifies in the gate as run will verify it.
 //
 // Its state is files of the service's state directory, each created whole
 // and exclusively (durable.CreateOnce), so that it survives a restart and a

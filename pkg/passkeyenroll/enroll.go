@@ -1,5 +1,5 @@
-// Package passkeyenroll enrols a principal's passkey (issue 30,
-// docs/adr/0043-passkey-assertions-as-evidence.md): a WebAuthn
+// Package passkeyenroll enrols a principal's passkey
+// (docs/adr/0043-passkey-assertions-as-evidence.md): a WebAuthn
 // registration ceremony, authorised by the principal's key (a signed
 // enrolment request) or by a one-time code an operator issued, verified
 // with github.com/go-webauthn/webauthn. It ends with the credential's id

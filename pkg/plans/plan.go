@@ -85,7 +85,7 @@ func plan(d *Deps, o api.PlanRequest, dg operations.Digester) (*operations.Plan,
 	}
 	// The policy loads with a key or without one (--dry-run): a dry run
 	// that passed where the plan itself fails on a broken trust policy
-	// would tell the agent its invocation is fine (issue 29).
+	// would tell the agent its invocation is fine.
 	policy, err := rn.Policy(c)
 	if err != nil {
 		return nil, false, err
@@ -131,7 +131,7 @@ func plan(d *Deps, o api.PlanRequest, dg operations.Digester) (*operations.Plan,
 		return nil, false, err
 	}
 	if op.Precondition != nil {
-		// The check runs now and its output is bound (issue 22).
+		// The check runs now and its output is bound.
 		if err := bindPrecondition(rn, reg, op, plan, req, signer, actor.ID, st); err != nil {
 			return nil, false, err
 		}

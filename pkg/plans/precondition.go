@@ -12,7 +12,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/store"
 )
 
-// Preconditions (issue 22, docs/adr/0025-preconditions.md): plan runs an
+// Preconditions (docs/adr/0025-preconditions.md): plan runs an
 // operation's precondition check through the run order (pkg/runner) to
 // learn the digest of its output, which the plan then binds; run runs it
 // again before anything is consumed (runner.Runner.Run).

@@ -33,7 +33,7 @@ type Report struct {
 	now          time.Time
 }
 
-// explain answers "why would this be allowed?" before a run (issue 20).
+// explain answers "why would this be allowed?" before a run.
 func (s *Report) explain() *approval.Explanation {
 	return approval.ExplainDecision(s.Decision, s.op, s.policyDigest, len(s.Problems), s.Refusal, s.now)
 }
@@ -82,7 +82,8 @@ func judge(rn *runner.Runner, pc *runner.PlanContext, dg operations.Digester, no
 	if err != nil {
 		return nil, problems, err
 	}
-	// The break-glass history, as run reads it (issue 22).
+	// The break-glass history, as run reads it
+	// (docs/adr/0028-break-glass.md).
 	hist, histProblems, err := runner.BreakGlassHistory(pc.Store, pc.Policy, pc.Plan.Fingerprint, evidence)
 	if err != nil {
 		return nil, problems, err
@@ -93,7 +94,7 @@ func judge(rn *runner.Runner, pc *runner.PlanContext, dg operations.Digester, no
 	}
 	dec, gateErr := approval.Evaluate(approval.Input{
 		Plan: pc.Envelope, Evidence: evidence, Unreadable: append(runner.ProblemStrings(problems), histProblems...), Policy: pc.Policy, Op: pc.Op, Now: now, Used: used, BreakGlass: hist, SignCounts: counts,
-		// status does not run the precondition check; run does (issue 22).
+		// status does not run the precondition check; run does.
 		PreconditionUnchecked: true,
 	})
 	if err := pc.Reality(rn, dg); err != nil {
@@ -136,8 +137,9 @@ func (s *Report) Result(formatVersion int) *api.StatusResult {
 		Problems:      nonNil(s.Problems),
 		FormatVersion: formatVersion,
 		Plan:          s.Plan,
-		// What the approver approves the world as (issue 22); status
-		// does not run the check, run does.
+		// What the approver approves the world as
+		// (docs/adr/0025-preconditions.md); status does not run the check,
+		// run does.
 		Precondition: s.Plan.Precondition,
 		Refusal:      s.Refusal,
 		Explanation:  s.explain(),

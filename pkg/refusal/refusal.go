@@ -44,15 +44,15 @@ const (
 	OperationUnavailable Code = "operation_unavailable"
 	// Frozen: a freeze of the trust policy covers the operation now and
 	// no principal with the freeze role granted the plan through it
-	// (issue 22, docs/adr/0021-freezes.md).
+	// (docs/adr/0021-freezes.md).
 	Frozen Code = "frozen"
 	// PreconditionChanged: the operation's precondition check, run again
 	// before anything is consumed, does not give the output the plan
-	// binds, or could not run (issue 22, docs/adr/0025-preconditions.md).
+	// binds, or could not run (docs/adr/0025-preconditions.md).
 	PreconditionChanged Code = "precondition_changed"
 	// BreakGlassUnreviewed: the principal breaking glass did so before
-	// and no reviewer has reviewed that run yet (issue 22,
-	// docs/adr/0028-break-glass.md).
+	// and no reviewer has reviewed that run yet
+	// (docs/adr/0028-break-glass.md).
 	BreakGlassUnreviewed Code = "break_glass_unreviewed"
 )
 

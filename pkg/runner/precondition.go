@@ -15,7 +15,7 @@ import (
 	"github.com/prod-write/prod-write/pkg/refusal"
 )
 
-// Preconditions (issue 22, docs/adr/0025-preconditions.md): an operation
+// Preconditions (docs/adr/0025-preconditions.md): an operation
 // may name a read-only check whose stdout's digest its plans bind. The
 // check is a plan of its own (a non-mutating operation, signed by the same
 // planner) and runs through [Runner.Run] like any other: the same reality

@@ -42,7 +42,7 @@ func (pc *PlanContext) Reality(r *Runner, d operations.Digester) error {
 	}
 	if pre := pc.Plan.Precondition; pre != nil {
 		// The precondition is not read from the file system: run runs
-		// the check again and the gate judges its output (issue 22).
+		// the check again and the gate judges its output.
 		now.Precondition = pre
 		now.Fingerprint = operations.Fingerprint(&now.Bound)
 	}

@@ -170,7 +170,7 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	// approval if there is one, and is otherwise refused as the gate
 	// refuses any spent approval (docs/adr/0015-idempotent-consumption.md).
 	// The precondition check runs again before anything is consumed; the
-	// gate judges what it saw (issue 22, precondition.go). Not before the
+	// gate judges what it saw (precondition.go). Not before the
 	// gate has judged everything else: a plan nobody approved (or one
 	// vetoed, withdrawn, frozen) must not make the service run its check.
 	if pc.Plan.Precondition != nil {
@@ -189,8 +189,8 @@ func (r *Runner) Run(fp string) (ran *Ran, err error) {
 	// The run id is written into the consumption, so that a retried write
 	// whose reply was lost finds its own use rather than spending another.
 	runID := receipts.NewRunID(r.Now())
-	// The break-glass history of whoever broke glass on this plan (issue
-	// 22, breakglass.go); unreadable parts refuse like unreadable evidence.
+	// The break-glass history of whoever broke glass on this plan
+	// (breakglass.go); unreadable parts refuse like unreadable evidence.
 	hist, histProblems, err := BreakGlassHistory(pc.Store, pc.Policy, pc.Plan.Fingerprint, evidence)
 	if err != nil {
 		return nil, err

@@ -339,7 +339,7 @@ func LoadIdentity(c *config.Config, p *approval.Policy) (*keys.Private, *approva
 
 // JournalHost is the host a journal's receipts and checkpoints name: the
 // configured host, or else the machine's hostname, so that one host's
-// journal never verifies as another's (issue 19).
+// journal never verifies as another's.
 func JournalHost(configured string) string {
 	if configured != "" {
 		return configured

@@ -20,10 +20,10 @@ func mkdirMode(t *testing.T, dir string, mode os.FileMode) string {
 	return dir
 }
 
-// The socket's directory is configuration, and serve is privileged
-// (issue 29): a missing one is created 0755 whatever the umask, and one
-// that another account could write, own or plant in the way is refused
-// before anything is bound, chmod'ed or created in it.
+// The socket's directory is configuration, and serve is privileged: a
+// missing one is created 0755 whatever the umask, and one that another
+// account could write, own or plant in the way is refused before anything
+// is bound, chmod'ed or created in it.
 func TestListenSocketDir(t *testing.T) {
 	old := syscall.Umask(0o077) // as serve runs
 	t.Cleanup(func() { syscall.Umask(old) })

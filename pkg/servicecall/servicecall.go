@@ -219,7 +219,7 @@ func (s *State) openSecret(name string) (*os.File, error) {
 // key again, never prod-write.toml (its listeners, paths and backends are
 // the service's from its start), so a change there, such as a new
 // service.mcp_listen, needs a restart. Said plainly rather than half
-// applied (issue 29).
+// applied.
 func (s *State) ConfigChanged(started []byte) {
 	now, err := os.ReadFile(s.Cfg.Path)
 	if err != nil || bytes.Equal(now, started) {

@@ -8,7 +8,7 @@ import (
 )
 
 // BreakGlassKey is the key under which a principal's break-glass records
-// and the reviews of them are kept (issue 22, docs/adr/0028-break-glass.md):
+// and the reviews of them are kept (docs/adr/0028-break-glass.md):
 // a fingerprint-shaped key no plan can have (its preimage is in a domain of
 // its own), so every backend keeps them as it keeps evidence, with the same
 // never-overwrite rule, and the query by principal is one read of that key.

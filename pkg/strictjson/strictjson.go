@@ -1,5 +1,6 @@
 // Package strictjson decodes signed JSON payloads as an independent,
-// strict verifier in another language would read them (issue 19).
+// strict verifier in another language would read them
+// (docs/REPLAY.md, "Strict decoding").
 //
 // encoding/json matches object keys to struct fields case-insensitively,
 // lets the last of two equal keys win, reads null into an int as 0, turns

@@ -1,6 +1,6 @@
 // Package tlogwitness sends the receipts log's checkpoints to witnesses
 // by the C2SP tlog-witness protocol (https://c2sp.org/tlog-witness) and
-// keeps the cosignatures they return (issue 32, ADR 0044, "Witnesses").
+// keeps the cosignatures they return (ADR 0044, "Witnesses").
 //
 // A witness's answers are input from a party the service does not
 // control: bodies are bounded, requests time out, redirects are not

@@ -7,7 +7,7 @@ import (
 )
 
 // --version says which build this is, from the build info: never just
-// "dev" (issue 18).
+// "dev".
 func TestVersionFromBuildInfo(t *testing.T) {
 	v := buildVersion()
 	if v == "" || v == "dev" || strings.HasPrefix(v, "unknown") {
@@ -19,8 +19,8 @@ func TestVersionFromBuildInfo(t *testing.T) {
 }
 
 // A build from a clone with no tag never says "(devel)" when it has VCS
-// information: it gets the pseudo-version go 1.24 and later would stamp
-// (issue 29), so the same commit has one version whatever built it.
+// information: it gets the pseudo-version go 1.24 and later would stamp, so
+// the same commit has one version whatever built it.
 func TestVersionOfBuildInfo(t *testing.T) {
 	const (
 		full = "3a82b24f89fc8abf06bb61f9b3625e5a15f16827"

@@ -1,5 +1,5 @@
-// Package approvalpage is the approval page (issue 30,
-// docs/adr/0048-approval-page.md): a bridge that shows an approver one
+// Package approvalpage is the approval page
+// (docs/adr/0048-approval-page.md): a bridge that shows an approver one
 // plan, from the same bridge.View the Slack and GitHub bridges show, and
 // has the approver's own passkey sign the decision.
 //

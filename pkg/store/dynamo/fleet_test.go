@@ -68,8 +68,7 @@ func intents(t *testing.T, hosts []*testservers.Deployment) int {
 
 // Three runner hosts (separate state directories, runner keys and
 // journals) on one table: 64 runs released at once execute a single-use
-// approval exactly once, and a 5-use Gera go exactly five times (issue
-// 17).
+// approval exactly once, and a 5-use Gera go exactly five times.
 func TestThreeHostRace(t *testing.T) {
 	bin := testservers.Binary(t)
 	for _, c := range []struct {

@@ -591,7 +591,8 @@ func together(n int, f func() error) []error {
 }
 
 // A principal's break-glass records and reviews are found by the
-// principal, and only its own; like evidence, never overwritten (issue 22).
+// principal, and only its own; like evidence, never overwritten
+// (docs/adr/0028-break-glass.md).
 func testBreakGlassByPrincipal(t *testing.T, s store.Store) {
 	if recs, problems, err := store.BreakGlass(s, "alice"); err != nil || len(recs) != 0 || len(problems) != 0 {
 		t.Fatalf("BreakGlass of nobody's = %v, %v, %v; want empty", recs, problems, err)
