@@ -156,7 +156,7 @@ pattern = "[0-9]+"
 `)
 
 // benchOp parses benchRegistry and writes it into dir's registry, which
-// replay judges the definitions by (issue 19).
+// replay judges the definitions by.
 func benchOp(dir string) (*operations.Operation, error) {
 	ops, err := operations.Parse("bench.toml", benchRegistry)
 	if err != nil {

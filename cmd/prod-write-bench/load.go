@@ -36,13 +36,14 @@ var (
 	loadHostile = flag.Int("load-hostile", 200, "hostile clients of the load row on the MCP port: half slow (a header or a body a byte at a time, or idle), half junk bearer tokens in a loop")
 )
 
-// The goals of issue 49's load figure.
+// The goals of the load figure (docs/PERFORMANCE.md, "Load: 200 agents
+// and 200 hostile clients").
 const (
 	loadWakeGoal = 100 * time.Millisecond // p99, from a gera go's answer to its waiter returning
 	loadRSSGoal  = 200 << 20              // the service's peak resident memory, bytes
 )
 
-// benchLoad is issue 49's load figure: one runner service, and all at once
+// benchLoad is the load figure: one runner service, and all at once
 // -load-agents agents, half over its socket (each call a prod-write
 // process, as an agent runs it) and half over MCP HTTP (the go-sdk's
 // client, as a hosted agent's gateway), each with a principal and key of

@@ -39,7 +39,7 @@ var (
 	nReceipts      = flag.Int("receipts", 1_000_000, "receipts replayed")
 	baseline       = flag.String("baseline", "", "another prod-write binary to measure side by side in the replay rows and, as the client of the same service, the run-service row (before/after)")
 	rounds         = flag.Int("rounds", 3, "interleaved rounds of the replay rows")
-	witnessCadence = flag.Bool("witness-cadence", false, "in the service rows, configure a witness (that refuses connections) sent the head's checkpoint every turn: the service keeps the tree and signs its note (issue 32's append latency with the tree)")
+	witnessCadence = flag.Bool("witness-cadence", false, "in the service rows, configure a witness (that refuses connections) sent the head's checkpoint every turn: the service keeps the tree and signs its note (the append latency with the tree: docs/PERFORMANCE.md, \"The journal's tree\")")
 	stateUnder     = flag.String("state-under", "", "comma-separated `SIZES` of journal the replay-state row's state stands on (default: a tenth of -receipts, and -receipts)")
 	replayModes    = flag.String("replay-modes", "", "run only the replay row's modes matching this `REGEX` (replay --json, replay (table), receipts list --json…): at 10M receipts each takes minutes")
 	spacing        = flag.Duration("spacing", time.Second, "time from one run to the next in the generated journals of the replay rows (ADR 0053: replay remembers a record for its life and a run id for a day; 1ms packs a million receipts into eight minutes, where nothing is forgotten)")
@@ -305,9 +305,10 @@ func configureService(dir string, extra ...string) (sock, client string) {
 		fmt.Fprintln(cfg, l)
 	}
 	if *witnessCadence {
-		// Issue 32's "with the tree": the service keeps the journal's
-		// tree, signs the head's note at every turn and sends it, to a
-		// witness that refuses the connection (nothing waits on it).
+		// "With the tree" (docs/PERFORMANCE.md, "The journal's tree"): the
+		// service keeps the journal's tree, signs the head's note at every
+		// turn and sends it, to a witness that refuses the connection
+		// (nothing waits on it).
 		fmt.Fprintf(cfg, "witness_every = 1\nwitness_interval = \"1s\"\n\n[[witness]]\nname = \"bench.witness\"\nurl = \"http://127.0.0.1:1\"\n")
 		_, vkey, err := note.GenerateKey(rand.Reader, "bench.witness")
 		if err != nil {

@@ -96,9 +96,9 @@ func (c *passkeyCast) passkeyApproval(auth *passkeytest.Authenticator, plan *ope
 
 // benchPasskey times the gate verifying a passkey approval against the
 // gate verifying alice's ed25519-signed approval of the same plan and
-// record, and a bare ed25519.Verify (issue 30: within 2× of a plain ed25519
-// verification). All three run in one goroutine, in interleaved rounds, so
-// drift hits them alike.
+// record, and a bare ed25519.Verify (docs/PERFORMANCE.md, "passkey": within
+// 2× of a plain ed25519 verification). All three run in one goroutine, in
+// interleaved rounds, so drift hits them alike.
 func benchPasskey(dir string) result {
 	const rounds = 7
 	c, err := newPasskeyCast()
@@ -242,10 +242,10 @@ func p256Rate() float64 {
 // benchReplayPasskey replays a journal whose approvals are all passkey
 // decisions against docs/DESIGN.md §15's limit for it: ed25519 and P-256
 // verification across all cores, each at its own rate, over the
-// signatures of each kind a receipt carries (issue 30: at least 0.8×).
-// Both rates are measured right before and right after each replay and
-// averaged: a replay takes some 20 s here, long enough for other load on a
-// shared machine to come or go while it runs.
+// signatures of each kind a receipt carries (at least 0.8×). Both rates are
+// measured right before and right after each replay and averaged: a replay
+// takes some 20 s here, long enough for other load on a shared machine to
+// come or go while it runs.
 func benchReplayPasskey(dir string) result {
 	journal := filepath.Join(dir, "state", "journal", "receipts.jsonl")
 	if err := os.MkdirAll(filepath.Dir(journal), 0o700); err != nil {

@@ -15,13 +15,13 @@ import (
 	"github.com/prod-write/prod-write/receipts"
 )
 
-// benchReplayState is issue 32's incremental replay: replay --state of
-// *stateNew receipts on top of a journal of *nReceipts, with the runner's
-// checkpoint note of the head (the resumed replay then reads the journal
-// from the state's offset only), beside the same on top of a tenth of
-// the journal: time and memory must not grow with what the state stands
-// on. The same resume without the note, which reads and hashes the
-// prefix again, is printed for comparison.
+// benchReplayState is the replay-state figure (docs/PERFORMANCE.md): replay
+// --state of *stateNew receipts on top of a journal of *nReceipts, with the
+// runner's checkpoint note of the head (the resumed replay then reads the
+// journal from the state's offset only), beside the same on top of a tenth
+// of the journal: time and memory must not grow with what the state stands
+// on. The same resume without the note, which reads and hashes the prefix
+// again, is printed for comparison.
 func benchReplayState(dir string) result {
 	r := result{name: fmt.Sprintf("replay --state of %d new receipts (s)", *stateNew), goal: "< 2 s, memory independent of the journal", met: true}
 	stateKey := filepath.Join(dir, "ci.key")

@@ -1,5 +1,5 @@
 // Command prod-write-mutants checks that every security-critical defence is
-// held by a test that fails without it (issue 23): for each mutant of
+// held by a test that fails without it: for each mutant of
 // testdata/mutants/*.toml it turns one defence off in a scratch copy of the
 // module, runs the tests that should catch it, and fails naming each
 // mutant that survives. `make mutants` runs it.

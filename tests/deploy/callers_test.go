@@ -1,8 +1,8 @@
 package deploy
 
 // What a caller hands the runner service, tried as an agent and as an
-// account with no key would (issue 28,
-// docs/adr/0036-the-service-never-waits-on-a-caller.md): a paused
+// account with no key would
+// (docs/adr/0036-the-service-never-waits-on-a-caller.md): a paused
 // terminal, a stopped or killed client, a client that never reads, every
 // slot it may take, a bind mount in a user namespace of its own, and the
 // plans it may not read.

@@ -65,14 +65,13 @@ done
 cd "$CLONE"
 `
 
-// The section "Without systemd" of docs/DEPLOYMENT.md, run as it stands
-// (issue 29): the setup blocks, the configuration, the run script a
-// supervisor starts (setpriv, the three capabilities, the socket's
-// directory made by it), started, reloaded and stopped as on a host with
-// no supervisor at all (its pid in root's file), and the first approved
-// run, which ends with replay exiting 0. The documented stop comes last,
-// while a run is in progress: it returns once the service has exited, that
-// run's outcome written.
+// The section "Without systemd" of docs/DEPLOYMENT.md, run as it stands:
+// the setup blocks, the configuration, the run script a supervisor starts
+// (setpriv, the three capabilities, the socket's directory made by it),
+// started, reloaded and stopped as on a host with no supervisor at all (its
+// pid in root's file), and the first approved run, which ends with replay
+// exiting 0. The documented stop comes last, while a run is in progress: it
+// returns once the service has exited, that run's outcome written.
 func TestWithoutSystemdAsDocumented(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: the documented deployment runs only as root (CI runs as root): it creates accounts and mounts")
@@ -296,7 +295,7 @@ DOC_RELOAD
 
 // The unit's bounding and ambient sets, the run script's without systemd,
 // and what the documentation says the service holds are the same three
-// capabilities (issue 29: the docs said two while the unit held three).
+// capabilities (the docs once said two while the unit held three).
 // Runs as any user.
 func TestCapabilitiesAgree(t *testing.T) {
 	unit, err := os.ReadFile("../../packaging/systemd/prod-write.service")
@@ -342,7 +341,7 @@ func TestCapabilitiesAgree(t *testing.T) {
 // oneCommandMarker precedes the one command of "In one command".
 const oneCommandMarker = "<!-- tested: tests/deploy runs this one command -->"
 
-// "In one command" of docs/DEPLOYMENT.md, run as it stands (issue 29): the
+// "In one command" of docs/DEPLOYMENT.md, run as it stands: the
 // setup block's steps 1 and 2 (the accounts and the binaries), then the
 // one command, then the history record and doctor as the agent (the lines
 // the command prints),

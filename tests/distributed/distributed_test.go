@@ -1,6 +1,6 @@
 // Package distributed runs docs/DISTRIBUTED.md's step-by-step block as it
 // stands, against dynalite and versitygw, so that what a new operator
-// types works (issue 17), as tests/readme does for the README.
+// types works, as tests/readme does for the README.
 package distributed
 
 import (

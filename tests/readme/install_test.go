@@ -53,7 +53,7 @@ func TestMakeInstall(t *testing.T) {
 		}
 		version = strings.TrimSpace(strings.TrimPrefix(string(out), bin+" version "))
 	}
-	// The pages name the build the binaries are (issue 29: they said
+	// The pages name the build the binaries are (they once said
 	// "(devel)", since `go run` stamps no VCS information), and in a clone
 	// (not a worktree, whose .git is a file) that is its revision.
 	if want := `"prod-write ` + version + `"`; !strings.Contains(string(man), want) {

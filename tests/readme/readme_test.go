@@ -1,5 +1,5 @@
 // Package readme runs the README's usage block as it stands, so that it
-// stays true (issue 18).
+// stays true.
 package readme
 
 import (
