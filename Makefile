@@ -44,7 +44,7 @@ test: lint
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 ## test-stress: the test suite with two CPU-burning processes beside it, as
-## on a loaded CI machine (issue 29): a test that waits for a fixed time
+## on a loaded CI machine: a test that waits for a fixed time
 ## rather than for its event fails here first.
 test-stress:
 	./scripts/test-stress.sh
@@ -89,7 +89,7 @@ lint:
 ## docs/CONFIG.md (a test checks that the generation keeps every key). Built
 ## with VCS stamping, as `build` is, so that the pages name the revision:
 ## built, not `go run`, which stamps no VCS information whatever -buildvcs
-## says, so the pages said "(devel)" (issue 29).
+## says, so the pages said "(devel)".
 man:
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o bin/ ./cmd/prod-write-docs
 	bin/prod-write-docs man docs/man
@@ -104,7 +104,7 @@ screenshots:
 	PROD_WRITE_REQUIRE_SERVERS=1 PROD_WRITE_SCREENSHOTS=$(CURDIR)/bin/screenshots $(GO) test -count=1 -run '^TestApprovalPageInChromium$$' ./pkg/cli
 
 ## mutants: turn each security-critical defence of testdata/mutants/*.toml
-## off in a scratch copy and check that its tests fail (issue 23).
+## off in a scratch copy and check that its tests fail.
 mutants:
 	./scripts/test-deps.sh
 	PROD_WRITE_REQUIRE_SERVERS=1 $(GO) run ./cmd/prod-write-mutants $(MUTANTS)

@@ -18,14 +18,14 @@
 #   @modelcontextprotocol/sdk  (npm)  .cache/node_modules/@modelcontextprotocol/sdk
 # Keep its version in step with pkg/mcpserver's oauth_ts_test.go (tsSDKVersion).
 #
-# And against the MCP Inspector's CLI, as issue 31 tried it:
+# And against the MCP Inspector's CLI:
 #   @modelcontextprotocol/inspector  (npm)  .cache/node_modules/@modelcontextprotocol/inspector
 # Keep its version in step with pkg/mcpserver's inspector_test.go
 # (inspectorVersion). Its package asks for node 22.19 or later; its CLI's
 # tools/list over HTTP runs on node 20 as well (npm warns EBADENGINE).
 #
 # The receipts log's witnesses are tested against a witness not written
-# here (issue 32, ADR 0044), the transparency-dev omniwitness, built from
+# here (ADR 0044), the transparency-dev omniwitness, built from
 # the module proxy at a pinned pseudo-version (the module has no release):
 #   omniwitness  (Go)  .cache/bin/omniwitness
 # Keep its version in step with pkg/testservers (OmniwitnessVersion).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test-stress: make test's suite with two CPU-burning processes beside
-# it on this machine's cores, as a loaded CI machine runs it (issue 29). The
+# it on this machine's cores, as a loaded CI machine runs it. The
 # burners are bounded in time and killed when the suite ends, however it
 # ends.
 set -euo pipefail
