@@ -40,7 +40,7 @@ func Doctor(ctx context.Context, env *localapi.Env, as string) (*DoctorResult, e
 	if c.Service.Socket != "" {
 		// Through the API's socket client, handing over no key and no
 		// environment.
-		served, err := localapi.Client{Env: env.Keyless()}.Ops(ctx)
+		served, err := localapi.ServiceClient{Env: env.Keyless()}.Ops(ctx)
 		digests := map[string]string{}
 		if err == nil {
 			for _, op := range served.Operations {

@@ -45,7 +45,7 @@ func TestNoticesAreDataEverywhere(t *testing.T) {
 
 	gotClient := collect(client)
 	fp = w.h.plan("noop", "--param", "name=beta")
-	if _, err := (localapi.Client{Env: &client.Env}).BreakGlass(ctx, api.BreakGlassRequest{Fingerprint: fp, Reason: "api down", Incident: "INC-2"}); err != nil {
+	if _, err := (localapi.ServiceClient{Env: &client.Env}).BreakGlass(ctx, api.BreakGlassRequest{Fingerprint: fp, Reason: "api down", Incident: "INC-2"}); err != nil {
 		t.Fatal(err)
 	}
 	wantWarning(t, "through the service", *gotClient)
@@ -83,7 +83,7 @@ func TestNoticesAreDataEverywhere(t *testing.T) {
 	var text bytes.Buffer
 	client.Notices, client.IO = nil, &IOStreams{Out: &bytes.Buffer{}, Err: &text}
 	fp = w.h.plan("noop", "--param", "name=delta")
-	if _, err := (localapi.Client{Env: &client.Env}).BreakGlass(ctx, api.BreakGlassRequest{Fingerprint: fp, Reason: "api down", Incident: "INC-4"}); err != nil {
+	if _, err := (localapi.ServiceClient{Env: &client.Env}).BreakGlass(ctx, api.BreakGlassRequest{Fingerprint: fp, Reason: "api down", Incident: "INC-4"}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(text.String(), "prod-write: warning: break-glass ") || strings.Count(text.String(), "\n") != 1 {

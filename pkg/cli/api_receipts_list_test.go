@@ -38,7 +38,7 @@ func TestAPIReceiptsListPages(t *testing.T) {
 	for _, im := range []struct {
 		name string
 		api  api.API
-	}{{"in-process", localapi.API{Env: &w.local.Env}}, {"socket", localapi.Client{Env: &w.client.Env}}} {
+	}{{"in-process", localapi.API{Env: &w.local.Env}}, {"socket", localapi.ServiceClient{Env: &w.client.Env}}} {
 		first, err := im.api.ReceiptsList(ctx, api.ReceiptsListRequest{})
 		if err != nil {
 			t.Fatalf("%s: %v", im.name, err)

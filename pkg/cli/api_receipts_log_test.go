@@ -47,7 +47,7 @@ func TestReceiptsProveVerifiesAlone(t *testing.T) {
 	for _, im := range []struct {
 		name string
 		api  api.API
-	}{{"in-process", localapi.API{Env: &w.local.Env}}, {"socket", localapi.Client{Env: &w.client.Env}}} {
+	}{{"in-process", localapi.API{Env: &w.local.Env}}, {"socket", localapi.ServiceClient{Env: &w.client.Env}}} {
 		// receipts checkpoint --note signs the head's tree: the root a
 		// proof in the whole journal is against.
 		head, err := im.api.ReceiptsCheckpoint(ctx, api.ReceiptsCheckpointRequest{Note: true})
@@ -231,7 +231,7 @@ func TestReceiptsConsistency(t *testing.T) {
 	for _, im := range []struct {
 		name string
 		api  api.API
-	}{{"in-process", localapi.API{Env: &w.local.Env}}, {"socket", localapi.Client{Env: &w.client.Env}}} {
+	}{{"in-process", localapi.API{Env: &w.local.Env}}, {"socket", localapi.ServiceClient{Env: &w.client.Env}}} {
 		r, err := im.api.ReceiptsConsistency(ctx, api.ReceiptsConsistencyRequest{Old: oldNote, New: newNote})
 		if err != nil {
 			t.Fatalf("%s: %v", im.name, err)

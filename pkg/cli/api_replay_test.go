@@ -52,7 +52,7 @@ func TestServiceReplaysOnlyItsOwnJournal(t *testing.T) {
 			}
 			var heard int
 			req.Each = func(api.ReplayVerdict) { heard++ }
-			_, err := localapi.Client{Env: &w.client.Env}.Replay(ctx, req)
+			_, err := localapi.ServiceClient{Env: &w.client.Env}.Replay(ctx, req)
 			var ue *localapi.UsageError
 			if ExitCode(err) != ExitUsage && !errors.As(err, &ue) {
 				t.Fatalf("the service replayed a request naming options: %v (exit %d)", err, ExitCode(err))
@@ -68,7 +68,7 @@ func TestServiceReplaysOnlyItsOwnJournal(t *testing.T) {
 		})
 	}
 	// With no option it is the service's replay; with them, the caller's.
-	if r, err := (localapi.Client{Env: &w.client.Env}).Replay(ctx, api.ReplayRequest{}); err != nil || !r.Summary.OK || r.Summary.Runs != 1 {
+	if r, err := (localapi.ServiceClient{Env: &w.client.Env}).Replay(ctx, api.ReplayRequest{}); err != nil || !r.Summary.OK || r.Summary.Runs != 1 {
 		t.Fatalf("the service's own replay: %+v, %v", r, err)
 	}
 	r, err := localapi.API{Env: &w.local.Env}.Replay(ctx, api.ReplayRequest{VSA: vsa, VSAKey: h.key("agent")})

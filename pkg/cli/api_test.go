@@ -221,7 +221,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		if _, ok := a.(localapi.API); ok {
 			return localapi.API{Env: &bridgeLocal.Env}
 		}
-		return localapi.Client{Env: &bridgeClient.Env}
+		return localapi.ServiceClient{Env: &bridgeClient.Env}
 	}
 	// A run, so that the journal has entries to show.
 	ran := w.h.plan("noop", "--param", "name=ran")
@@ -241,7 +241,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 		api  api.API
 	}{
 		{"in-process", localapi.API{Env: &w.local.Env}},
-		{"socket", localapi.Client{Env: &w.client.Env}},
+		{"socket", localapi.ServiceClient{Env: &w.client.Env}},
 	}
 	calls := []struct {
 		name string
@@ -657,7 +657,7 @@ func TestAPIAnswersAlikeEverywhere(t *testing.T) {
 			for j, im := range []struct {
 				name string
 				api  api.API
-			}{{"in-process", localapi.API{Env: &local.Env}}, {"socket", localapi.Client{Env: &client.Env}}} {
+			}{{"in-process", localapi.API{Env: &local.Env}}, {"socket", localapi.ServiceClient{Env: &client.Env}}} {
 				// A parameter of its own, so a plan of its own.
 				name := strings.Repeat(string(rune('a'+i)), 2) + []string{"local", "socket"}[j]
 				op := c.op
@@ -781,7 +781,7 @@ func TestAPIStatusRedactedForAKeylessCaller(t *testing.T) {
 			got <- answer{err: e}
 			return
 		}
-		r, err := localapi.Client{Env: &w.keyless.Env}.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
+		r, err := localapi.ServiceClient{Env: &w.keyless.Env}.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
 		got <- answer{r, err}
 	}()
 	a := <-got
@@ -799,7 +799,7 @@ func TestAPIStatusRedactedForAKeylessCaller(t *testing.T) {
 		}
 	}
 	// With the key, it is all there.
-	r, err = localapi.Client{Env: &w.client.Env}.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
+	r, err = localapi.ServiceClient{Env: &w.client.Env}.Status(context.Background(), api.StatusRequest{Fingerprint: fp})
 	if err != nil || r.Redacted || r.Plan == nil || r.Plan.Params["name"] != "secretive" {
 		t.Fatalf("status with the agent's key: %+v %v", r, err)
 	}
@@ -910,7 +910,7 @@ func TestAPIWritesRefuseAKeylessCaller(t *testing.T) {
 						got <- answer{err: e}
 						return
 					}
-					r, err := call(localapi.Client{Env: &f.Env})
+					r, err := call(localapi.ServiceClient{Env: &f.Env})
 					got <- answer{r, err}
 				}()
 				a := <-got
@@ -1011,7 +1011,7 @@ func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 	// Export restates every run whole: refused, and nothing sent.
 	var exported bytes.Buffer
 	_, err = asNobody(t, func() (*api.ReceiptsExportResult, error) {
-		return localapi.Client{Env: &w.keyless.Env}.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: true, Out: &exported})
+		return localapi.ServiceClient{Env: &w.keyless.Env}.ReceiptsExport(ctx, api.ReceiptsExportRequest{InToto: true, Out: &exported})
 	})
 	if r, ok := refusal.As(err); !ok || r.Code != refusal.PrincipalUnknown || exported.Len() != 0 {
 		t.Errorf("keyless receipts export: %v, and %d bytes sent; want refused principal_unknown and nothing", err, exported.Len())
@@ -1019,7 +1019,7 @@ func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 	// A plan's envelope and evidence (a bridge's DecisionData): refused,
 	// and nothing of the plan in the refusal.
 	dd, err := asNobody(t, func() (*api.DecisionDataResult, error) {
-		return localapi.Client{Env: &w.keyless.Env}.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: push})
+		return localapi.ServiceClient{Env: &w.keyless.Env}.DecisionData(ctx, api.DecisionDataRequest{Fingerprint: push})
 	})
 	if r, ok := refusal.As(err); !ok || r.Code != refusal.PrincipalUnknown || dd != nil {
 		t.Errorf("keyless decision data: %+v, %v; want refused principal_unknown", dd, err)
@@ -1038,7 +1038,7 @@ func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 	}
 	for _, id := range []string{"1", "2", "3", run, prefix} {
 		r, err := asNobody(t, func() (*api.ReceiptsShowResult, error) {
-			return localapi.Client{Env: &w.keyless.Env}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: id})
+			return localapi.ServiceClient{Env: &w.keyless.Env}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: id})
 		})
 		if err != nil {
 			t.Fatalf("receipts show %s without a key: %v", id, err)
@@ -1062,7 +1062,7 @@ func TestAPIReceiptsRedactedForAKeylessCaller(t *testing.T) {
 		}
 	}
 	// With the key, it is all there.
-	r, err := localapi.Client{Env: &w.client.Env}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"})
+	r, err := localapi.ServiceClient{Env: &w.client.Env}.ReceiptsShow(ctx, api.ReceiptsShowRequest{ID: "1"})
 	if err != nil || r.Entries[0].Redacted || r.Entries[0].Intent == nil || r.Entries[0].Intent.Plan == nil || r.Entries[0].Explanation == nil {
 		t.Fatalf("receipts show with the agent's key: %+v %v", r, err)
 	}

@@ -30,7 +30,7 @@ func completeRegistry(f *Factory) *operations.Registry {
 	if c.Service.Socket != "" {
 		// The API's registry, as the service sends it (each definition
 		// checked against its digest).
-		r, err := localapi.Client{Env: f.Keyless()}.Ops(context.Background())
+		r, err := localapi.ServiceClient{Env: f.Keyless()}.Ops(context.Background())
 		if err != nil {
 			return nil
 		}
@@ -130,7 +130,7 @@ func completeArgs(f *Factory, words ...[]string) cobra.CompletionFunc {
 		}
 		var a api.API = localapi.API{Env: &f.Env}
 		if c.Service.Socket != "" {
-			a = localapi.Client{Env: f.Keyless()}
+			a = localapi.ServiceClient{Env: f.Keyless()}
 		}
 		r, err := a.PlansComplete(cmd.Context(), api.PlansCompleteRequest{Prefix: toComplete})
 		if err != nil {

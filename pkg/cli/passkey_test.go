@@ -236,7 +236,7 @@ func TestPasskeyEnrollSnippetVerifiesInTheGate(t *testing.T) {
 func TestPasskeyEnrollThroughTheServiceByAStranger(t *testing.T) {
 	w := newAPIWorld(t)
 	ctx := context.Background()
-	stranger := localapi.Client{Env: &w.keyless.Env}
+	stranger := localapi.ServiceClient{Env: &w.keyless.Env}
 	_, err := asNobody(t, func() (*api.PasskeyCodeResult, error) {
 		return stranger.PasskeyCode(ctx, api.PasskeyCodeRequest{Principal: "alice"})
 	})

@@ -319,7 +319,7 @@ func replayRun(ctx context.Context, o *ReplayOptions) error {
 	var a api.API = localapi.API{Env: &f.Env}
 	if !req.HasOptions() {
 		if c, err := f.LoadConfig(); err == nil && c.Service.Socket != "" {
-			a = localapi.Client{Env: &f.Env}
+			a = localapi.ServiceClient{Env: &f.Env}
 		}
 	}
 	if localapi.IsArchiveURL(req.Path) && f.AWS == nil {

@@ -269,8 +269,8 @@ func DecodeArgs(op string, b []byte, v any) error {
 	return nil
 }
 
-// Client is the API of the runner service f's configuration names.
-type Client struct {
+// ServiceClient is the API of the runner service f's configuration names.
+type ServiceClient struct {
 	Env *Env
 	// WaitSlice bounds each of the service's waits a Wait asks for (0:
 	// serviceWaitMax): the MCP server reports progress after each.
@@ -279,7 +279,7 @@ type Client struct {
 
 // call makes call c of the runner service with req, handing over files,
 // and returns its result.
-func call[Req, Res any](ctx context.Context, a Client, c api.Call[Req, Res], req Req, files []handover) (*Res, error) {
+func call[Req, Res any](ctx context.Context, a ServiceClient, c api.Call[Req, Res], req Req, files []handover) (*Res, error) {
 	var r Res
 	if err := callInto(ctx, a, c, req, files, &r); err != nil {
 		return nil, err
@@ -288,7 +288,7 @@ func call[Req, Res any](ctx context.Context, a Client, c api.Call[Req, Res], req
 }
 
 // callInto is call decoding the result into r.
-func callInto[Req, Res any](ctx context.Context, a Client, c api.Call[Req, Res], req Req, files []handover, r *Res) error {
+func callInto[Req, Res any](ctx context.Context, a ServiceClient, c api.Call[Req, Res], req Req, files []handover, r *Res) error {
 	var args any = req
 	if _, none := args.(api.None); none {
 		args = nil
@@ -297,7 +297,7 @@ func callInto[Req, Res any](ctx context.Context, a Client, c api.Call[Req, Res],
 }
 
 // callWith is call handing over the caller's files too.
-func (a Client) callWith(ctx context.Context, op string, args any, files []handover, result any) error {
+func (a ServiceClient) callWith(ctx context.Context, op string, args any, files []handover, result any) error {
 	c, err := a.Env.LoadConfig()
 	if err != nil {
 		return err
@@ -313,7 +313,7 @@ func (a Client) callWith(ctx context.Context, op string, args any, files []hando
 	return err
 }
 
-func (a Client) Ops(ctx context.Context) (*api.OpsResult, error) {
+func (a ServiceClient) Ops(ctx context.Context) (*api.OpsResult, error) {
 	var r api.OpsResult
 	if err := callInto(ctx, a, api.CallOps, api.None{}, nil, &r); err != nil {
 		return nil, err
@@ -335,7 +335,7 @@ func RegistryOf(ops []*operations.Operation) (*operations.Registry, error) {
 	return operations.Decode(b)
 }
 
-func (a Client) OpsShow(ctx context.Context, req api.OpsShowRequest) (*api.OpsShowResult, error) {
+func (a ServiceClient) OpsShow(ctx context.Context, req api.OpsShowRequest) (*api.OpsShowResult, error) {
 	var r api.OpsShowResult
 	if err := callInto(ctx, a, api.CallOpsShow, req, nil, &r); err != nil {
 		return nil, err
@@ -352,15 +352,15 @@ func (a Client) OpsShow(ctx context.Context, req api.OpsShowRequest) (*api.OpsSh
 	return &api.OpsShowResult{Operation: op}, nil
 }
 
-func (a Client) PlansComplete(ctx context.Context, req api.PlansCompleteRequest) (*api.PlansCompleteResult, error) {
+func (a ServiceClient) PlansComplete(ctx context.Context, req api.PlansCompleteRequest) (*api.PlansCompleteResult, error) {
 	return call(ctx, a, api.CallPlansComplete, req, nil)
 }
 
-func (a Client) Whoami(ctx context.Context) (*api.WhoamiResult, error) {
+func (a ServiceClient) Whoami(ctx context.Context) (*api.WhoamiResult, error) {
 	return call(ctx, a, api.CallWhoami, api.None{}, nil)
 }
 
-func (a Client) Status(ctx context.Context, req api.StatusRequest) (*api.StatusResult, error) {
+func (a ServiceClient) Status(ctx context.Context, req api.StatusRequest) (*api.StatusResult, error) {
 	return call(ctx, a, api.CallStatus, api.StatusArgs{Fingerprint: req.Fingerprint}, nil)
 }
 
@@ -371,7 +371,7 @@ func (a Client) Status(ctx context.Context, req api.StatusRequest) (*api.StatusR
 // side (docs/adr/0038-one-typed-api.md).
 var (
 	_ api.API = API{}
-	_ api.API = Client{}
+	_ api.API = ServiceClient{}
 )
 
 // Reach returns the API this caller reaches: the service's when its
@@ -387,5 +387,5 @@ func (f *Env) Reach() (api.API, error) {
 	if c.Service.Socket == "" {
 		return API{Env: f}, nil
 	}
-	return Client{Env: f}, nil
+	return ServiceClient{Env: f}, nil
 }

@@ -50,10 +50,10 @@ func (a API) BreakGlassReview(_ context.Context, req api.BreakGlassReviewRequest
 	return breakGlassReview(a.Env, req)
 }
 
-func (a Client) BreakGlass(ctx context.Context, req api.BreakGlassRequest) (*api.BreakGlassResult, error) {
+func (a ServiceClient) BreakGlass(ctx context.Context, req api.BreakGlassRequest) (*api.BreakGlassResult, error) {
 	return call(ctx, a, api.CallBreakGlass, req, nil)
 }
 
-func (a Client) BreakGlassReview(ctx context.Context, req api.BreakGlassReviewRequest) (*api.BreakGlassReviewResult, error) {
+func (a ServiceClient) BreakGlassReview(ctx context.Context, req api.BreakGlassReviewRequest) (*api.BreakGlassReviewResult, error) {
 	return call(ctx, a, api.CallReview, req, nil)
 }

@@ -68,11 +68,11 @@ func bridgeRequest(req api.AnswerAttestedRequest) bridge.Request {
 	return bridge.Request{Fingerprint: req.Fingerprint, Record: req.Record, Verdict: req.Verdict, Reason: req.Reason, Channel: req.Channel, Issued: req.Issued}
 }
 
-func (a Client) AnswerAttested(ctx context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
+func (a ServiceClient) AnswerAttested(ctx context.Context, req api.AnswerAttestedRequest) (*api.AnswerAttestedResult, error) {
 	return call(ctx, a, api.CallAttested, req, nil)
 }
 
-func (a Client) DecisionData(ctx context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
+func (a ServiceClient) DecisionData(ctx context.Context, req api.DecisionDataRequest) (*api.DecisionDataResult, error) {
 	var r api.DecisionDataResult
 	if err := callInto(ctx, a, api.CallDecisionData, req, nil, &r); err != nil {
 		return nil, err

@@ -124,18 +124,18 @@ func (a API) Withdraw(_ context.Context, req api.WithdrawRequest) (*api.Withdraw
 	return &api.WithdrawResult{Written: api.Written{FormatVersion: FormatVersion, Kind: approval.KindWithdrawal, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "withdraw", Issued: w.Issued}}, nil
 }
 
-func (a Client) File(ctx context.Context, req api.FileRequest) (*api.FileResult, error) {
+func (a ServiceClient) File(ctx context.Context, req api.FileRequest) (*api.FileResult, error) {
 	return call(ctx, a, api.CallFile, req, nil)
 }
 
-func (a Client) Decide(ctx context.Context, req api.DecideRequest) (*api.DecideResult, error) {
+func (a ServiceClient) Decide(ctx context.Context, req api.DecideRequest) (*api.DecideResult, error) {
 	return call(ctx, a, api.CallDecide, req, nil)
 }
 
-func (a Client) Gera(ctx context.Context, req api.GeraRequest) (*api.GeraResult, error) {
+func (a ServiceClient) Gera(ctx context.Context, req api.GeraRequest) (*api.GeraResult, error) {
 	return call(ctx, a, api.CallGera, req, nil)
 }
 
-func (a Client) Withdraw(ctx context.Context, req api.WithdrawRequest) (*api.WithdrawResult, error) {
+func (a ServiceClient) Withdraw(ctx context.Context, req api.WithdrawRequest) (*api.WithdrawResult, error) {
 	return call(ctx, a, api.CallWithdraw, req, nil)
 }

@@ -38,6 +38,6 @@ func (a API) FreezeGrant(_ context.Context, req api.FreezeGrantRequest) (*api.Fr
 	return &api.FreezeGrantResult{Written: api.Written{FormatVersion: FormatVersion, Kind: approval.KindFreezeGrant, ID: id, Actor: pr.ID, Fingerprint: pc.Plan.Fingerprint, Verdict: "grant", Freeze: g.Freeze, Issued: now, Expires: g.Expires}}, nil
 }
 
-func (a Client) FreezeGrant(ctx context.Context, req api.FreezeGrantRequest) (*api.FreezeGrantResult, error) {
+func (a ServiceClient) FreezeGrant(ctx context.Context, req api.FreezeGrantRequest) (*api.FreezeGrantResult, error) {
 	return call(ctx, a, api.CallFreezeGrant, req, nil)
 }

@@ -164,22 +164,22 @@ func (a API) PasskeyAttested(_ context.Context, req api.PasskeyAttestedRequest) 
 		Credential: r.Credential, UserVerified: r.UserVerified}, nil
 }
 
-func (a Client) PasskeyCode(ctx context.Context, req api.PasskeyCodeRequest) (*api.PasskeyCodeResult, error) {
+func (a ServiceClient) PasskeyCode(ctx context.Context, req api.PasskeyCodeRequest) (*api.PasskeyCodeResult, error) {
 	return call(ctx, a, api.CallPasskeyCode, req, nil)
 }
 
-func (a Client) PasskeyEnrollBegin(ctx context.Context, req api.PasskeyEnrollBeginRequest) (*api.PasskeyEnrollBeginResult, error) {
+func (a ServiceClient) PasskeyEnrollBegin(ctx context.Context, req api.PasskeyEnrollBeginRequest) (*api.PasskeyEnrollBeginResult, error) {
 	return call(ctx, a, api.CallEnrollBegin, req, nil)
 }
 
-func (a Client) PasskeyEnrollFinish(ctx context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {
+func (a ServiceClient) PasskeyEnrollFinish(ctx context.Context, req api.PasskeyEnrollFinishRequest) (*api.PasskeyEnrollFinishResult, error) {
 	return call(ctx, a, api.CallEnrollFinish, req, nil)
 }
 
-func (a Client) PasskeyChallenge(ctx context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error) {
+func (a ServiceClient) PasskeyChallenge(ctx context.Context, req api.PasskeyChallengeRequest) (*api.PasskeyChallengeResult, error) {
 	return call(ctx, a, api.CallChallenge, req, nil)
 }
 
-func (a Client) PasskeyAttested(ctx context.Context, req api.PasskeyAttestedRequest) (*api.PasskeyAttestedResult, error) {
+func (a ServiceClient) PasskeyAttested(ctx context.Context, req api.PasskeyAttestedRequest) (*api.PasskeyAttestedResult, error) {
 	return call(ctx, a, api.CallPasskeyDecide, req, nil)
 }

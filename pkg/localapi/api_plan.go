@@ -34,7 +34,7 @@ func (a API) Plan(_ context.Context, req api.PlanRequest) (*api.PlanResult, erro
 
 // Plan hands each file over as a descriptor the client opens, as the
 // caller (docs/DESIGN.md §13): the service reads those, never a path.
-func (a Client) Plan(ctx context.Context, req api.PlanRequest) (*api.PlanResult, error) {
+func (a ServiceClient) Plan(ctx context.Context, req api.PlanRequest) (*api.PlanResult, error) {
 	var files []handover
 	for name, path := range req.Files {
 		files = append(files, handover{name: "file:" + name, path: path})

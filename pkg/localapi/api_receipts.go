@@ -81,7 +81,7 @@ func findReceipts(f *Env, id string) ([]*receipts.Receipt, error) {
 	return found, nil
 }
 
-func (a Client) ReceiptsShow(ctx context.Context, req api.ReceiptsShowRequest) (*api.ReceiptsShowResult, error) {
+func (a ServiceClient) ReceiptsShow(ctx context.Context, req api.ReceiptsShowRequest) (*api.ReceiptsShowResult, error) {
 	var r api.ReceiptsShowResult
 	if err := callInto(ctx, a, api.CallReceiptsShow, req, nil, &r); err != nil {
 		return nil, err

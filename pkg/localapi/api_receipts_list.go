@@ -143,7 +143,7 @@ func checkListPage(fl io.ReaderAt, size int64, p *api.ReceiptsListPage) error {
 	return nil
 }
 
-func (a Client) ReceiptsList(ctx context.Context, req api.ReceiptsListRequest) (*api.ReceiptsListResult, error) {
+func (a ServiceClient) ReceiptsList(ctx context.Context, req api.ReceiptsListRequest) (*api.ReceiptsListResult, error) {
 	var r api.ReceiptsListResult
 	if err := callInto(ctx, a, api.CallReceiptsList, req, nil, &r); err != nil {
 		return nil, err

@@ -138,7 +138,7 @@ func (a API) ReceiptsConsistency(_ context.Context, req api.ReceiptsConsistencyR
 	return &api.ReceiptsConsistencyResult{Origin: old.Origin, OldSize: old.Size, NewSize: new.Size, OldRoot: old.Hash, NewRoot: new.Hash, Hashes: NonNil(hashes)}, nil
 }
 
-func (a Client) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
+func (a ServiceClient) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequest) (*api.ReceiptsProveResult, error) {
 	var r api.ReceiptsProveResult
 	if err := callInto(ctx, a, api.CallProve, req, nil, &r); err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ func (a Client) ReceiptsProve(ctx context.Context, req api.ReceiptsProveRequest)
 	return &r, nil
 }
 
-func (a Client) ReceiptsConsistency(ctx context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
+func (a ServiceClient) ReceiptsConsistency(ctx context.Context, req api.ReceiptsConsistencyRequest) (*api.ReceiptsConsistencyResult, error) {
 	var r api.ReceiptsConsistencyResult
 	if err := callInto(ctx, a, api.CallConsistency, req, nil, &r); err != nil {
 		return nil, err

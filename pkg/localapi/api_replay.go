@@ -29,12 +29,12 @@ func ServeReplay(ctx context.Context, a API, req api.ReplayRequest, out io.Write
 	return r, err
 }
 
-func (a Client) Replay(ctx context.Context, req api.ReplayRequest) (*api.ReplayResult, error) {
+func (a ServiceClient) Replay(ctx context.Context, req api.ReplayRequest) (*api.ReplayResult, error) {
 	lw := &resultLines{each: req.Each}
 	g := *a.Env
 	g.IO = &Streams{Out: lw, Err: a.Env.IO.Err, ErrTTY: a.Env.IO.ErrTTY}
 	var r api.ReplayResult
-	err := callInto(ctx, Client{Env: &g}, api.CallReplay, req, nil, &r)
+	err := callInto(ctx, ServiceClient{Env: &g}, api.CallReplay, req, nil, &r)
 	if lw.err != nil {
 		return nil, lw.err
 	}

@@ -52,7 +52,7 @@ func OrDiscard(w io.Writer) io.Writer {
 // client's SIGINT and SIGTERM are relayed to the service while it runs
 // (callServiceAPI, for op run). ctx does not end the call: a run carries
 // on in the service, and its outcome would be lost to the caller.
-func (a Client) Run(ctx context.Context, req api.RunRequest) (*api.RunResult, error) {
+func (a ServiceClient) Run(ctx context.Context, req api.RunRequest) (*api.RunResult, error) {
 	g := *a.Env
 	g.IO = &Streams{In: req.Stdin, Out: OrDiscard(req.Stdout), Err: OrDiscard(req.Stderr)}
 	if a.Env.IO != nil {
@@ -60,7 +60,7 @@ func (a Client) Run(ctx context.Context, req api.RunRequest) (*api.RunResult, er
 		g.IO.ErrTTY = a.Env.IO.ErrTTY
 	}
 	var r api.RunResult
-	if err := callInto(context.WithoutCancel(ctx), Client{Env: &g}, api.CallRun, api.RunRequest{Fingerprint: req.Fingerprint}, nil, &r); err != nil {
+	if err := callInto(context.WithoutCancel(ctx), ServiceClient{Env: &g}, api.CallRun, api.RunRequest{Fingerprint: req.Fingerprint}, nil, &r); err != nil {
 		return nil, err
 	}
 	if r.Outcome != "ran" {

@@ -53,7 +53,7 @@ func ServeWait(f *Env, a API, req api.WaitRequest) (*api.WaitResult, error) {
 // first status that says whether there is anything to wait for. A
 // cancelled ctx closes the connection: the service sees its client go and
 // ends that wait at once (docs/adr/0031-waits-through-the-service.md).
-func (a Client) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResult, error) {
+func (a ServiceClient) Wait(ctx context.Context, req api.WaitRequest) (*api.WaitResult, error) {
 	var deadline time.Time
 	if req.Timeout > 0 {
 		deadline = time.Now().Add(req.Timeout)

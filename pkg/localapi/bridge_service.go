@@ -57,7 +57,7 @@ func ServeBridges(f *Env) error {
 		// policy, which the service's DecisionData asks for.
 		g := *f
 		g.KeyPath = c.Bridge.Key
-		through = Client{Env: &g}
+		through = ServiceClient{Env: &g}
 	}
 	s, err := NewBridgeService(f, c, reg, policy, through)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package localapi holds the application API (pkg/api) as this process
 // reaches it (Env.Reach): in process (API, and the runner service's
 // dispatch, ServiceHandler), or through the runner service's socket
-// (Client); and what they depend on (Env: configuration, policy, store,
+// (ServiceClient); and what they depend on (Env: configuration, policy, store,
 // registry, keys, clock, environment, the backends of prod-write-net, and
 // the runner service's call when it answers one).
 //

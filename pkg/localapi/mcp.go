@@ -62,7 +62,7 @@ func (b *MCPBackend) with(out, errOut io.Writer) *Env {
 // the token's principal).
 func (b *MCPBackend) reach(c api.CallInfo, waitSlice time.Duration) (api.API, error) {
 	if b.remote {
-		return Client{Env: b.with(io.Discard, io.Discard), WaitSlice: waitSlice}, nil
+		return ServiceClient{Env: b.with(io.Discard, io.Discard), WaitSlice: waitSlice}, nil
 	}
 	redact, err := b.f.authorize(c)
 	if err != nil {
@@ -278,7 +278,7 @@ func (b *MCPBackend) Drain() { b.inflight.Wait() }
 // holds nothing but the agent's key and files.
 
 func (b *MCPBackend) remoteRegistry() (*operations.Registry, error) {
-	r, err := Client{Env: b.with(io.Discard, io.Discard)}.Ops(context.Background())
+	r, err := ServiceClient{Env: b.with(io.Discard, io.Discard)}.Ops(context.Background())
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +286,7 @@ func (b *MCPBackend) remoteRegistry() (*operations.Registry, error) {
 }
 
 func (b *MCPBackend) remotePrincipal() (*approval.Principal, error) {
-	r, err := Client{Env: b.with(io.Discard, io.Discard)}.Whoami(context.Background())
+	r, err := ServiceClient{Env: b.with(io.Discard, io.Discard)}.Whoami(context.Background())
 	if err != nil {
 		return nil, err
 	}

@@ -268,7 +268,7 @@ func ReadDefinitions(dir string) ([]*operations.Operation, error) {
 	return out, nil
 }
 
-func (a Client) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
+func (a ServiceClient) ReceiptsCheckpoint(ctx context.Context, req api.ReceiptsCheckpointRequest) (*api.ReceiptsCheckpointResult, error) {
 	var r api.ReceiptsCheckpointResult
 	if err := callInto(ctx, a, api.CallCheckpoint, req, nil, &r); err != nil {
 		return nil, err
