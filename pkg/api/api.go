@@ -227,6 +227,9 @@ func RedactedStatus(fingerprint, operation, target string, mutating bool, format
 	}
 }
 
+// RunOp is the run call's name on the socket, runapi's (api.CallRun).
+const RunOp = runapi.RunOp
+
 // The run call's types and the answer's envelope are runapi's, so a run
 // client links them without the domain (pkg/runapi).
 type (

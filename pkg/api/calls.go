@@ -1,7 +1,5 @@
 package api
 
-import "github.com/prod-write/prod-write/pkg/runapi"
-
 // The calls of the API, as data: the one place each is declared, with
 // its request and result types, its name on the runner service's socket,
 // who may make it through the service and what a caller with no key of
@@ -85,7 +83,7 @@ var (
 	CallWithdraw      = call[WithdrawRequest, WithdrawResult]("Withdraw", "withdraw", Anyone, KeylessWhole)
 	CallFreezeGrant   = call[FreezeGrantRequest, FreezeGrantResult]("FreezeGrant", "freeze-grant", Anyone, KeylessWhole)
 	CallBreakGlass    = call[BreakGlassRequest, BreakGlassResult]("BreakGlass", "break-glass", Anyone, KeylessWhole)
-	CallRun           = call[RunRequest, RunResult]("Run", runapi.RunOp, Anyone, KeylessWhole)
+	CallRun           = call[RunRequest, RunResult]("Run", RunOp, Anyone, KeylessWhole)
 	CallReview        = call[BreakGlassReviewRequest, BreakGlassReviewResult]("BreakGlassReview", "break-glass-review", Anyone, KeylessWhole)
 	CallAttested      = call[AnswerAttestedRequest, AnswerAttestedResult]("AnswerAttested", "answer-attested", Anyone, KeylessWhole)
 	CallDecisionData  = call[DecisionDataRequest, DecisionDataResult]("DecisionData", "decision-data", Keyed, KeylessRefused)
