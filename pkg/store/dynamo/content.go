@@ -59,8 +59,9 @@ func (s *Store) PutContent(sum string, data []byte) error {
 	})
 }
 
-// putItemOnce creates item unless its key exists; an existing item same
-// calls equal is success, any other store.ErrExists.
+// putItemOnce creates item unless its key exists, by a PutItem conditioned
+// on attribute_not_exists: an existing item that same finds equal is
+// success, any other store.ErrExists. Every item of the store is written so.
 func (s *Store) putItemOnce(item map[string]types.AttributeValue, same func(map[string]types.AttributeValue) bool) error {
 	ctx, cancel := s.ctx()
 	defer cancel()

@@ -194,34 +194,16 @@ func conditionFailed(err error) bool {
 }
 
 // putOnce creates the item pk/sk with env unless it exists; an existing
-// item with the same bytes is success, with other bytes store.ErrExists.
+// item with the same bytes is success, with other bytes (or an item that is
+// not the store's, as the embedded store treats a file it cannot read back)
+// store.ErrExists.
 func (s *Store) putOnce(pk, sk, env string) error {
-	ctx, cancel := s.ctx()
-	defer cancel()
 	item := key(pk, sk)
 	item[attrEnv] = str(env)
-	_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           aws.String(s.table),
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	return s.putItemOnce(item, func(old map[string]types.AttributeValue) bool {
+		v, ok := old[attrEnv].(*types.AttributeValueMemberS)
+		return ok && v.Value == env
 	})
-	if err == nil {
-		return nil
-	}
-	if !conditionFailed(err) {
-		return s.fail("PutItem", err)
-	}
-	old, found, err := s.getEnv(ctx, pk, sk)
-	var failed *Error
-	switch {
-	case errors.As(err, &failed):
-		return err
-	case err == nil && found && old == env:
-		return nil
-	}
-	// Other bytes, or an item that is not the store's: as the embedded
-	// store treats a file it cannot read back.
-	return fmt.Errorf("%s: %w", s.path(pk, sk), store.ErrExists)
 }
 
 // getEnv reads the env attribute of pk/sk, strongly consistent.
