@@ -54,8 +54,8 @@ func TestDiffRules(t *testing.T) {
 			must(t, os.Chmod(w.NewFile, 0o600))
 		}, want: []string{"+listen = 8080"}},
 		{name: "new file changed after planning", setup: func(t *testing.T, w *bridgetest.World) {
-			must(t, os.WriteFile(w.NewFile, []byte(strings.Replace(bridgetest.NewConfig, "8080", "9090", 1)), 0o644))
-		}, want: []string{"+listen = 8080"}, never: "9090"},
+			must(t, os.WriteFile(w.NewFile, []byte(strings.Replace(bridgetest.NewConfig, "8080", "SWAPPED", 1)), 0o644))
+		}, want: []string{"+listen = 8080"}, never: "SWAPPED"},
 		{name: "new file swapped for a secret of the same size", setup: func(t *testing.T, w *bridgetest.World) {
 			must(t, os.WriteFile(w.NewFile, []byte(strings.Repeat("s", len(bridgetest.NewConfig))), 0o644))
 		}, want: []string{"+listen = 8080"}},
